@@ -1,0 +1,68 @@
+// `kvrank analyze` as a library call: checkpoints in, per-layer metrics out (one ModelReport per
+// model and representation). Streams one layer at a time; prints nothing.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvrank/diversity.hpp"
+#include "kvrank/families.hpp"
+
+namespace kvrank {
+
+struct Summary {
+  double erank_mean = 0;
+  double erank_centered_mean = 0;
+  double erank_pct_mean = 0;
+  double erank_centered_pct_mean = 0;
+};
+
+/// One model × one representation. Fields match the JSON schema of SPEC.md §3.
+struct ModelReport {
+  std::string label;
+  std::string path;
+  std::string family;
+  std::string variant;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int d_model = 0;
+  int num_layers = 0;
+  std::optional<int> lrkv_rank;
+  std::optional<int> mla_kv_lora_rank;
+  std::string repr = "qk";
+  std::vector<LayerMetrics> layers;
+  Summary summary;
+};
+
+/// Means over the layers of a report.
+Summary summarize(const std::vector<LayerMetrics>& layers);
+
+/// Parses "0-11,20" into sorted unique layer indices; throws kvrank::Error on bad syntax.
+std::vector<int> parse_layer_list(std::string_view text);
+
+struct AnalyzeOptions {
+  std::vector<Repr> reprs;              ///< empty: qk (or k,v for K/V-only inputs)
+  std::optional<std::vector<int>> layers;  ///< empty: all; an index ≥ num_layers is an error
+  LayoutOverrides layout;
+  OpenOptions open;
+  /// Called after each layer: (layer position, layer count). May be empty.
+  std::function<void(int done, int total)> progress;
+  /// Called with human-readable notes for stderr (e.g. "K/V only: analysing k and v"). May be empty.
+  std::function<void(const std::string& message)> note;
+};
+
+/// Analyses one checkpoint; returns one report per representation. `label` is the model's label.
+std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path, const std::string& label,
+                                            const AnalyzeOptions& options);
+
+/// Default label for a path: the folder name, or the file name without extension.
+std::string default_label(const std::filesystem::path& path);
+
+/// The fully-redundant series (1.0 at every layer), label "Fully redundant", variant "baseline".
+ModelReport fully_redundant_baseline(int num_layers, int heads);
+
+}  // namespace kvrank

@@ -1,0 +1,59 @@
+// Head diversity: the metric of SPEC.md §1, computed from factor Grams without any d×d matrix.
+//
+//   A_h = L_h R_hᵀ                         per-head bilinear form (see factors.hpp)
+//   ⟨A_i, A_j⟩_F = Σ_ab (L_iᵀL_j)_ab (R_iᵀR_j)_ab
+//   S_ij = ⟨A_i, A_j⟩_F / (‖A_i‖_F ‖A_j‖_F)          H×H cosine Gram
+//   erank(S) = exp(−Σ p_i ln p_i),  p = max(λ(S), 0) / Σ max(λ, 0)
+//   erank_centered = erank(J S J),  J = I − 11ᵀ/H     (1.0 when trace(J S J) ≤ 1e-12·H)
+//
+// Usage:
+//   HeadFactors f = ...;                 // from families.hpp, or built by hand in tests
+//   LayerMetrics m = analyze_layer(f);   // m.erank, m.erank_centered, m.similarity, ...
+//
+// Grams of the bases are float32 SYRKs (OpenBLAS when available); everything after that — the H×H
+// similarity, the d_h×d_h blocks for per-head singular values, all eigenproblems — is in double.
+#pragma once
+
+#include <vector>
+
+#include "kvrank/eigen.hpp"
+#include "kvrank/factors.hpp"
+
+namespace kvrank {
+
+/// Metrics of one layer (one representation). Field names match the JSON schema of SPEC.md §3.
+struct LayerMetrics {
+  int layer = 0;
+  int heads = 0;  ///< heads kept in S (zero heads excluded)
+  double erank = 0;
+  double erank_centered = 0;
+  double erank_pct = 0;
+  double erank_centered_pct = 0;
+  double mean_similarity = 0;
+  int pcs_90 = 1;
+  std::vector<double> eigenvalues;           ///< of S, descending, clipped at 0
+  std::vector<double> eigenvalues_centered;  ///< of J S J, descending, clipped at 0
+  std::vector<double> head_erank;            ///< per head (all H, zero heads → 0)
+  std::vector<double> head_norm;             ///< ‖A_h‖_F per head (all H)
+  std::vector<int> zero_heads;               ///< heads with ‖A_h‖_F = 0, left out of S
+  MatrixD similarity;                        ///< S over the kept heads
+};
+
+/// Roy–Vetterli / uncentred effective rank of non-negative weights: exp(entropy of w/Σw), with
+/// 0·ln 0 = 0. Negative entries are clipped to 0. Returns 0 for an all-zero input.
+double effective_rank(const std::vector<double>& weights);
+
+/// Metrics of a cosine Gram S (H×H, symmetric, unit diagonal): everything in LayerMetrics except the
+/// per-head fields and `layer`.
+LayerMetrics similarity_metrics(const MatrixD& similarity);
+
+/// The full pipeline for one layer: Grams, S, metrics, per-head effective ranks and norms.
+LayerMetrics analyze_layer(const HeadFactors& factors);
+
+/// G = basis · basisᵀ (m×m) in float32 through SYRK, returned in double (both triangles filled).
+MatrixD basis_gram(const RowMatrixF& basis);
+
+/// Sets the number of threads used by the BLAS and by kvrank's own loops (0 = all cores).
+void set_compute_threads(int threads);
+
+}  // namespace kvrank

@@ -1,0 +1,36 @@
+// Element types kvrank reads, and their conversion to float32.
+//
+// Every analysed tensor is converted to float32 once, layer by layer, straight from the memory map.
+// BF16/F16/FP8 values convert exactly (float32 holds every one of them); F64 rounds to nearest.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace kvrank {
+
+enum class DType { F64, F32, F16, BF16, F8_E4M3, F8_E5M2 };
+
+/// Bytes per element.
+std::size_t dtype_size(DType dtype) noexcept;
+/// The safetensors spelling: "F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2".
+std::string_view dtype_name(DType dtype) noexcept;
+/// Parses the safetensors spelling; nullopt for anything else (including valid but unsupported
+/// safetensors dtypes such as "I64", which callers report by name).
+std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+
+float bf16_to_f32(std::uint16_t bits) noexcept;
+float f16_to_f32(std::uint16_t bits) noexcept;
+/// OCP FP8 E4M3 ("fn": no infinities, S.1111.111 is NaN, max 448).
+float fp8_e4m3_to_f32(std::uint8_t bits) noexcept;
+/// OCP FP8 E5M2 (IEEE-like: infinities and NaNs).
+float fp8_e5m2_to_f32(std::uint8_t bits) noexcept;
+
+/// Converts `out.size()` little-endian elements of `dtype` from `raw` into `out`.
+/// Precondition: raw.size() == out.size() * dtype_size(dtype).
+void convert_to_f32(DType dtype, std::span<const std::byte> raw, std::span<float> out) noexcept;
+
+}  // namespace kvrank

@@ -1,0 +1,29 @@
+// Writers and readers of analysis results: JSON (SPEC.md §3, schema_version 1), CSV, terminal table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvrank/analysis.hpp"
+
+namespace kvrank {
+
+struct ReportOptions {
+  bool include_similarity = false;  ///< `--similarity`: add each layer's H×H matrix
+};
+
+nlohmann::json to_json(const std::vector<ModelReport>& models, const ReportOptions& options = {});
+std::string to_csv(const std::vector<ModelReport>& models);
+std::string to_table(const std::vector<ModelReport>& models);
+
+/// Parses a JSON document written by to_json (for `plot` and `check`). Throws kvrank::Error naming
+/// `file_name` and the missing/invalid field.
+std::vector<ModelReport> reports_from_json(const nlohmann::json& document, const std::string& file_name);
+
+/// Writes `content` to `path` atomically (temp file in the same folder, then rename): a failed run
+/// leaves no partial file. Throws kvrank::Error naming the path.
+void write_file_atomically(const std::filesystem::path& path, const std::string& content);
+
+}  // namespace kvrank

@@ -1,0 +1,45 @@
+// Shared helpers for the unit tests.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kvrank::test {
+
+/// A fresh temporary folder, removed (with its contents) when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Bytes of a string (to build file images in memory).
+std::vector<std::byte> to_bytes(const std::string& text);
+void write_file(const std::filesystem::path& path, const std::vector<std::byte>& bytes);
+void write_file(const std::filesystem::path& path, const std::string& text);
+std::string read_file(const std::filesystem::path& path);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+};
+/// Runs a shell command, capturing stdout (stderr passes through).
+CommandResult run_command(const std::string& command);
+
+/// `python3 scripts/<script> args...` from the source tree, with the Python CMake found.
+CommandResult run_python_script(const std::string& script, const std::string& args);
+
+/// The project's source folder, and ../shared/fixtures when present (empty path when absent).
+std::filesystem::path source_dir();
+std::filesystem::path fixtures_dir();
+
+}  // namespace kvrank::test
