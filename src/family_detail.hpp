@@ -1,0 +1,65 @@
+// Private: the per-family readers behind families.hpp, and the helpers they share.
+//
+// families.cpp owns detection order and dispatch: it asks each family in turn whether a checkpoint
+// is theirs, then calls that family's detect/factors functions. Each family lives in its own
+// src/family_<name>.cpp (or in families.cpp for the simple llama-like ones).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/families.hpp"
+
+namespace kvrank::detail {
+
+// ---- shared helpers (implemented in families.cpp) -------------------------------------------
+
+/// Integer field of config.json: nullopt when absent or null; throws kvrank::Error naming
+/// config.json and the field when it has the wrong type or is negative.
+std::optional<int> config_int(const Checkpoint& checkpoint, const char* key);
+std::optional<std::string> config_string(const Checkpoint& checkpoint, const char* key);
+std::optional<bool> config_bool(const Checkpoint& checkpoint, const char* key);
+
+/// The tensor `name` as a row-major float32 matrix [rows, cols], checking its shape:
+/// throws kvrank::Error naming the file and tensor ("expected shape [..], found [..] (from
+/// config.json: ...)") when it does not match. `why` says where the expected shape comes from.
+RowMatrixF load_matrix(const Checkpoint& checkpoint, const std::string& name, Index rows, Index cols,
+                       const std::string& why);
+
+/// A side whose heads are consecutive row blocks of `rows` (m × n): head h uses block
+/// group_of(h) = h / heads_per_block, i.e. rows [g·k, (g+1)·k). For MHA heads_per_block = 1; for
+/// GQA/MQA = H / H_kv, so shared KV blocks enter the Gram once.
+FactorSide row_block_side(RowMatrixF rows, int heads, Index head_cols, int heads_per_block);
+
+/// A side whose heads are consecutive column blocks of an `[d, H·k]` matrix (an output projection):
+/// transposes it once into basis rows.
+FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols);
+
+/// "mha" / "gqa" / "mqa" from the head counts.
+std::string attention_variant(int heads, int kv_heads);
+
+// ---- families in their own files ---------------------------------------------------------------
+
+// MLA (deepseek_v2 / deepseek_v3), src/family_mla.cpp
+bool is_mla(const Checkpoint& checkpoint);
+ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
+HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer, Repr repr);
+std::vector<std::string> mla_tensor_names(const ModelLayout& layout, int layer);
+
+// LRKV (this project's layout), src/family_lrkv.cpp
+bool is_lrkv(const Checkpoint& checkpoint);
+ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
+HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer, Repr repr);
+std::vector<std::string> lrkv_tensor_names(const ModelLayout& layout, int layer);
+
+// Captured activations (--activations), src/activations.cpp
+ModelLayout detect_activations(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
+HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                               Repr repr);
+std::vector<std::string> activation_tensor_names(const ModelLayout& layout, int layer);
+
+}  // namespace kvrank::detail
