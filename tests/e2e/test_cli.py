@@ -1,0 +1,200 @@
+"""End-to-end tests of the kvrank command line: output formats, schema, exit codes, atomic output.
+
+Usage: python3 tests/e2e/test_cli.py path/to/kvrank   (run from the repository root)
+Checkpoints come from `kvrank synth` (the schema tests do not depend on their numbers) and from
+../shared/fixtures/stories260K when present.
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
+FIXTURE = os.path.join("..", "shared", "fixtures", "stories260K")
+
+TOP_KEYS = {"schema_version", "tool", "models"}
+MODEL_KEYS = {"label", "path", "family", "variant", "heads", "kv_heads", "head_dim", "d_model",
+              "num_layers", "lrkv_rank", "mla_kv_lora_rank", "repr", "layers", "summary"}
+LAYER_KEYS = {"layer", "heads", "erank", "erank_centered", "erank_pct", "erank_centered_pct",
+              "mean_similarity", "pcs_90", "eigenvalues", "eigenvalues_centered", "head_erank",
+              "head_norm", "zero_heads"}
+SUMMARY_KEYS = {"erank_mean", "erank_centered_mean", "erank_pct_mean", "erank_centered_pct_mean"}
+CSV_HEADER = ("label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
+              "mean_similarity,pcs_90")
+
+
+def run(*args):
+    return subprocess.run([KVRANK, *args], capture_output=True, text=True, timeout=120)
+
+
+class CliTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.gqa = os.path.join(cls.tmp.name, "gqa")
+        cls.mha = os.path.join(cls.tmp.name, "mha")
+        for path, kv in ((cls.gqa, "2"), (cls.mha, "4")):
+            result = run("synth", "--family", "llama", "--layers", "3", "--heads", "4",
+                         "--kv-heads", kv, "--head-dim", "8", "--d-model", "32",
+                         "--redundancy", "0.3", "--seed", "7", "-o", path)
+            assert result.returncode == 0, result.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def assert_usage_error(self, result):
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(result.stdout, "")
+        lines = result.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertTrue(lines[0].startswith("kvrank: error: "), lines[0])
+        return lines[0]
+
+    def analyze_json(self, *args):
+        result = run("analyze", *args, "--format", "json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+    def test_json_has_exactly_the_schema_keys(self):
+        doc = self.analyze_json(self.gqa, self.mha, "--label", "G", "--label", "M")
+        self.assertEqual(set(doc), TOP_KEYS)
+        self.assertEqual(doc["schema_version"], 1)
+        self.assertEqual(doc["tool"]["name"], "kvrank")
+        self.assertEqual([m["label"] for m in doc["models"]], ["G", "M"])
+        for model in doc["models"]:
+            self.assertEqual(set(model), MODEL_KEYS)
+            self.assertEqual(set(model["summary"]), SUMMARY_KEYS)
+            self.assertEqual(len(model["layers"]), 3)
+            for index, layer in enumerate(model["layers"]):
+                self.assertEqual(set(layer), LAYER_KEYS)
+                self.assertEqual(layer["layer"], index)
+                self.assertEqual(len(layer["eigenvalues"]), 4)
+                self.assertEqual(len(layer["head_norm"]), 4)
+        self.assertEqual(doc["models"][0]["variant"], "gqa")
+        self.assertEqual(doc["models"][0]["kv_heads"], 2)
+        self.assertEqual(doc["models"][1]["variant"], "mha")
+
+    def test_summary_is_the_mean_over_layers(self):
+        model = self.analyze_json(self.gqa)["models"][0]
+        for key in ("erank", "erank_centered", "erank_pct", "erank_centered_pct"):
+            mean = sum(layer[key] for layer in model["layers"]) / len(model["layers"])
+            self.assertAlmostEqual(model["summary"][key + "_mean"], mean, places=9)
+
+    def test_percentages_follow_the_papers_convention(self):
+        for layer in self.analyze_json(self.mha)["models"][0]["layers"]:
+            self.assertAlmostEqual(layer["erank_pct"], 100 * layer["erank"] / layer["heads"], places=9)
+            self.assertAlmostEqual(layer["erank_centered_pct"],
+                                   100 * layer["erank_centered"] / layer["heads"], places=9)
+
+    def test_similarity_only_on_request(self):
+        doc = self.analyze_json(self.mha, "--similarity")
+        layer = doc["models"][0]["layers"][0]
+        self.assertEqual(set(layer), LAYER_KEYS | {"similarity"})
+        similarity = layer["similarity"]
+        self.assertEqual(len(similarity), 4)
+        for i in range(4):
+            self.assertAlmostEqual(similarity[i][i], 1.0, places=12)
+            for j in range(4):
+                self.assertAlmostEqual(similarity[i][j], similarity[j][i], places=12)
+
+    def test_several_representations_give_one_series_each(self):
+        doc = self.analyze_json(self.gqa, "--repr", "qk,k")
+        self.assertEqual([m["repr"] for m in doc["models"]], ["qk", "k"])
+        for layer in doc["models"][1]["layers"]:  # GQA keys: at most H_kv distinct heads
+            self.assertLessEqual(layer["erank"], 2 + 1e-9)
+
+    def test_layer_selection(self):
+        doc = self.analyze_json(self.mha, "--layers", "0,2")
+        self.assertEqual([layer["layer"] for layer in doc["models"][0]["layers"]], [0, 2])
+
+    def test_csv_header_and_rows(self):
+        result = run("analyze", self.gqa, self.mha, "--format", "csv")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = result.stdout.splitlines()
+        self.assertEqual(lines[0], CSV_HEADER)
+        rows = list(csv.DictReader(io.StringIO(result.stdout)))
+        self.assertEqual(len(rows), 6)
+        self.assertEqual({row["label"] for row in rows}, {"gqa", "mha"})
+        json_layers = self.analyze_json(self.gqa)["models"][0]["layers"]
+        for row, layer in zip(rows[:3], json_layers):
+            self.assertAlmostEqual(float(row["erank"]), layer["erank"], places=5)
+
+    def test_table_names_the_model(self):
+        result = run("analyze", self.gqa, "--label", "my-model")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("my-model", result.stdout)
+        self.assertIn("gqa", result.stdout)
+
+    def test_output_file_and_with_baseline(self):
+        out = os.path.join(self.tmp.name, "curves.json")
+        result = run("analyze", self.mha, "--with-baseline", "--format", "json", "-o", out, "-q")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout, "")
+        models = json.load(open(out))["models"]
+        self.assertEqual(models[-1]["label"], "Fully redundant")
+        self.assertEqual(models[-1]["variant"], "baseline")
+        self.assertEqual([layer["erank"] for layer in models[-1]["layers"]], [1.0, 1.0, 1.0])
+
+    def test_failed_run_leaves_no_output_file(self):
+        out = os.path.join(self.tmp.name, "never.json")
+        result = run("analyze", self.mha, os.path.join(self.tmp.name, "missing"),
+                     "--format", "json", "-o", out)
+        self.assert_usage_error(result)
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual([f for f in os.listdir(self.tmp.name) if "never" in f], [])
+
+    def test_baseline_command(self):
+        result = run("baseline", "--layers", "4", "--heads", "6", "--format", "json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        model = json.loads(result.stdout)["models"][0]
+        self.assertEqual(model["label"], "Fully redundant")
+        self.assertEqual(len(model["layers"]), 4)
+        for layer in model["layers"]:
+            self.assertEqual(layer["erank"], 1.0)
+            self.assertEqual(layer["erank_centered"], 1.0)
+
+    def test_usage_errors_exit_2_with_one_line(self):
+        missing = os.path.join(self.tmp.name, "nope.safetensors")
+        cases = [
+            ("analyze",),
+            ("frobnicate",),
+            ("analyze", missing),
+            ("analyze", self.mha, "--format", "xml"),
+            ("analyze", self.mha, "--repr", "qq"),
+            ("analyze", self.mha, "--layers", "7"),
+            ("analyze", self.mha, "--layers", "3-1"),
+            ("analyze", self.mha, "--label", "a", "--label", "b"),
+            ("inspect", missing),
+            ("check", missing, "--baseline", missing),
+            ("synth", "--heads", "6", "--kv-heads", "4", "-o", os.path.join(self.tmp.name, "bad")),
+        ]
+        for args in cases:
+            with self.subTest(args=args):
+                self.assert_usage_error(run(*args))
+        line = self.assert_usage_error(run("analyze", missing))
+        self.assertIn(missing, line)
+
+    def test_help_and_version(self):
+        self.assertEqual(run("--help").returncode, 0)
+        self.assertEqual(run("analyze", "--help").returncode, 0)
+        version = run("--version")
+        self.assertEqual(version.returncode, 0)
+        self.assertIn("kvrank", version.stdout)
+
+    @unittest.skipUnless(os.path.isdir(FIXTURE), "../shared/fixtures absent (a user's fresh clone)")
+    def test_fixture_is_detected_and_analysed(self):
+        model = self.analyze_json(FIXTURE)["models"][0]
+        self.assertEqual((model["family"], model["variant"]), ("llama", "gqa"))
+        self.assertEqual((model["heads"], model["kv_heads"], model["head_dim"]), (8, 4, 8))
+        self.assertEqual((model["d_model"], model["num_layers"]), (64, 5))
+        inspect = run("inspect", FIXTURE, "--format", "json")
+        self.assertEqual(inspect.returncode, 0, inspect.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
