@@ -19,7 +19,7 @@ Corpus: the top-level *.py files of the Python standard library (/usr/lib/python
 concatenated in sorted order; the last 5 % of the bytes are the validation split.
 
 Usage:
-  nice -n 10 python3 scripts/train_tiny.py --steps 800 --seed 0 --out data/tiny [--variants mha,gqa]
+  nice -n 10 python3 scripts/train_tiny.py --steps 400 --seed 0 --out data/tiny [--variants mha,gqa]
   python3 scripts/train_tiny.py --verify --out data/tiny   # numpy-only read-back of what is there
 
 Needs PyTorch (Debian python3-torch) for training; --verify needs only numpy. Runs on one CPU thread
@@ -490,10 +490,15 @@ def per_head_factors(variant, w, layer):
     return out
 
 
-def qk_erank(variant, w, layer):
-    """Uncentred erank of the cosine Gram of A_h = W_Q^h (W_K^h)^T, built naively (d x d)."""
-    mats = [qh.astype(np.float64).T @ kh.astype(np.float64)
-            for qh, kh in per_head_factors(variant, w, layer)]
+def layer_erank(variant, w, layer, repr_):
+    """Uncentred erank of the cosine Gram of the per-head A_h, built naively as d x d matrices.
+
+    repr_ "qk": A_h = W_Q^h (W_K^h)^T; "k": A_h = W_K^h (W_K^h)^T (the key head query head h uses).
+    """
+    mats = []
+    for qh, kh in per_head_factors(variant, w, layer):
+        left = qh if repr_ == "qk" else kh
+        mats.append(left.astype(np.float64).T @ kh.astype(np.float64))
     flat = np.stack([m.ravel() / np.linalg.norm(m) for m in mats])
     return erank(flat @ flat.T)
 
@@ -511,11 +516,11 @@ def verify(out):
         want = expected_shapes(variant)
         bad = [n for n in set(w) | set(want) if n not in w or n not in want
                or list(w[n].shape) != want[n] or not np.isfinite(w[n]).all()]
-        if bad:
-            ok = False
-        curve = [qk_erank(variant, w, i) for i in range(config["num_hidden_layers"])]
-        print(f"{variant:8s} tensors {len(w):3d} {'ok' if not bad else 'BAD ' + str(sorted(bad))}"
-              f"  qk erank per layer " + " ".join(f"{e:.3f}" for e in curve))
+        ok = ok and not bad
+        print(f"{variant:8s} {len(w):3d} tensors: {'names/shapes/finite ok' if not bad else 'BAD ' + str(sorted(bad))}")
+        for repr_ in ("qk", "k"):
+            curve = [layer_erank(variant, w, i, repr_) for i in range(config["num_hidden_layers"])]
+            print(f"         {repr_:2s} erank per layer " + " ".join(f"{e:.4f}" for e in curve))
     return ok
 
 
@@ -524,7 +529,7 @@ def verify(out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=800)
+    ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="data/tiny")
     ap.add_argument("--variants", default=",".join(VARIANTS),
@@ -540,7 +545,7 @@ def main():
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--corpus-root", default=str(CORPUS_ROOT))
     ap.add_argument("--verify", action="store_true",
-                    help="only read OUT/*/ back with numpy and print names/shapes checks and qk erank")
+                    help="only read OUT/*/ back with numpy, check names/shapes, print qk and k erank")
     args = ap.parse_args()
 
     if args.verify:
