@@ -1,8 +1,168 @@
-// STUB: replaced by its owner; throws so that the build links from day one.
+// `kvrank check`: compares per-layer metrics of two result sets within tolerances.
 #include "kvrank/check.hpp"
-#include <stdexcept>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "kvrank/error.hpp"
+
 namespace kvrank {
-std::vector<Violation> check_reports(const std::vector<ModelReport>&, const std::vector<ModelReport>&, const CheckOptions&, const std::string&, const std::string&) { throw std::logic_error("not implemented"); }
-std::string format_violations(const std::vector<Violation>&) { throw std::logic_error("not implemented"); }
-double metric_value(const LayerMetrics&, std::string_view) { throw std::logic_error("not implemented"); }
+
+double metric_value(const LayerMetrics& layer, std::string_view metric) {
+  if (metric == "erank") return layer.erank;
+  if (metric == "erank_centered") return layer.erank_centered;
+  if (metric == "erank_pct") return layer.erank_pct;
+  if (metric == "erank_centered_pct") return layer.erank_centered_pct;
+  if (metric == "mean_similarity") return layer.mean_similarity;
+  if (metric == "pcs_90") return layer.pcs_90;
+  throw Error("", "unknown metric \"" + std::string(metric) +
+                      "\" (expected erank, erank_centered, erank_pct, erank_centered_pct, "
+                      "mean_similarity or pcs_90)");
+}
+
+namespace {
+
+using ModelKey = std::pair<std::string, std::string>;  // (label, repr)
+
+// Models are told apart by label, and by repr when one label comes with several representations.
+std::string describe(const ModelKey& key, bool with_repr) {
+  std::string text = "model \"" + key.first + "\"";
+  if (with_repr) text += " (repr " + key.second + ")";
+  return text;
+}
+
+std::map<ModelKey, const ModelReport*> index_models(const std::vector<ModelReport>& models,
+                                                   const std::string& file) {
+  std::map<ModelKey, const ModelReport*> index;
+  for (const ModelReport& model : models) {
+    const ModelKey key{model.label, model.repr};
+    if (!index.emplace(key, &model).second) {
+      throw Error(file, "two models labelled \"" + model.label + "\" with repr " + model.repr +
+                            " (labels must be unique to be compared)");
+    }
+  }
+  return index;
+}
+
+bool has_several_reprs(const std::vector<ModelReport>& models) {
+  std::set<std::string> reprs;
+  for (const ModelReport& model : models) reprs.insert(model.repr);
+  return reprs.size() > 1;
+}
+
+// "0-4,7,9-11": a compact list of layer indices for error messages.
+std::string layer_ranges(const std::vector<LayerMetrics>& layers) {
+  std::set<int> indices;
+  for (const LayerMetrics& layer : layers) indices.insert(layer.layer);
+  if (indices.empty()) return "none";
+  std::string text;
+  auto it = indices.begin();
+  while (it != indices.end()) {
+    const int first = *it;
+    int last = first;
+    while (std::next(it) != indices.end() && *std::next(it) == last + 1) last = *++it;
+    ++it;
+    if (!text.empty()) text += ',';
+    text += std::to_string(first);
+    if (last != first) text += '-' + std::to_string(last);
+  }
+  return text;
+}
+
+std::map<int, const LayerMetrics*> index_layers(const std::vector<LayerMetrics>& layers) {
+  std::map<int, const LayerMetrics*> index;
+  for (const LayerMetrics& layer : layers) index.emplace(layer.layer, &layer);
+  return index;
+}
+
+// Passing needs the difference within abs_tol, or (when given) within rel_tol·|golden|. Written as
+// "not within" so that a NaN difference is a violation, never a silent pass.
+bool within_tolerance(double current, double golden, const CheckOptions& options) {
+  const double difference = std::fabs(current - golden);
+  if (difference <= options.abs_tol) return true;
+  return options.rel_tol && difference <= *options.rel_tol * std::fabs(golden);
+}
+
+}  // namespace
+
+std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
+                                     const std::vector<ModelReport>& golden,
+                                     const CheckOptions& options, const std::string& current_file,
+                                     const std::string& golden_file) {
+  if (options.metrics.empty()) throw Error("", "no metric to check");
+  const LayerMetrics probe;
+  for (const std::string& metric : options.metrics) metric_value(probe, metric);
+
+  const auto current_models = index_models(current, current_file);
+  const auto golden_models = index_models(golden, golden_file);
+  const bool with_repr = has_several_reprs(current) || has_several_reprs(golden);
+  for (const auto& [key, model] : current_models) {
+    if (!golden_models.count(key)) {
+      throw Error(golden_file, "no " + describe(key, with_repr) + " to compare with " +
+                                   current_file + " (models are matched by label)");
+    }
+  }
+
+  std::vector<Violation> violations;
+  for (const ModelReport& gold_model : golden) {
+    const ModelKey key{gold_model.label, gold_model.repr};
+    const auto found = current_models.find(key);
+    if (found == current_models.end()) {
+      throw Error(current_file, "no " + describe(key, with_repr) + " as in " + golden_file +
+                                    " (models are matched by label)");
+    }
+    const ModelReport& cur_model = *found->second;
+    const auto cur_layers = index_layers(cur_model.layers);
+    const auto gold_layers = index_layers(gold_model.layers);
+    if (cur_layers.size() != gold_layers.size() ||
+        !std::equal(cur_layers.begin(), cur_layers.end(), gold_layers.begin(),
+                    [](const auto& a, const auto& b) { return a.first == b.first; })) {
+      throw Error(current_file, describe(key, with_repr) + " has layers " +
+                                    layer_ranges(cur_model.layers) + " but " + golden_file +
+                                    " has layers " + layer_ranges(gold_model.layers));
+    }
+    for (const auto& [index, gold_layer] : gold_layers) {
+      const LayerMetrics& cur_layer = *cur_layers.at(index);
+      for (const std::string& metric : options.metrics) {
+        const double gold_value = metric_value(*gold_layer, metric);
+        const double cur_value = metric_value(cur_layer, metric);
+        if (!within_tolerance(cur_value, gold_value, options)) {
+          violations.push_back({gold_model.label, gold_model.repr, index, metric, gold_value,
+                                cur_value});
+        }
+      }
+    }
+  }
+  return violations;
+}
+
+std::string format_violations(const std::vector<Violation>& violations) {
+  if (violations.empty()) return "";
+  std::size_t label_width = 5;
+  std::size_t repr_width = 4;
+  std::size_t metric_width = 6;
+  for (const Violation& v : violations) {
+    label_width = std::max(label_width, v.label.size());
+    repr_width = std::max(repr_width, v.repr.size());
+    metric_width = std::max(metric_width, v.metric.size());
+  }
+  const auto pad = [](const std::string& text, std::size_t width) {
+    return text + std::string(width - std::min(width, text.size()), ' ');
+  };
+  std::string out = pad("label", label_width) + "  " + pad("repr", repr_width) + "  layer  " +
+                    pad("metric", metric_width) + "      golden     current        diff\n";
+  for (const Violation& v : violations) {
+    char numbers[128];
+    std::snprintf(numbers, sizeof numbers, "%5d  %s  %10.6f  %10.6f  %+10.6f", v.layer,
+                  pad(v.metric, metric_width).c_str(), v.golden, v.current, v.current - v.golden);
+    out += pad(v.label, label_width) + "  " + pad(v.repr, repr_width) + "  " + numbers + "\n";
+  }
+  return out;
+}
+
 }  // namespace kvrank
