@@ -1,9 +1,157 @@
-// STUB: replaced by its owner; throws so that the build links from day one.
 #include "kvrank/tensor.hpp"
-#include <stdexcept>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "kvrank/error.hpp"
+
 namespace kvrank {
-std::int64_t TensorView::numel() const noexcept { return 0; }
-std::string TensorView::shape_string() const { throw std::logic_error("not implemented"); }
-std::vector<float> to_f32(const TensorView&) { throw std::logic_error("not implemented"); }
-RowMatrixF to_matrix(const TensorView&) { throw std::logic_error("not implemented"); }
+namespace {
+
+std::string join_indices(const std::vector<std::int64_t>& values) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(values[i]);
+  }
+  return text + "]";
+}
+
+// The multi-index of flat C-order position `flat` in `shape`.
+std::vector<std::int64_t> c_order_index(std::int64_t flat, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
+bool is_finite_bits(float value) noexcept {
+  return (std::bit_cast<std::uint32_t>(value) & 0x7F800000u) != 0x7F800000u;
+}
+
+// Returns the position of the first NaN/Inf, or -1. The first pass is a branch-free reduction the
+// compiler vectorises; the search only runs when something was found.
+std::int64_t first_non_finite(std::span<const float> values) noexcept {
+  bool all_finite = true;
+  for (float value : values) all_finite &= is_finite_bits(value);
+  if (all_finite) return -1;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!is_finite_bits(values[i])) return static_cast<std::int64_t>(i);
+  }
+  return -1;
+}
+
+// The value a converted element came from, for an F64 element that overflowed float32.
+double source_f64(const TensorView& tensor, std::int64_t storage_index) {
+  double value;
+  std::memcpy(&value, tensor.bytes.data() + storage_index * 8, sizeof value);
+  return value;
+}
+
+// Fortran (column-major) storage position of the C-order multi-index.
+std::int64_t fortran_offset(const std::vector<std::int64_t>& index,
+                            const std::vector<std::int64_t>& shape) {
+  std::int64_t offset = 0;
+  for (std::size_t d = shape.size(); d-- > 0;) offset = offset * shape[d] + index[d];
+  return offset;
+}
+
+[[noreturn]] void throw_non_finite(const TensorView& tensor, std::span<const float> values,
+                                   std::int64_t at) {
+  std::string where = "element " + std::to_string(at);
+  std::vector<std::int64_t> index = c_order_index(at, tensor.shape);
+  if (tensor.shape.size() >= 2) where += " (index " + join_indices(index) + ")";
+  if (tensor.dtype == DType::F64) {
+    std::int64_t stored = tensor.fortran_order ? fortran_offset(index, tensor.shape) : at;
+    double original = source_f64(tensor, stored);
+    if (std::isfinite(original)) {
+      std::ostringstream text;
+      text << "value " << original << " at " << where << " does not fit in float32";
+      throw Error(tensor.file, tensor.name, text.str());
+    }
+  }
+  const char* kind = std::isnan(values[at]) ? "NaN" : "Inf";
+  throw Error(tensor.file, tensor.name,
+              std::string("contains ") + kind + " at " + where + " (expected finite values)");
+}
+
+// Reorders column-major `in` (logical `shape`) into row-major `out`, walking the output in order
+// with an odometer so each step is O(1) amortised.
+void fortran_to_c(std::span<const float> in, std::span<float> out,
+                  const std::vector<std::int64_t>& shape) {
+  const std::size_t ndim = shape.size();
+  if (ndim == 2) {
+    const std::int64_t rows = shape[0], cols = shape[1];
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) out[r * cols + c] = in[c * rows + r];
+    }
+    return;
+  }
+  std::vector<std::int64_t> stride(ndim), index(ndim, 0);  // Fortran strides
+  std::int64_t s = 1;
+  for (std::size_t d = 0; d < ndim; ++d) {
+    stride[d] = s;
+    s *= shape[d];
+  }
+  std::int64_t source = 0;
+  for (std::size_t flat = 0; flat < out.size(); ++flat) {
+    out[flat] = in[source];
+    for (std::size_t d = ndim; d-- > 0;) {  // advance the last axis fastest (C order)
+      source += stride[d];
+      if (++index[d] < shape[d]) break;
+      source -= stride[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Converts into `out` (numel floats) in C order and checks every value is finite.
+void convert_checked(const TensorView& tensor, std::span<float> out) {
+  if (!is_float_dtype(tensor.dtype)) {
+    throw Error(tensor.file, tensor.name,
+                "dtype " + std::string(dtype_name(tensor.dtype)) +
+                    " is not a floating-point type (expected F64, F32, F16, BF16, F8_E4M3 or "
+                    "F8_E5M2)");
+  }
+  if (tensor.fortran_order && tensor.shape.size() >= 2) {
+    std::vector<float> column_major(out.size());
+    convert_to_f32(tensor.dtype, tensor.bytes, column_major);
+    fortran_to_c(column_major, out, tensor.shape);
+  } else {
+    convert_to_f32(tensor.dtype, tensor.bytes, out);
+  }
+  std::int64_t bad = first_non_finite(out);
+  if (bad >= 0) throw_non_finite(tensor, out, bad);
+}
+
+}  // namespace
+
+std::int64_t TensorView::numel() const noexcept {
+  std::int64_t count = 1;
+  for (std::int64_t extent : shape) count *= extent;
+  return count;
+}
+
+std::string TensorView::shape_string() const { return join_indices(shape); }
+
+std::vector<float> to_f32(const TensorView& tensor) {
+  std::vector<float> values(static_cast<std::size_t>(tensor.numel()));
+  convert_checked(tensor, values);
+  return values;
+}
+
+RowMatrixF to_matrix(const TensorView& tensor) {
+  if (tensor.shape.size() != 2) {
+    throw Error(tensor.file, tensor.name,
+                "expected a 2-D tensor, found shape " + tensor.shape_string());
+  }
+  RowMatrixF matrix(tensor.shape[0], tensor.shape[1]);
+  convert_checked(tensor, std::span<float>(matrix.data(), static_cast<std::size_t>(matrix.size())));
+  return matrix;
+}
+
 }  // namespace kvrank

@@ -12,15 +12,26 @@
 
 namespace kvrank {
 
-enum class DType { F64, F32, F16, BF16, F8_E4M3, F8_E5M2 };
+enum class DType {
+  F64, F32, F16, BF16, F8_E4M3, F8_E5M2,
+  // Storage-only types: valid in safetensors/NPY files (e.g. int64 position ids), so a checkpoint
+  // holding them opens and `inspect` lists them, but they are never analysed (is_float_dtype()).
+  BOOL, U8, I8, I16, U16, I32, U32, I64, U64,
+};
+
+/// True for the six floating-point types kvrank converts and analyses (F64 ... F8_E5M2).
+bool is_float_dtype(DType dtype) noexcept;
 
 /// Bytes per element.
 std::size_t dtype_size(DType dtype) noexcept;
-/// The safetensors spelling: "F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2".
+/// The safetensors spelling: "F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2" (and "BOOL", "U8",
+/// "I8", "I16", "U16", "I32", "U32", "I64", "U64" for the storage-only types).
 std::string_view dtype_name(DType dtype) noexcept;
-/// Parses the safetensors spelling; nullopt for anything else (including valid but unsupported
-/// safetensors dtypes such as "I64", which callers report by name).
+/// Parses the spelling of a floating-point dtype; nullopt for anything else (including valid but
+/// storage-only safetensors dtypes such as "I64", which callers report by name).
 std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+/// Parses any dtype spelling above, storage-only types included (what a file may hold).
+std::optional<DType> any_dtype_from_name(std::string_view name) noexcept;
 
 float bf16_to_f32(std::uint16_t bits) noexcept;
 float f16_to_f32(std::uint16_t bits) noexcept;
@@ -29,8 +40,8 @@ float fp8_e4m3_to_f32(std::uint8_t bits) noexcept;
 /// OCP FP8 E5M2 (IEEE-like: infinities and NaNs).
 float fp8_e5m2_to_f32(std::uint8_t bits) noexcept;
 
-/// Converts `out.size()` little-endian elements of `dtype` from `raw` into `out`.
-/// Precondition: raw.size() == out.size() * dtype_size(dtype).
+/// Converts `out.size()` little-endian elements of `dtype` from `raw` into `out` (storage-only types
+/// convert by value; to_f32() refuses them). Precondition: raw.size() == out.size() * dtype_size(dtype).
 void convert_to_f32(DType dtype, std::span<const std::byte> raw, std::span<float> out) noexcept;
 
 }  // namespace kvrank
