@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Writes a checkpoint of one attention family from explicit per-head matrices, plus the per-head
+factors scripts/reference.py needs to check kvrank on it. Independent of kvrank's C++ code: each
+family's tensors are assembled the way its Hugging Face modelling code slices them.
+
+  write_family_checkpoints.py FAMILY OUT_DIR REF_DIR [--dtype F32|BF16|F16] [--seed N]
+        [--layers N] [--heads H] [--kv-heads H_kv] [--head-dim D_H] [--d-model D] [--no-prefix]
+
+FAMILY: llama, gpt2, gpt_neox, falcon_new, falcon_mq, falcon_mha, phi3, map, kvonly.
+OUT_DIR receives config.json + model.safetensors (or, for kvonly, layers.{i}.{k,v}_proj.npy);
+REF_DIR receives qk.npz, ov.npz, k.npz, v.npz (layer{i}.L / layer{i}.R, [H, d, k], A_h = L_h R_hᵀ,
+computed from the per-head matrices AFTER rounding to --dtype) and, for FAMILY map, map.json.
+stdlib + numpy only; also importable (write_family()).
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+FAMILIES = ["llama", "gpt2", "gpt_neox", "falcon_new", "falcon_mq", "falcon_mha", "phi3", "map",
+            "kvonly"]
+
+
+# ---- dtype rounding and safetensors writing --------------------------------------------------
+
+def bf16_bits(values):
+    """float32 → bfloat16 bit patterns, round to nearest even."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def round_to(values, dtype):
+    """The float64 values a tensor of `dtype` actually holds."""
+    if dtype == "F32":
+        return values.astype(np.float32).astype(np.float64)
+    if dtype == "F16":
+        return values.astype(np.float16).astype(np.float64)
+    if dtype == "BF16":
+        bits = bf16_bits(values).astype(np.uint32) << 16
+        return bits.view(np.float32).astype(np.float64)
+    raise ValueError(dtype)
+
+
+def tensor_bytes(values, dtype):
+    if dtype == "F32":
+        return np.ascontiguousarray(values, dtype="<f4").tobytes()
+    if dtype == "F16":
+        return np.ascontiguousarray(values, dtype="<f2").tobytes()
+    if dtype == "BF16":
+        return bf16_bits(values).astype("<u2").tobytes()
+    raise ValueError(dtype)
+
+
+def write_safetensors(path, tensors, dtype):
+    """tensors: name → float64 array (already rounded to dtype)."""
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors):
+        blob = tensor_bytes(tensors[name], dtype)
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+# ---- per-head matrices ---------------------------------------------------------------------------
+
+def make_heads(rng, count, rows, cols, layer):
+    """count matrices [rows, cols]; in layer l the first (l % 3) + 1 heads after head 0 are made
+    close to head 0 (one of them an exact multiple), so erank is well below the head count."""
+    heads = rng.standard_normal((count, rows, cols)) / np.sqrt(cols)
+    similar = min(count - 1, layer % 3 + 1)
+    for h in range(1, similar + 1):
+        if h == 1:
+            heads[h] = 2.0 * heads[0]
+        else:
+            heads[h] = heads[0] + 0.3 * heads[h]
+    return heads
+
+
+class Heads:
+    """Per-head [out, in] matrices of one layer, rounded to the checkpoint dtype.
+    q[h], k[g], v[g]: [d_h, d]; o[h]: [d, d_h]."""
+
+    def __init__(self, rng, layer, heads, kv_heads, head_dim, d_model, dtype):
+        self.q = round_to(make_heads(rng, heads, head_dim, d_model, layer), dtype)
+        self.k = round_to(make_heads(rng, kv_heads, head_dim, d_model, layer + 1), dtype)
+        self.v = round_to(make_heads(rng, kv_heads, head_dim, d_model, layer + 2), dtype)
+        self.o = round_to(make_heads(rng, heads, d_model, head_dim, layer), dtype)
+        self.group = heads // kv_heads
+
+    def factors(self, repr_name):
+        """L, R [H, d, k] of A_h = L_h R_hᵀ for the query head h, using KV head h // group."""
+        heads = len(self.q)
+        kv = [h // self.group for h in range(heads)]
+        if repr_name == "qk":
+            left = [self.q[h].T for h in range(heads)]
+            right = [self.k[kv[h]].T for h in range(heads)]
+        elif repr_name == "ov":
+            left = [self.o[h] for h in range(heads)]
+            right = [self.v[kv[h]].T for h in range(heads)]
+        else:
+            side = self.k if repr_name == "k" else self.v
+            left = right = [side[kv[h]].T for h in range(heads)]
+        return np.stack(left), np.stack(right)
+
+
+# ---- layouts: per-head matrices → the family's tensors -----------------------------------------
+
+def llama_tensors(i, m, prefix="model.layers"):
+    base = f"{prefix}.{i}.self_attn."
+    return {base + "q_proj.weight": np.concatenate(m.q), base + "k_proj.weight": np.concatenate(m.k),
+            base + "v_proj.weight": np.concatenate(m.v), base + "o_proj.weight": np.concatenate(m.o, 1)}
+
+
+def gpt2_tensors(i, m, prefix):
+    # Conv1D stores [in, out]: y = x @ W, so the q/k/v output columns are the rows transposed.
+    base = f"{prefix}h.{i}.attn."
+    qkv = np.concatenate([np.concatenate(m.q), np.concatenate(m.k), np.concatenate(m.v)])
+    return {base + "c_attn.weight": qkv.T.copy(), base + "c_proj.weight": np.concatenate(m.o, 1).T.copy()}
+
+
+def neox_tensors(i, m):
+    # GPTNeoXAttention: qkv.view(..., heads, 3 * head_size) → per head [q; k; v].
+    rows = [block for h in range(len(m.q)) for block in (m.q[h], m.k[h], m.v[h])]
+    base = f"gpt_neox.layers.{i}.attention."
+    return {base + "query_key_value.weight": np.concatenate(rows),
+            base + "dense.weight": np.concatenate(m.o, 1)}
+
+
+def falcon_tensors(i, m, kind):
+    heads, kv_heads = len(m.q), len(m.k)
+    if kind == "new":  # view(..., kv_heads, heads/kv_heads + 2, head_dim)
+        rows = []
+        for g in range(kv_heads):
+            rows += [m.q[g * m.group + j] for j in range(m.group)] + [m.k[g], m.v[g]]
+    elif kind == "mq":  # view(..., heads + 2, head_dim): all q, one k, one v
+        rows = list(m.q) + [m.k[0], m.v[0]]
+    else:  # view(..., heads, 3, head_dim)
+        rows = [block for h in range(heads) for block in (m.q[h], m.k[h], m.v[h])]
+    base = f"transformer.h.{i}.self_attention."
+    return {base + "query_key_value.weight": np.concatenate(rows),
+            base + "dense.weight": np.concatenate(m.o, 1)}
+
+
+def phi3_tensors(i, m):
+    base = f"model.layers.{i}.self_attn."
+    return {base + "qkv_proj.weight": np.concatenate([np.concatenate(m.q), np.concatenate(m.k),
+                                                     np.concatenate(m.v)]),
+            base + "o_proj.weight": np.concatenate(m.o, 1)}
+
+
+def map_tensors(i, m):
+    # A made-up naming, stored [in, out] (transposed) to exercise the map's "layout": "in_out".
+    base = f"blocks.{i}.mix."
+    return {base + "wq": np.concatenate(m.q).T.copy(), base + "wk": np.concatenate(m.k).T.copy(),
+            base + "wv": np.concatenate(m.v).T.copy(), base + "wo": np.concatenate(m.o, 1).T.copy()}
+
+
+MAP_FILE = {"q": "blocks.{i}.mix.wq", "k": "blocks.{i}.mix.wk", "v": "blocks.{i}.mix.wv",
+            "o": "blocks.{i}.mix.wo", "layout": "in_out"}
+
+
+def config_for(family, layers, heads, kv_heads, head_dim, d_model):
+    if family == "llama":
+        config = {"model_type": "llama", "hidden_size": d_model, "num_attention_heads": heads,
+                  "num_key_value_heads": kv_heads, "num_hidden_layers": layers}
+        if head_dim * heads != d_model:
+            config["head_dim"] = head_dim
+        return config
+    if family == "phi3":
+        return {"model_type": "phi3", "hidden_size": d_model, "num_attention_heads": heads,
+                "num_key_value_heads": kv_heads, "num_hidden_layers": layers}
+    if family == "gpt2":
+        return {"model_type": "gpt2", "n_embd": d_model, "n_head": heads, "n_layer": layers}
+    if family == "gpt_neox":
+        return {"model_type": "gpt_neox", "hidden_size": d_model, "num_attention_heads": heads,
+                "num_hidden_layers": layers}
+    if family.startswith("falcon"):
+        config = {"model_type": "falcon", "hidden_size": d_model, "num_attention_heads": heads,
+                  "num_hidden_layers": layers, "new_decoder_architecture": family == "falcon_new",
+                  "multi_query": family == "falcon_mq"}
+        if family == "falcon_new":
+            config["num_kv_heads"] = kv_heads
+        return config
+    return None  # map, kvonly: no config.json
+
+
+def layer_tensors(family, i, m, prefix):
+    if family == "llama":
+        return llama_tensors(i, m)
+    if family == "gpt2":
+        return gpt2_tensors(i, m, prefix)
+    if family == "gpt_neox":
+        return neox_tensors(i, m)
+    if family.startswith("falcon"):
+        return falcon_tensors(i, m, family.split("_")[1])
+    if family == "phi3":
+        return phi3_tensors(i, m)
+    if family == "map":
+        return map_tensors(i, m)
+    raise ValueError(family)
+
+
+def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=8, kv_heads=None,
+                 head_dim=None, d_model=32, prefix=True):
+    """Writes the checkpoint and reference factors; returns (tensors dict, config or None)."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    head_dim = d_model // heads if head_dim is None else head_dim
+    if family in ("gpt2", "gpt_neox", "falcon_mha"):
+        kv_heads = heads
+    if family == "falcon_mq":
+        kv_heads = 1
+    assert heads % kv_heads == 0
+    rng = np.random.default_rng(seed)
+    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(ref_dir, exist_ok=True)
+    per_layer = [Heads(rng, i, heads, kv_heads, head_dim, d_model, dtype) for i in range(layers)]
+    for repr_name in ("qk", "ov", "k", "v"):
+        arrays = {}
+        for i, m in enumerate(per_layer):
+            arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
+        np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
+
+    if family == "kvonly":  # NPY files of k_proj / v_proj only; no config, no queries
+        for i, m in enumerate(per_layer):
+            np_dtype = {"F32": "<f4", "F16": "<f2"}[dtype]
+            np.save(os.path.join(out_dir, f"layers.{i}.k_proj.npy"), np.concatenate(m.k).astype(np_dtype))
+            np.save(os.path.join(out_dir, f"layers.{i}.v_proj.npy"), np.concatenate(m.v).astype(np_dtype))
+        return None, None
+
+    tensors = {}
+    for i, m in enumerate(per_layer):
+        tensors.update(layer_tensors(family, i, m, "transformer." if prefix else ""))
+    # Non-attention tensors that detection must ignore.
+    tensors["embed.weight" if family == "map" else "model.embed_tokens.weight"] = round_to(
+        rng.standard_normal((16, d_model)), dtype)
+    config = config_for(family, layers, heads, kv_heads, head_dim, d_model)
+    write_checkpoint(out_dir, tensors, config, dtype)
+    if family == "map":
+        with open(os.path.join(ref_dir, "map.json"), "w") as f:
+            json.dump(dict(MAP_FILE, heads=heads, kv_heads=kv_heads, head_dim=head_dim), f, indent=2)
+    return tensors, config
+
+
+def write_checkpoint(out_dir, tensors, config, dtype):
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype)
+    if config is not None:
+        with open(os.path.join(out_dir, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("family", choices=FAMILIES)
+    parser.add_argument("out_dir")
+    parser.add_argument("ref_dir")
+    parser.add_argument("--dtype", default="F32", choices=["F32", "BF16", "F16"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--kv-heads", type=int)
+    parser.add_argument("--head-dim", type=int)
+    parser.add_argument("--d-model", type=int, default=32)
+    parser.add_argument("--no-prefix", action="store_true", help="gpt2 without 'transformer.'")
+    args = parser.parse_args()
+    write_family(args.family, args.out_dir, args.ref_dir, args.dtype, args.seed, args.layers,
+                 args.heads, args.kv_heads, args.head_dim, args.d_model, not args.no_prefix)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""End-to-end: `kvrank analyze` on every dense checkpoint family (llama MHA/GQA/MQA and explicit
+head_dim, gpt2 with and without `transformer.`, gpt_neox, falcon's three layouts, phi3, --map, K/V-only
+NPY) in F32, BF16 and F16, checked against scripts/reference.py on the per-head matrices the
+checkpoints were assembled from (scripts/write_family_checkpoints.py). Plus the detection errors.
+
+Run from the repository root: python3 tests/e2e/test_families.py path/to/kvrank
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import write_family_checkpoints as writer  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+KVRANK = None  # set in main
+
+# name, writer family, writer arguments, representations, expected geometry, extra kvrank arguments
+CASES = [
+    ("llama-mha", "llama", dict(heads=4), ["qk", "ov", "k"],
+     dict(family="llama", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("llama-gqa", "llama", dict(heads=8, kv_heads=2), ["qk", "ov", "k", "v"],
+     dict(family="llama", variant="gqa", heads=8, kv_heads=2, head_dim=4), []),
+    ("llama-mqa", "llama", dict(heads=4, kv_heads=1), ["qk", "k"],
+     dict(family="llama", variant="mqa", heads=4, kv_heads=1, head_dim=8), []),
+    ("llama-head-dim", "llama", dict(heads=4, kv_heads=2, head_dim=12), ["qk", "ov"],
+     dict(family="llama", variant="gqa", heads=4, kv_heads=2, head_dim=12), []),
+    ("gpt2", "gpt2", dict(heads=4), ["qk", "ov"],
+     dict(family="gpt2", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("gpt2-no-prefix", "gpt2", dict(heads=4, prefix=False), ["qk", "v"],
+     dict(family="gpt2", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("gpt_neox", "gpt_neox", dict(heads=4), ["qk", "ov", "v"],
+     dict(family="gpt_neox", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("falcon-new", "falcon_new", dict(heads=8, kv_heads=2), ["qk", "ov", "k"],
+     dict(family="falcon", variant="gqa", heads=8, kv_heads=2, head_dim=4), []),
+    ("falcon-mq", "falcon_mq", dict(heads=4), ["qk", "ov", "k"],
+     dict(family="falcon", variant="mqa", heads=4, kv_heads=1, head_dim=8), []),
+    ("falcon-mha", "falcon_mha", dict(heads=4), ["qk", "ov"],
+     dict(family="falcon", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("phi3", "phi3", dict(heads=8, kv_heads=4), ["qk", "ov", "k"],
+     dict(family="phi3", variant="gqa", heads=8, kv_heads=4, head_dim=4), []),
+    ("map", "map", dict(heads=4, kv_heads=2), ["qk", "ov", "v"],
+     dict(family="map", variant="gqa", heads=4, kv_heads=2, head_dim=8), ["--map", "{ref}/map.json"]),
+]
+
+DTYPES = ["F32", "BF16", "F16"]
+
+
+def run(args):
+    return subprocess.run([KVRANK] + args, capture_output=True, text=True)
+
+
+def analyze_json(args):
+    result = run(["analyze"] + args + ["--format", "json"])
+    assert result.returncode == 0, f"kvrank {' '.join(args)} failed:\n{result.stderr}"
+    return json.loads(result.stdout), result.stderr
+
+
+def reference(npz):
+    out = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "reference.py"), "heads", npz],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["layers"]
+
+
+def close(found, expected):
+    return abs(found - expected) <= 1e-5 * abs(expected) + 1e-6
+
+
+class FamiliesAgainstReference(unittest.TestCase):
+    def check_model(self, model, ref_layers, where):
+        self.assertEqual(len(model["layers"]), len(ref_layers), where)
+        for got, want in zip(model["layers"], ref_layers):
+            at = f"{where} layer {want['layer']}"
+            self.assertEqual(got["layer"], want["layer"], at)
+            self.assertEqual(got["pcs_90"], want["pcs_90"], at)
+            for key in ("erank", "erank_centered", "mean_similarity"):
+                self.assertTrue(close(got[key], want[key]),
+                                f"{at}: {key} kvrank {got[key]!r} reference {want[key]!r}")
+
+    def test_every_family_and_dtype(self):
+        checked = 0
+        for name, family, kwargs, reprs, geometry, extra in CASES:
+            for dtype in DTYPES:
+                with self.subTest(case=name, dtype=dtype), tempfile.TemporaryDirectory() as tmp:
+                    out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+                    writer.write_family(family, out, ref, dtype=dtype, seed=len(name) + checked,
+                                        layers=3, d_model=32, **kwargs)
+                    args = [a.replace("{ref}", ref) for a in extra]
+                    doc, _ = analyze_json([out, "--repr", ",".join(reprs)] + args)
+                    models = doc["models"]
+                    self.assertEqual([m["repr"] for m in models], reprs)
+                    for model in models:
+                        for key, value in geometry.items():
+                            self.assertEqual(model[key], value, f"{name} {dtype} {key}")
+                        self.assertEqual(model["d_model"], 32)
+                        self.assertEqual(model["num_layers"], 3)
+                        where = f"{name} {dtype} {model['repr']}"
+                        self.check_model(model, reference(os.path.join(ref, model["repr"] + ".npz")),
+                                         where)
+                    checked += 1
+        print(f"families: {checked} family × dtype checkpoints match the reference")
+
+    def test_kv_only_npy_folder(self):
+        for dtype in ("F32", "F16"):
+            with self.subTest(dtype=dtype), tempfile.TemporaryDirectory() as tmp:
+                out, ref = os.path.join(tmp, "kv"), os.path.join(tmp, "ref")
+                writer.write_family("kvonly", out, ref, dtype=dtype, seed=7, layers=2, heads=4,
+                                    d_model=32)
+                doc, stderr = analyze_json([out, "--kv-heads", "4"])
+                self.assertIn("only key/value", stderr)
+                models = doc["models"]
+                self.assertEqual([m["repr"] for m in models], ["k", "v"])
+                for model in models:
+                    self.assertEqual((model["heads"], model["kv_heads"], model["head_dim"]), (4, 4, 8))
+                    self.check_model(model, reference(os.path.join(ref, model["repr"] + ".npz")),
+                                     f"kvonly {dtype} {model['repr']}")
+                result = run(["analyze", out, "--kv-heads", "4", "--repr", "qk"])
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn("key/value", result.stderr)
+
+    def test_bare_safetensors_needs_heads(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+            writer.write_family("llama", out, ref, seed=3, layers=2, heads=8, kv_heads=2,
+                                head_dim=6, d_model=32)
+            os.remove(os.path.join(out, "config.json"))
+            bare = os.path.join(out, "model.safetensors")
+            result = run(["analyze", bare, "--format", "json"])
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("--heads", result.stderr)
+            self.assertEqual(result.stdout, "")
+            doc, _ = analyze_json([bare, "--heads", "8"])
+            model = doc["models"][0]
+            self.assertEqual((model["heads"], model["kv_heads"], model["head_dim"], model["d_model"]),
+                             (8, 2, 6, 32))
+            self.check_model(model, reference(os.path.join(ref, "qk.npz")), "bare llama qk")
+
+
+class DetectionErrors(unittest.TestCase):
+    def write_llama(self, tmp, edit):
+        out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+        tensors, config = writer.write_family("llama", out, ref, seed=5, layers=2, heads=8,
+                                              kv_heads=8, d_model=64)
+        edit(tensors, config)
+        writer.write_checkpoint(out, tensors, config, "F32")
+        return out
+
+    def expect_error(self, path, *needles, args=()):
+        result = run(["analyze", path, "--format", "json"] + list(args))
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(result.stdout, "")
+        self.assertTrue(result.stderr.startswith("kvrank: error: "), result.stderr)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        for needle in needles:
+            self.assertIn(needle, result.stderr)
+        return result.stderr
+
+    def test_config_disagrees_with_tensor_shape(self):
+        name = "model.layers.0.self_attn.q_proj.weight"
+
+        def truncate_q(tensors, _):
+            tensors[name] = tensors[name][:48]
+        with tempfile.TemporaryDirectory() as tmp:
+            stderr = self.expect_error(self.write_llama(tmp, truncate_q), "config.json", name,
+                                       "[48, 64]", "8 heads × head_dim 8 = 64 rows")
+            print("  shape error:", stderr.strip())
+
+    def test_missing_tensor_is_named(self):
+        name = "model.layers.1.self_attn.k_proj.weight"
+        with tempfile.TemporaryDirectory() as tmp:
+            stderr = self.expect_error(self.write_llama(tmp, lambda t, _: t.pop(name)), name)
+            print("  missing tensor:", stderr.strip())
+
+    def test_heads_not_multiple_of_kv_heads(self):
+        def bad_kv(_, config):
+            config["num_key_value_heads"] = 3
+        with tempfile.TemporaryDirectory() as tmp:
+            self.expect_error(self.write_llama(tmp, bad_kv), "config.json", "kv_heads 3")
+
+    def test_unknown_layout_suggests_map(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "odd.safetensors")
+            writer.write_safetensors(path, {"blocks.0.w": np.ones((4, 4))}, "F32")
+            self.expect_error(path, "--map")
+
+    def test_layers_out_of_range(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = self.write_llama(tmp, lambda t, c: None)
+            self.expect_error(out, "layer 2", args=["--layers", "0-2"])
+
+
+def main():
+    global KVRANK
+    if len(sys.argv) < 2:
+        print("usage: test_families.py path/to/kvrank", file=sys.stderr)
+        return 2
+    KVRANK = os.path.abspath(sys.argv.pop(1))
+    program = unittest.main(exit=False, verbosity=1)
+    return 0 if program.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
