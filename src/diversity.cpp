@@ -1,10 +1,354 @@
-// STUB: replaced by its owner; throws so that the build links from day one.
+// The metric of SPEC.md §1 from factor Grams (see diversity.hpp for the formulas).
+//
+// Cost model. For one side (L or R) with basis B (m × n) the only large operation is the Gram
+// G = B·Bᵀ, one float32 SYRK. Everything else reads G:
+//   L_iᵀL_j = C_iᵀ G C_j,
+// computed block-sparsely. A head whose coefficients are one identity block (MHA/GQA/MQA heads, the
+// common case) is a plain slice of G, so its cross blocks cost a k×k read each. Other heads (LRKV,
+// MLA) get G·C_j formed once per head, after which every pair costs only C_iᵀ·(G·C_j) over the
+// rows C_i actually touches.
+//
+// Conventions for the corner cases (documented in LayerMetrics' users, SPEC.md §1):
+//   - round-off: eigenvalues ≤ H·ε·λ_max (ε = double epsilon) are the eigensolver's noise and are
+//     taken as 0, so that identical heads give exactly erank 1.0;
+//   - no head kept (all heads zero): heads 0, every metric 0, pcs_90 0;
+//   - one head kept: erank 1, erank_centered 1 (degenerate rule), mean_similarity 1.
 #include "kvrank/diversity.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
 #include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <Eigen/Cholesky>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef KVRANK_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
 namespace kvrank {
-double effective_rank(const std::vector<double>&) { throw std::logic_error("not implemented"); }
-LayerMetrics similarity_metrics(const MatrixD&) { throw std::logic_error("not implemented"); }
-LayerMetrics analyze_layer(const HeadFactors&) { throw std::logic_error("not implemented"); }
-MatrixD basis_gram(const RowMatrixF&) { throw std::logic_error("not implemented"); }
-void set_compute_threads(int) {}
+namespace {
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+
+/// Eigenvalues of a symmetric matrix, descending.
+std::vector<double> descending_eigenvalues(const MatrixD& symmetric) {
+  Eigen::SelfAdjointEigenSolver<MatrixD> solver(symmetric, Eigen::EigenvaluesOnly);
+  const VectorD& values = solver.eigenvalues();  // ascending
+  std::vector<double> out(values.begin(), values.end());
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+/// Sets to 0 the negative values and the eigensolver's round-off of an H×H problem whose entries
+/// have magnitude `scale`: anything ≤ H·ε·scale.
+void zero_round_off(std::vector<double>& values, double scale) {
+  const double noise = static_cast<double>(values.size()) * kEps * std::max(scale, 0.0);
+  for (double& value : values) {
+    if (value <= noise) value = 0.0;
+  }
+}
+
+/// Float32 Gram of the rows of `basis`, both triangles filled (column-major, symmetric).
+MatrixF gram_float(const RowMatrixF& basis) {
+  const Index m = basis.rows();
+  const Index n = basis.cols();
+  MatrixF gram(m, m);
+  if (m == 0) return gram;
+  if (n == 0) {
+    gram.setZero();
+    return gram;
+  }
+#ifdef KVRANK_HAVE_OPENBLAS
+  // Row-major lower triangle of basis·basisᵀ = column-major upper triangle of `gram`.
+  cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), 1.0f, basis.data(), static_cast<blasint>(n), 0.0f,
+              gram.data(), static_cast<blasint>(m));
+#else
+  gram.setZero();
+  gram.selfadjointView<Eigen::Upper>().rankUpdate(basis);
+#endif
+  // Mirror the upper triangle into the lower one (column j's entries below the diagonal).
+#pragma omp parallel for schedule(static)
+  for (Index j = 0; j < m; ++j) {
+    for (Index i = j + 1; i < m; ++i) gram(i, j) = gram(j, i);
+  }
+  return gram;
+}
+
+void check_side(const FactorSide& side, Index heads, const char* name) {
+  if (static_cast<Index>(side.heads.size()) != heads) {
+    throw std::invalid_argument(std::string("diversity: ") + name + " side has " +
+                                std::to_string(side.heads.size()) + " heads, expected " +
+                                std::to_string(heads));
+  }
+  for (const auto& blocks : side.heads) {
+    for (const CoeffBlock& block : blocks) {
+      if (block.basis_row < 0 || block.basis_row + block.rows() > side.basis.rows() ||
+          block.head_col < 0 || block.head_col + block.cols() > side.head_cols) {
+        throw std::invalid_argument(std::string("diversity: a coefficient block of the ") + name +
+                                    " side lies outside its basis or head columns");
+      }
+    }
+  }
+}
+
+/// One side's Gram and, for heads that are not a single full identity block, G·C_h.
+class SideGram {
+ public:
+  explicit SideGram(const FactorSide& side)
+      : side_(side), gram_(gram_float(side.basis)), k_(side.head_cols) {
+    const Index heads = static_cast<Index>(side.heads.size());
+    simple_row_.assign(heads, -1);
+    gc_.resize(heads);
+    for (Index h = 0; h < heads; ++h) {
+      const auto& blocks = side.heads[h];
+      if (blocks.size() == 1 && blocks[0].block.size() == 0 && blocks[0].head_col == 0 &&
+          blocks[0].identity_size == k_) {
+        simple_row_[h] = blocks[0].basis_row;
+      }
+    }
+#pragma omp parallel for schedule(dynamic)
+    for (Index h = 0; h < heads; ++h) {
+      if (simple_row_[h] < 0) gc_[h] = gram_times_coeffs(side.heads[h]);
+    }
+  }
+
+  /// L_iᵀ L_j (k × k) = C_iᵀ G C_j.
+  MatrixD cross(Index i, Index j) const {
+    if (simple_row_[i] >= 0 && simple_row_[j] >= 0) {
+      return gram_.block(simple_row_[i], simple_row_[j], k_, k_).cast<double>();
+    }
+    MatrixD out = MatrixD::Zero(k_, k_);
+    for (const CoeffBlock& block : side_.heads[i]) {
+      const MatrixD rows = gc_rows(j, block.basis_row, block.rows());
+      if (block.block.size() == 0) {
+        out.middleRows(block.head_col, block.rows()) += rows;
+      } else {
+        out.middleRows(block.head_col, block.cols()).noalias() += block.block.transpose() * rows;
+      }
+    }
+    return out;
+  }
+
+ private:
+  /// G·C_h (m × k) for a head given by its coefficient blocks.
+  MatrixD gram_times_coeffs(const std::vector<CoeffBlock>& blocks) const {
+    MatrixD out = MatrixD::Zero(gram_.rows(), k_);
+    for (const CoeffBlock& block : blocks) {
+      const auto columns = gram_.middleCols(block.basis_row, block.rows()).cast<double>();
+      if (block.block.size() == 0) {
+        out.middleCols(block.head_col, block.cols()) += columns;
+      } else {
+        out.middleCols(block.head_col, block.cols()).noalias() += columns * block.block;
+      }
+    }
+    return out;
+  }
+
+  /// Rows [row, row + count) of G·C_j.
+  MatrixD gc_rows(Index j, Index row, Index count) const {
+    if (simple_row_[j] >= 0) return gram_.block(row, simple_row_[j], count, k_).cast<double>();
+    return gc_[j].middleRows(row, count);
+  }
+
+  const FactorSide& side_;
+  MatrixF gram_;
+  Index k_;
+  std::vector<Index> simple_row_;  ///< basis row of a single-identity head, −1 otherwise
+  std::vector<MatrixD> gc_;        ///< G·C_h for the other heads
+};
+
+/// ⟨A_i, A_j⟩_F for all pairs (H × H, symmetric).
+MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index heads) {
+  MatrixD inner(heads, heads);
+#pragma omp parallel for schedule(dynamic)
+  for (Index i = 0; i < heads; ++i) {
+    for (Index j = i; j < heads; ++j) {
+      const MatrixD cross_left = left.cross(i, j);
+      const double value = right ? cross_left.cwiseProduct(right->cross(i, j)).sum()
+                                 : cross_left.squaredNorm();
+      inner(i, j) = value;
+      inner(j, i) = value;
+    }
+  }
+  return inner;
+}
+
+/// Symmetric square root of a positive semi-definite matrix (negative round-off clipped).
+MatrixD psd_sqrt(const MatrixD& psd) {
+  Eigen::SelfAdjointEigenSolver<MatrixD> solver(psd);
+  const VectorD roots = solver.eigenvalues().cwiseMax(0.0).cwiseSqrt();
+  return solver.eigenvectors() * roots.asDiagonal() * solver.eigenvectors().transpose();
+}
+
+/// Singular values of A = L Rᵀ from P = LᵀL and Q = RᵀR: σ² = λ(Fᵀ Q F) for any F with P = F Fᵀ
+/// (Cholesky when P is positive definite, else P's symmetric square root). Without Q, A = L Lᵀ is
+/// positive semi-definite and σ = λ(P).
+std::vector<double> singular_values(const MatrixD& p, const MatrixD* q) {
+  if (!q) {
+    std::vector<double> sigma = descending_eigenvalues(p);
+    zero_round_off(sigma, sigma.empty() ? 0.0 : sigma.front());
+    return sigma;
+  }
+  MatrixD squared;
+  Eigen::LLT<MatrixD> cholesky(p);
+  if (cholesky.info() == Eigen::Success) {
+    const MatrixD f = cholesky.matrixL();
+    squared = f.transpose() * (*q) * f;
+  } else {
+    const MatrixD root = psd_sqrt(p);
+    squared = root * (*q) * root;
+  }
+  std::vector<double> sigma = descending_eigenvalues(squared);
+  zero_round_off(sigma, sigma.empty() ? 0.0 : sigma.front());
+  for (double& value : sigma) value = std::sqrt(value);
+  return sigma;
+}
+
+/// pcs_90: the smallest k whose top-k values hold ≥ 90 % of the sum.
+int components_for_90(const std::vector<double>& descending) {
+  const double total = std::accumulate(descending.begin(), descending.end(), 0.0);
+  if (!(total > 0)) return 1;
+  double running = 0;
+  for (size_t i = 0; i < descending.size(); ++i) {
+    running += descending[i];
+    if (running >= 0.9 * total) return static_cast<int>(i + 1);
+  }
+  return static_cast<int>(descending.size());
+}
+
+}  // namespace
+
+double effective_rank(const std::vector<double>& weights) {
+  double total = 0;
+  for (double w : weights) total += std::max(w, 0.0);
+  if (!(total > 0)) return 0.0;
+  double entropy = 0;
+  for (double w : weights) {
+    if (w <= 0) continue;
+    const double p = w / total;
+    entropy -= p * std::log(p);
+  }
+  return std::exp(entropy);
+}
+
+LayerMetrics similarity_metrics(const MatrixD& similarity) {
+  LayerMetrics m;
+  const Index heads = similarity.rows();
+  m.heads = static_cast<int>(heads);
+  m.similarity = similarity;
+  if (heads == 0) {
+    m.pcs_90 = 0;
+    return m;
+  }
+  const double h = static_cast<double>(heads);
+
+  m.eigenvalues = descending_eigenvalues(similarity);
+  const double lambda_max = m.eigenvalues.front();
+  zero_round_off(m.eigenvalues, lambda_max);
+  m.erank = effective_rank(m.eigenvalues);
+
+  // J S J without forming J: subtract row and column means, add back the grand mean.
+  const VectorD row_means = similarity.rowwise().mean();
+  const double grand_mean = row_means.mean();
+  MatrixD centered = similarity;
+  centered.colwise() -= row_means;
+  centered.rowwise() -= row_means.transpose();
+  centered.array() += grand_mean;
+  centered = (0.5 * (centered + centered.transpose())).eval();
+
+  // The centring's round-off is relative to S, so the noise floor is S's λ_max, not J S J's.
+  m.eigenvalues_centered = descending_eigenvalues(centered);
+  zero_round_off(m.eigenvalues_centered, lambda_max);
+  const bool degenerate = centered.trace() <= 1e-12 * h;
+  m.erank_centered = degenerate ? 1.0 : effective_rank(m.eigenvalues_centered);
+  if (m.erank_centered == 0.0) m.erank_centered = 1.0;  // all of J S J is round-off
+  m.pcs_90 = degenerate ? 1 : components_for_90(m.eigenvalues_centered);
+
+  m.erank_pct = 100.0 * m.erank / h;
+  m.erank_centered_pct = 100.0 * m.erank_centered / h;
+  if (heads == 1) {
+    m.mean_similarity = 1.0;
+  } else {
+    m.mean_similarity = (similarity.sum() - similarity.trace()) / (h * (h - 1));
+  }
+  return m;
+}
+
+MatrixD basis_gram(const RowMatrixF& basis) { return gram_float(basis).cast<double>(); }
+
+LayerMetrics analyze_layer(const HeadFactors& factors) {
+  const Index heads = factors.num_heads();
+  check_side(factors.left, heads, "left");
+  if (!factors.symmetric) {
+    check_side(factors.right, heads, "right");
+    if (factors.left.head_cols != factors.right.head_cols) {
+      throw std::invalid_argument("diversity: left and right head widths differ");
+    }
+  }
+
+  const SideGram left(factors.left);
+  std::optional<SideGram> right;
+  if (!factors.symmetric) right.emplace(factors.right);
+  const SideGram* right_ptr = right ? &*right : nullptr;
+  const MatrixD inner = head_inner_products(left, right_ptr, heads);
+
+  std::vector<double> head_erank(heads, 0.0);
+  std::vector<double> head_norm(heads, 0.0);
+#pragma omp parallel for schedule(dynamic)
+  for (Index h = 0; h < heads; ++h) {
+    head_norm[h] = std::sqrt(std::max(inner(h, h), 0.0));
+    if (!(inner(h, h) > 0)) continue;
+    const MatrixD p = left.cross(h, h);
+    if (right_ptr) {
+      const MatrixD q = right_ptr->cross(h, h);
+      head_erank[h] = effective_rank(singular_values(p, &q));
+    } else {
+      head_erank[h] = effective_rank(singular_values(p, nullptr));
+    }
+  }
+
+  std::vector<int> kept;
+  std::vector<int> zero_heads;
+  for (Index h = 0; h < heads; ++h) {
+    (inner(h, h) > 0 ? kept : zero_heads).push_back(static_cast<int>(h));
+  }
+  const Index n = static_cast<Index>(kept.size());
+  MatrixD similarity(n, n);
+  for (Index a = 0; a < n; ++a) {
+    for (Index b = 0; b < n; ++b) {
+      const double ii = inner(kept[a], kept[a]);
+      const double jj = inner(kept[b], kept[b]);
+      // sqrt(ii·jj) rather than sqrt(ii)·sqrt(jj): identical heads then give exactly 1.
+      similarity(a, b) = a == b ? 1.0 : inner(kept[a], kept[b]) / std::sqrt(ii * jj);
+    }
+  }
+
+  LayerMetrics metrics = similarity_metrics(similarity);
+  metrics.head_erank = std::move(head_erank);
+  metrics.head_norm = std::move(head_norm);
+  metrics.zero_heads = std::move(zero_heads);
+  return metrics;
+}
+
+void set_compute_threads(int threads) {
+  int count = threads;
+#ifdef _OPENMP
+  if (count <= 0) count = omp_get_num_procs();
+  omp_set_num_threads(count);
+#endif
+#ifdef KVRANK_HAVE_OPENBLAS
+  if (count > 0) openblas_set_num_threads(count);
+#endif
+  (void)count;
+}
+
 }  // namespace kvrank

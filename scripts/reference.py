@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Independent, deliberately naive numpy implementation of the metric of SPEC.md §1.
+
+Builds every d×d head matrix A_h explicitly and uses numpy.linalg.eigvalsh / svd — slow, but short
+enough to check by eye. kvrank's C++ engine (src/diversity.cpp) never forms A_h; this script is the
+cross-check that it computes the same numbers.
+
+  reference.py heads FILE.npz|DIR              layer{i}.L, layer{i}.R: [H, d, k], A_h = L_h R_hᵀ
+                                               (an npz, or a folder of layer{i}.L.npy files)
+  reference.py llama PATH [--repr qk|ov|k|v]   llama-layout safetensors (file or folder + config.json)
+
+Prints {"layers": [{"layer", "heads", "erank", ...}]} (SPEC.md §3 field names) on stdout.
+stdlib + numpy only.
+"""
+import argparse
+import json
+import os
+import re
+import struct
+import sys
+
+import numpy as np
+
+
+def effective_rank(weights):
+    w = np.clip(np.asarray(weights, dtype=np.float64), 0, None)
+    if w.sum() <= 0:
+        return 0.0
+    p = w / w.sum()
+    p = p[p > 0]
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def layer_metrics(layer, heads):
+    """heads: list of explicit d×d matrices A_h (float64)."""
+    norms = [float(np.linalg.norm(a)) for a in heads]
+    head_erank = [effective_rank(np.linalg.svd(a, compute_uv=False)) if n > 0 else 0.0
+                  for a, n in zip(heads, norms)]
+    zero = [h for h, n in enumerate(norms) if n == 0]
+    kept = [h for h, n in enumerate(norms) if n > 0]
+    n = len(kept)
+    s = np.ones((n, n))
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                i, j = kept[a], kept[b]
+                s[a, b] = np.sum(heads[i] * heads[j]) / (norms[i] * norms[j])
+    out = {"layer": layer, "heads": n, "head_erank": head_erank, "head_norm": norms,
+           "zero_heads": zero}
+    if n == 0:
+        out.update(erank=0.0, erank_centered=0.0, erank_pct=0.0, erank_centered_pct=0.0,
+                   mean_similarity=0.0, pcs_90=0, eigenvalues=[], eigenvalues_centered=[])
+        return out
+    lam = np.clip(np.linalg.eigvalsh(s)[::-1], 0, None)
+    j = np.eye(n) - np.ones((n, n)) / n
+    sc = j @ s @ j
+    lam_c = np.clip(np.linalg.eigvalsh(sc)[::-1], 0, None)
+    erank = effective_rank(lam)
+    degenerate = np.trace(sc) <= 1e-12 * n
+    erank_c = 1.0 if degenerate else effective_rank(lam_c)
+    if degenerate:
+        pcs = 1
+    else:
+        pcs = int(np.argmax(np.cumsum(lam_c) >= 0.9 * lam_c.sum())) + 1
+    mean_sim = float((s.sum() - np.trace(s)) / (n * (n - 1))) if n > 1 else 1.0
+    out.update(erank=erank, erank_centered=erank_c, erank_pct=100 * erank / n,
+               erank_centered_pct=100 * erank_c / n, mean_similarity=mean_sim, pcs_90=pcs,
+               eigenvalues=lam.tolist(), eigenvalues_centered=lam_c.tolist())
+    return out
+
+
+def cmd_heads(path):
+    if os.path.isdir(path):  # a folder of layer{i}.L.npy / layer{i}.R.npy files
+        data = {n[:-4]: np.load(os.path.join(path, n)) for n in os.listdir(path) if n.endswith(".npy")}
+    else:
+        data = dict(np.load(path))
+    layers = sorted({int(m.group(1)) for k in data if (m := re.match(r"layer(\d+)\.L$", k))})
+    result = []
+    for i in layers:
+        left = data[f"layer{i}.L"].astype(np.float64)
+        right = data[f"layer{i}.R"].astype(np.float64)
+        result.append(layer_metrics(i, [left[h] @ right[h].T for h in range(left.shape[0])]))
+    return result
+
+
+# --- a tiny safetensors reader -------------------------------------------------------------------
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + size])
+    base = 8 + size
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        buf = raw[base + start:base + end]
+        dtype = info["dtype"]
+        if dtype == "BF16":
+            bits = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
+            array = bits.view(np.float32)
+        else:
+            array = np.frombuffer(buf, dtype={"F32": "<f4", "F16": "<f2", "F64": "<f8"}[dtype])
+        tensors[name] = array.astype(np.float64).reshape(info["shape"])
+    return tensors
+
+
+def load_llama(path):
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    config = {}
+    if os.path.exists(os.path.join(folder, "config.json")):
+        with open(os.path.join(folder, "config.json")) as f:
+            config = json.load(f)
+    files = [path] if not os.path.isdir(path) else sorted(
+        os.path.join(path, n) for n in os.listdir(path) if n.endswith(".safetensors"))
+    tensors = {}
+    for file in files:
+        tensors.update(read_safetensors(file))
+    return config, tensors
+
+
+def cmd_llama(path, repr_name):
+    config, t = load_llama(path)
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads", heads)
+    d_model = config["hidden_size"]
+    head_dim = config.get("head_dim") or d_model // heads
+    group = heads // kv_heads
+    layers = sorted({int(m.group(1)) for k in t
+                     if (m := re.match(r"model\.layers\.(\d+)\.self_attn\.q_proj\.weight$", k))})
+    result = []
+    for i in layers:
+        w = {r: t[f"model.layers.{i}.self_attn.{r}_proj.weight"] for r in "qkvo"}
+
+        def rows(name, head):  # head's rows of an [out, in] projection: W^h as d×d_h is its transpose
+            return w[name][head * head_dim:(head + 1) * head_dim].T
+
+        a = []
+        for h in range(heads):
+            kv = h // group
+            if repr_name == "qk":
+                a.append(rows("q", h) @ rows("k", kv).T)
+            elif repr_name == "ov":
+                w_o = w["o"][:, h * head_dim:(h + 1) * head_dim]  # d × d_h (o_proj columns)
+                a.append(w_o @ rows("v", kv).T)
+            else:
+                side = rows(repr_name, kv)
+                a.append(side @ side.T)
+        result.append(layer_metrics(i, a))
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    heads = sub.add_parser("heads")
+    heads.add_argument("npz")
+    llama = sub.add_parser("llama")
+    llama.add_argument("path")
+    llama.add_argument("--repr", default="qk", choices=["qk", "ov", "k", "v"])
+    args = parser.parse_args()
+    layers = cmd_heads(args.npz) if args.command == "heads" else cmd_llama(args.path, args.repr)
+    json.dump({"layers": layers}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
