@@ -41,19 +41,21 @@ class HeaderParser {
     bool seen_descr = false, seen_order = false, seen_shape = false;
     expect('{');
     while (!consume('}')) {
+      skip_space();
+      const std::size_t key_pos = pos_;
       const std::string key = parse_string();
       expect(':');
       if (key == "descr") {
-        mark_seen(seen_descr, key);
+        mark_seen(seen_descr, key, key_pos);
         header.descr = parse_string();
       } else if (key == "fortran_order") {
-        mark_seen(seen_order, key);
+        mark_seen(seen_order, key, key_pos);
         header.fortran_order = parse_bool();
       } else if (key == "shape") {
-        mark_seen(seen_shape, key);
+        mark_seen(seen_shape, key, key_pos);
         header.shape = parse_shape();
       } else {
-        fail("unexpected key '" + key + "' (expected descr, fortran_order and shape)");
+        fail_at(key_pos, "unexpected key '" + key + "' (expected descr, fortran_order and shape)");
       }
       if (!consume(',')) {
         expect('}');
@@ -63,17 +65,23 @@ class HeaderParser {
     skip_space();
     if (pos_ != text_.size()) fail("unexpected text after the closing '}'");
     if (!seen_descr || !seen_order || !seen_shape) {
-      fail(std::string("missing key '") + (!seen_descr ? "descr" : !seen_order ? "fortran_order" : "shape") + "'");
+      const char* missing = !seen_descr ? "descr" : !seen_order ? "fortran_order" : "shape";
+      fail(std::string("missing key '") + missing + "'");
     }
     return header;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw context_.error("NPY header dict is invalid at byte " + std::to_string(pos_) + ": " + what);
+  // Errors give the offset in the header text of the token at fault.
+  [[noreturn]] void fail_at(std::size_t pos, const std::string& what) const {
+    throw context_.error("NPY header dict is invalid at byte " + std::to_string(pos) + ": " + what);
   }
-  void mark_seen(bool& seen, const std::string& key) {
-    if (seen) fail("key '" + key + "' appears twice");
+  [[noreturn]] void fail(const std::string& what) {
+    skip_space();
+    fail_at(pos_, what);
+  }
+  void mark_seen(bool& seen, const std::string& key, std::size_t key_pos) {
+    if (seen) fail_at(key_pos, "key '" + key + "' appears twice");
     seen = true;
   }
   void skip_space() {
