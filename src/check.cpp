@@ -37,7 +37,7 @@ std::string describe(const ModelKey& key, bool with_repr) {
 }
 
 std::map<ModelKey, const ModelReport*> index_models(const std::vector<ModelReport>& models,
-                                                   const std::string& file) {
+                                                    const std::string& file) {
   std::map<ModelKey, const ModelReport*> index;
   for (const ModelReport& model : models) {
     const ModelKey key{model.label, model.repr};
@@ -132,8 +132,8 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
         const double gold_value = metric_value(*gold_layer, metric);
         const double cur_value = metric_value(cur_layer, metric);
         if (!within_tolerance(cur_value, gold_value, options)) {
-          violations.push_back({gold_model.label, gold_model.repr, index, metric, gold_value,
-                                cur_value});
+          violations.push_back(
+              {gold_model.label, gold_model.repr, index, metric, gold_value, cur_value});
         }
       }
     }

@@ -26,9 +26,7 @@ using nlohmann::json;
 // ----------------------------------------------------------------------------------------------
 namespace {
 
-json optional_int(const std::optional<int>& value) {
-  return value ? json(*value) : json(nullptr);
-}
+json optional_int(const std::optional<int>& value) { return value ? json(*value) : json(nullptr); }
 
 json matrix_to_json(const MatrixD& matrix) {
   json rows = json::array();
@@ -224,8 +222,8 @@ std::string to_table(const std::vector<ModelReport>& models) {
 // ----------------------------------------------------------------------------------------------
 namespace {
 
-// Reads fields of one JSON object, naming the object's place in the document ("models[2].layers[5]")
-// in every error.
+// Reads fields of one JSON object, naming the object's place in the document
+// ("models[2].layers[5]") in every error.
 class FieldReader {
  public:
   FieldReader(const json& object, std::string where, const std::string& file)
@@ -255,16 +253,14 @@ class FieldReader {
   }
   std::vector<double> numbers(const char* key) const {
     std::vector<double> out;
-    for_each_item(key, [&](const json& item, const std::string& at) {
-      out.push_back(as_number(item, at));
-    });
+    for_each_item(
+        key, [&](const json& item, const std::string& at) { out.push_back(as_number(item, at)); });
     return out;
   }
   std::vector<int> integers(const char* key) const {
     std::vector<int> out;
-    for_each_item(key, [&](const json& item, const std::string& at) {
-      out.push_back(as_int(item, at));
-    });
+    for_each_item(
+        key, [&](const json& item, const std::string& at) { out.push_back(as_int(item, at)); });
     return out;
   }
   const json& array(const char* key) const {
@@ -279,12 +275,18 @@ class FieldReader {
 
   static std::string type_of(const json& value) {
     switch (value.type()) {
-      case json::value_t::null: return "null";
-      case json::value_t::object: return "an object";
-      case json::value_t::array: return "an array";
-      case json::value_t::string: return "a string";
-      case json::value_t::boolean: return "a boolean";
-      default: return "a number";
+      case json::value_t::null:
+        return "null";
+      case json::value_t::object:
+        return "an object";
+      case json::value_t::array:
+        return "an array";
+      case json::value_t::string:
+        return "a string";
+      case json::value_t::boolean:
+        return "a boolean";
+      default:
+        return "a number";
     }
   }
 
@@ -431,7 +433,8 @@ namespace {
 
 std::string system_reason(int error_number) {
   std::string reason = std::strerror(error_number);
-  if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+  if (!reason.empty())
+    reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
   return reason;
 }
 

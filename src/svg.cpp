@@ -28,12 +28,23 @@ std::string xml_escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -135,7 +146,8 @@ Axis value_axis(double data_min, double data_max, int target_ticks) {
   }
   const double step = nice * magnitude;
   const double extra_decimal = nice == 2.5 ? 1 : 0;
-  axis.decimals = static_cast<int>(std::max(0.0, -std::floor(std::log10(step) + 1e-9) + extra_decimal));
+  axis.decimals =
+      static_cast<int>(std::max(0.0, -std::floor(std::log10(step) + 1e-9) + extra_decimal));
   for (double tick = std::ceil(axis.low / step - 1e-9) * step; tick <= axis.high + 1e-9 * step;
        tick += step) {
     axis.ticks.push_back(std::fabs(tick) < 1e-12 * step ? 0.0 : tick);
@@ -370,9 +382,9 @@ std::string panel_svg(const Panel& panel, const Frame& frame, const PlotOptions&
   }
   if (!has_baseline_model && has_fully_redundant_line(options.metric)) {
     const double y = frame.py(1.0);
-    out += baseline_path("M" + num(frame.left) + " " + num(y) + " L" +
-                             num(frame.left + frame.width) + " " + num(y),
-                         kBaselineLabel);
+    out += baseline_path(
+        "M" + num(frame.left) + " " + num(y) + " L" + num(frame.left + frame.width) + " " + num(y),
+        kBaselineLabel);
     *drew_baseline = true;
   }
   const auto [first, last] = layer_range(panel);
@@ -420,17 +432,18 @@ std::string legend_svg(const std::vector<LegendEntry>& entries, double centre_x,
                     " rx=\"3\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#cccccc\"/>\n";
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const LegendEntry& entry = entries[i];
-    const double x = left + 12 + static_cast<double>(i % static_cast<std::size_t>(columns)) * column_width;
+    const double x =
+        left + 12 + static_cast<double>(i % static_cast<std::size_t>(columns)) * column_width;
     const double y = top + 16 + static_cast<double>(i / static_cast<std::size_t>(columns)) * 20;
     out += "<g class=\"legend-entry\"" + attr("data-label", xml_escape(entry.label)) + ">\n";
     if (entry.baseline) {
-      out += line(x, y, x + 28, y, attr("stroke", kBaselineColour) +
-                                       " stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
+      out +=
+          line(x, y, x + 28, y,
+               attr("stroke", kBaselineColour) + " stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
     } else {
-      out += line(x, y, x + 28, y, attr("stroke", entry.style.colour) + " stroke-width=\"1.8\"" +
-                                       (entry.style.dash.empty()
-                                            ? ""
-                                            : attr("stroke-dasharray", entry.style.dash)));
+      out += line(x, y, x + 28, y,
+                  attr("stroke", entry.style.colour) + " stroke-width=\"1.8\"" +
+                      (entry.style.dash.empty() ? "" : attr("stroke-dasharray", entry.style.dash)));
       out += "<circle" + attr("cx", x + 14) + attr("cy", y) + " r=\"3.3\"" +
              attr("fill", entry.style.colour) + " stroke=\"white\" stroke-width=\"0.6\"/>\n";
     }
@@ -508,9 +521,9 @@ struct Rgb {
 };
 
 // Anchor colours, evenly spaced over the map's range, interpolated linearly in between.
-const std::vector<Rgb> kViridis = {{68, 1, 84},    {71, 45, 123},   {59, 82, 139},
-                                   {44, 114, 142}, {33, 145, 140},  {40, 174, 128},
-                                   {94, 201, 98},  {173, 220, 48},  {253, 231, 37}};
+const std::vector<Rgb> kViridis = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},
+                                   {44, 114, 142}, {33, 145, 140}, {40, 174, 128},
+                                   {94, 201, 98},  {173, 220, 48}, {253, 231, 37}};
 const std::vector<Rgb> kRedBlue = {{5, 48, 97},     {33, 102, 172},  {67, 147, 195},
                                    {146, 197, 222}, {209, 229, 240}, {247, 247, 247},
                                    {253, 219, 199}, {244, 165, 130}, {214, 96, 77},
@@ -547,7 +560,8 @@ bool is_dark(const Rgb& colour) {
 std::vector<int> kept_heads(const LayerMetrics& layer, Index size) {
   std::vector<int> kept;
   for (int head = 0; static_cast<Index>(kept.size()) < size; ++head) {
-    if (std::find(layer.zero_heads.begin(), layer.zero_heads.end(), head) == layer.zero_heads.end()) {
+    if (std::find(layer.zero_heads.begin(), layer.zero_heads.end(), head) ==
+        layer.zero_heads.end()) {
       kept.push_back(head);
     }
   }
@@ -601,10 +615,10 @@ std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const st
   const double top = 52;
   const double width = left + size + 24 + 16 + 48;
   const double height = top + size + 52;
-  const std::string heading = title.empty() ? model.label + " — layer " +
-                                                  std::to_string(layer_index) + " (" + model.repr +
-                                                  ")"
-                                            : title;
+  const std::string heading =
+      title.empty()
+          ? model.label + " — layer " + std::to_string(layer_index) + " (" + model.repr + ")"
+          : title;
 
   std::string out = document_open(width, height);
   out += text(left + size / 2, 30, heading, 15, Anchor::kMiddle, attr("class", "figure-title"));
@@ -620,8 +634,8 @@ std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const st
              attr("height", cell) + attr("fill", hex(colour)) +
              attr("data-value", tick_label(value, 6)) + "><title>head " +
              std::to_string(head_ids[static_cast<std::size_t>(i)]) + " · head " +
-             std::to_string(head_ids[static_cast<std::size_t>(j)]) + ": " +
-             tick_label(value, 4) + "</title></rect>\n";
+             std::to_string(head_ids[static_cast<std::size_t>(j)]) + ": " + tick_label(value, 4) +
+             "</title></rect>\n";
       if (annotate) {
         out += text(x + cell / 2, y + cell / 2 + 3.5, tick_label(value, 2), 10, Anchor::kMiddle,
                     attr("fill", is_dark(colour) ? "white" : "#262626"));

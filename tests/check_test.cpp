@@ -1,9 +1,10 @@
 // Tests of check.hpp: regression check of rank curves against a golden result set.
+#include "kvrank/check.hpp"
+
 #include <algorithm>
 #include <string>
 
 #include "catch.hpp"
-#include "kvrank/check.hpp"
 #include "kvrank/error.hpp"
 
 namespace kvrank {
@@ -33,8 +34,8 @@ std::vector<ModelReport> golden_set() {
   return {curve("Standard MHA", "qk", 6, 5.0), curve("GQA", "qk", 6, 4.0)};
 }
 
-std::string error_of(const std::vector<ModelReport>& current, const std::vector<ModelReport>& golden,
-                     const CheckOptions& options = {}) {
+std::string error_of(const std::vector<ModelReport>& current,
+                     const std::vector<ModelReport>& golden, const CheckOptions& options = {}) {
   try {
     check_reports(current, golden, options, "current.json", "golden.json");
   } catch (const Error& error) {

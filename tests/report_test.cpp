@@ -1,4 +1,6 @@
 // Tests of report.hpp: JSON schema and round trip, CSV, table, strict reader, atomic writes.
+#include "kvrank/report.hpp"
+
 #include <sys/stat.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "catch.hpp"
 #include "kvrank/error.hpp"
-#include "kvrank/report.hpp"
 #include "test_util.hpp"
 
 namespace kvrank {
@@ -138,10 +139,10 @@ TEST_CASE("to_json writes every key of the schema of SPEC.md §3", "[report]") {
   CHECK(document["schema_version"] == 1);
   CHECK(document["tool"] == json({{"name", "kvrank"}, {"version", KVRANK_VERSION}}));
   const json& model = document["models"][0];
-  CHECK(keys_of(model) ==
-        std::set<std::string>{"label", "path", "family", "variant", "heads", "kv_heads",
-                              "head_dim", "d_model", "num_layers", "lrkv_rank",
-                              "mla_kv_lora_rank", "repr", "layers", "summary"});
+  CHECK(keys_of(model) == std::set<std::string>{"label", "path", "family", "variant", "heads",
+                                                "kv_heads", "head_dim", "d_model", "num_layers",
+                                                "lrkv_rank", "mla_kv_lora_rank", "repr", "layers",
+                                                "summary"});
   CHECK(model["lrkv_rank"] == 16);
   CHECK(model["mla_kv_lora_rank"].is_null());
   CHECK(document["models"][1]["lrkv_rank"].is_null());
@@ -151,9 +152,9 @@ TEST_CASE("to_json writes every key of the schema of SPEC.md §3", "[report]") {
                               "erank_centered_pct", "mean_similarity", "pcs_90", "eigenvalues",
                               "eigenvalues_centered", "head_erank", "head_norm", "zero_heads"});
   CHECK(model["layers"][1]["zero_heads"] == json::array({2}));
-  CHECK(keys_of(model["summary"]) ==
-        std::set<std::string>{"erank_mean", "erank_centered_mean", "erank_pct_mean",
-                              "erank_centered_pct_mean"});
+  CHECK(keys_of(model["summary"]) == std::set<std::string>{"erank_mean", "erank_centered_mean",
+                                                           "erank_pct_mean",
+                                                           "erank_centered_pct_mean"});
   CHECK(model["layers"][0]["pcs_90"].is_number_integer());
 }
 
@@ -286,9 +287,9 @@ TEST_CASE("CSV quotes labels with commas and quotes as RFC 4180 says", "[report]
                    "rows = list(csv.reader(open(sys.argv[1], encoding='utf-8', newline='')))\n"
                    "assert all(len(r) == 11 for r in rows), rows\n"
                    "sys.stdout.write(str(len(rows)) + '\\n' + rows[1][0])\n");
-  const auto result = test::run_command(std::string(KVRANK_PYTHON) + " " +
-                                        (dir / "read.py").string() + " " +
-                                        (dir / "r.csv").string());
+  const auto result =
+      test::run_command(std::string(KVRANK_PYTHON) + " " + (dir / "read.py").string() + " " +
+                        (dir / "r.csv").string());
   REQUIRE(result.exit_code == 0);
   CHECK(result.out == "6\n" + reports[0].label);
 }
@@ -317,7 +318,8 @@ TEST_CASE("the table shows each model's heading, one row per layer and the summa
   CHECK(lines[3].find("███▋") != std::string::npos);
 }
 
-TEST_CASE("write_file_atomically writes, replaces and leaves nothing behind on failure", "[report]") {
+TEST_CASE("write_file_atomically writes, replaces and leaves nothing behind on failure",
+          "[report]") {
   test::TempDir dir;
   const auto target = dir / "curves.json";
   write_file_atomically(target, "first");

@@ -1,10 +1,11 @@
 // Tests of svg.hpp. The SVG is parsed by Python's xml.etree (an independent XML parser), which
 // reports the structure as JSON; the tests then check counts, labels and geometry.
+#include "kvrank/svg.hpp"
+
 #include <cmath>
 
 #include "catch.hpp"
 #include "kvrank/error.hpp"
-#include "kvrank/svg.hpp"
 #include "test_util.hpp"
 
 namespace kvrank {
@@ -50,15 +51,15 @@ json parse_svg(const std::string& svg) {
   test::TempDir dir;
   test::write_file(dir / "figure.svg", svg);
   test::write_file(dir / "summary.py", kSummaryScript);
-  const auto result = test::run_command(std::string(KVRANK_PYTHON) + " " +
-                                        (dir / "summary.py").string() + " " +
-                                        (dir / "figure.svg").string());
+  const auto result =
+      test::run_command(std::string(KVRANK_PYTHON) + " " + (dir / "summary.py").string() + " " +
+                        (dir / "figure.svg").string());
   REQUIRE(result.exit_code == 0);
   return json::parse(result.out);
 }
 
-ModelReport model(const std::string& label, const std::string& variant, int layers,
-                  double start, double slope) {
+ModelReport model(const std::string& label, const std::string& variant, int layers, double start,
+                  double slope) {
   ModelReport report;
   report.label = label;
   report.variant = variant;
@@ -93,10 +94,9 @@ TEST_CASE("xml_escape escapes the five XML specials", "[svg]") {
 
 TEST_CASE("curves: one series path per model, markers per layer, baseline and legend", "[svg]") {
   const std::string tricky = "LRKV <r=16> & \"friends\" 'x'";
-  Panel panel{"128M <scale>", {model("Standard MHA", "mha", 12, 4.0, -0.05),
-                               model(tricky, "lrkv", 12, 2.0, 0.3),
-                               model("MQA", "mqa", 5, 3.0, 0.1),
-                               model("Fully redundant", "baseline", 12, 1.0, 0)}};
+  Panel panel{"128M <scale>",
+              {model("Standard MHA", "mha", 12, 4.0, -0.05), model(tricky, "lrkv", 12, 2.0, 0.3),
+               model("MQA", "mqa", 5, 3.0, 0.1), model("Fully redundant", "baseline", 12, 1.0, 0)}};
   const json svg = parse_svg(plot_curves_svg({panel}, {}));
   CHECK(svg["all_series_paths"] == 3);
   CHECK(svg["all_markers"] == 12 + 12 + 5);
