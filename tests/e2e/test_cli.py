@@ -135,7 +135,8 @@ class CliTest(unittest.TestCase):
         result = run("analyze", self.mha, "--with-baseline", "--format", "json", "-o", out, "-q")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stdout, "")
-        models = json.load(open(out))["models"]
+        with open(out) as handle:
+            models = json.load(handle)["models"]
         self.assertEqual(models[-1]["label"], "Fully redundant")
         self.assertEqual(models[-1]["variant"], "baseline")
         self.assertEqual([layer["erank"] for layer in models[-1]["layers"]], [1.0, 1.0, 1.0])
