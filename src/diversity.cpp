@@ -56,15 +56,20 @@ void zero_round_off(std::vector<double>& values, double scale) {
   }
 }
 
-/// Float32 Gram of the rows of `basis`, both triangles filled (column-major, symmetric).
-MatrixF gram_float(const RowMatrixF& basis) {
+/// Whether a loop of about `work` flops is worth a parallel region: a fork/join costs microseconds
+/// (much more on a loaded machine, where idle threads spin), small layers run faster serially.
+bool worth_threads(Index work) { return work >= (Index(1) << 22); }
+
+/// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
+/// matches, which spares the page faults of a fresh allocation per layer), both triangles filled.
+void gram_float(const RowMatrixF& basis, MatrixF& gram) {
   const Index m = basis.rows();
   const Index n = basis.cols();
-  MatrixF gram(m, m);
-  if (m == 0) return gram;
+  gram.resize(m, m);
+  if (m == 0) return;
   if (n == 0) {
     gram.setZero();
-    return gram;
+    return;
   }
 #ifdef KVRANK_HAVE_OPENBLAS
   // Row-major lower triangle of basis·basisᵀ = column-major upper triangle of `gram`.
@@ -75,12 +80,18 @@ MatrixF gram_float(const RowMatrixF& basis) {
   gram.setZero();
   gram.selfadjointView<Eigen::Upper>().rankUpdate(basis);
 #endif
-  // Mirror the upper triangle into the lower one (column j's entries below the diagonal).
-#pragma omp parallel for schedule(static)
-  for (Index j = 0; j < m; ++j) {
-    for (Index i = j + 1; i < m; ++i) gram(i, j) = gram(j, i);
+  // Mirror the upper triangle into the lower one, in tiles so that the strided reads stay in cache.
+  constexpr Index kTile = 64;
+#pragma omp parallel for schedule(dynamic) if (m >= 1024)
+  for (Index col_tile = 0; col_tile < m; col_tile += kTile) {
+    for (Index row_tile = col_tile; row_tile < m; row_tile += kTile) {
+      const Index col_end = std::min(col_tile + kTile, m);
+      const Index row_end = std::min(row_tile + kTile, m);
+      for (Index j = col_tile; j < col_end; ++j) {
+        for (Index i = std::max(row_tile, j + 1); i < row_end; ++i) gram(i, j) = gram(j, i);
+      }
+    }
   }
-  return gram;
 }
 
 void check_side(const FactorSide& side, Index heads, const char* name) {
@@ -101,10 +112,12 @@ void check_side(const FactorSide& side, Index heads, const char* name) {
 }
 
 /// One side's Gram and, for heads that are not a single full identity block, G·C_h.
+/// `workspace` holds the Gram (kept by the caller across layers).
 class SideGram {
  public:
-  explicit SideGram(const FactorSide& side)
-      : side_(side), gram_(gram_float(side.basis)), k_(side.head_cols) {
+  SideGram(const FactorSide& side, MatrixF& workspace)
+      : side_(side), gram_(workspace), k_(side.head_cols) {
+    gram_float(side.basis, gram_);
     const Index heads = static_cast<Index>(side.heads.size());
     simple_row_.assign(heads, -1);
     gc_.resize(heads);
@@ -120,6 +133,8 @@ class SideGram {
       if (simple_row_[h] < 0) gc_[h] = gram_times_coeffs(side.heads[h]);
     }
   }
+
+  Index head_cols() const noexcept { return k_; }
 
   /// L_iᵀ L_j (k × k) = C_iᵀ G C_j.
   MatrixD cross(Index i, Index j) const {
@@ -160,7 +175,7 @@ class SideGram {
   }
 
   const FactorSide& side_;
-  MatrixF gram_;
+  MatrixF& gram_;
   Index k_;
   std::vector<Index> simple_row_;  ///< basis row of a single-identity head, −1 otherwise
   std::vector<MatrixD> gc_;        ///< G·C_h for the other heads
@@ -169,7 +184,8 @@ class SideGram {
 /// ⟨A_i, A_j⟩_F for all pairs (H × H, symmetric).
 MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index heads) {
   MatrixD inner(heads, heads);
-#pragma omp parallel for schedule(dynamic)
+  const Index k = left.head_cols();
+#pragma omp parallel for schedule(dynamic) if (worth_threads(heads * heads * k * k))
   for (Index i = 0; i < heads; ++i) {
     for (Index j = i; j < heads; ++j) {
       const MatrixD cross_left = left.cross(i, j);
@@ -201,8 +217,9 @@ std::vector<double> singular_values(const MatrixD& p, const MatrixD* q) {
   MatrixD squared;
   Eigen::LLT<MatrixD> cholesky(p);
   if (cholesky.info() == Eigen::Success) {
-    const MatrixD f = cholesky.matrixL();
-    squared = f.transpose() * (*q) * f;
+    // Fᵀ Q F with F lower triangular: two triangular products.
+    const MatrixD q_f = (*q) * cholesky.matrixL();
+    squared = cholesky.matrixU() * q_f;
   } else {
     const MatrixD root = psd_sqrt(p);
     squared = root * (*q) * root;
@@ -283,7 +300,11 @@ LayerMetrics similarity_metrics(const MatrixD& similarity) {
   return m;
 }
 
-MatrixD basis_gram(const RowMatrixF& basis) { return gram_float(basis).cast<double>(); }
+MatrixD basis_gram(const RowMatrixF& basis) {
+  MatrixF gram;
+  gram_float(basis, gram);
+  return gram.cast<double>();
+}
 
 LayerMetrics analyze_layer(const HeadFactors& factors) {
   const Index heads = factors.num_heads();
@@ -295,15 +316,18 @@ LayerMetrics analyze_layer(const HeadFactors& factors) {
     }
   }
 
-  const SideGram left(factors.left);
+  // Per-thread Gram buffers, reused layer after layer (same shapes → no new pages).
+  thread_local MatrixF left_workspace, right_workspace;
+  const SideGram left(factors.left, left_workspace);
   std::optional<SideGram> right;
-  if (!factors.symmetric) right.emplace(factors.right);
+  if (!factors.symmetric) right.emplace(factors.right, right_workspace);
   const SideGram* right_ptr = right ? &*right : nullptr;
   const MatrixD inner = head_inner_products(left, right_ptr, heads);
 
   std::vector<double> head_erank(heads, 0.0);
   std::vector<double> head_norm(heads, 0.0);
-#pragma omp parallel for schedule(dynamic)
+  const Index k = factors.left.head_cols;
+#pragma omp parallel for schedule(dynamic) if (worth_threads(heads * k * k * k))
   for (Index h = 0; h < heads; ++h) {
     head_norm[h] = std::sqrt(std::max(inner(h, h), 0.0));
     if (!(inner(h, h) > 0)) continue;
