@@ -180,7 +180,10 @@ Axis layer_axis(int first, int last) {
 std::string tick_label(double value, int decimals) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
+  std::string label = buffer;
+  // A tiny negative value must not print as "-0.00".
+  if (label.find_first_not_of("-0.") == std::string::npos && label[0] == '-') label.erase(0, 1);
+  return label;
 }
 
 std::string metric_axis_label(const std::string& metric) {

@@ -225,12 +225,16 @@ TEST_CASE("heatmap: zero heads are skipped in the head labels", "[svg]") {
   ModelReport report = model("m", "mha", 1, 3, 0);
   report.layers[0].zero_heads = {1};
   report.layers[0].similarity = MatrixD::Identity(3, 3);  // heads 0, 2, 3 kept
+  report.layers[0].similarity(0, 1) = report.layers[0].similarity(1, 0) = -0.001;
   const json svg = parse_svg(plot_heatmap_svg(report, 0, "custom title"));
   CHECK(svg["cells"].size() == 9);
   const auto& texts = svg["texts"];
   CHECK(std::find(texts.begin(), texts.end(), "custom title") != texts.end());
   CHECK(std::find(texts.begin(), texts.end(), "3") != texts.end());
   CHECK(std::count(texts.begin(), texts.end(), "1") == 0);
+  // Cell annotations: -0.001 is shown as 0.00, never as "-0.00".
+  CHECK(std::count(texts.begin(), texts.end(), "0.00") == 6);
+  CHECK(std::count(texts.begin(), texts.end(), "-0.00") == 0);
 }
 
 }  // namespace kvrank
