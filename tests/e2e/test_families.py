@@ -16,9 +16,9 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import reference  # noqa: E402  (scripts/reference.py: the naive numpy metric)
 import write_family_checkpoints as writer  # noqa: E402
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 KVRANK = None  # set in main
 
 # name, writer family, writer arguments, representations, expected geometry, extra kvrank arguments
@@ -62,10 +62,9 @@ def analyze_json(args):
     return json.loads(result.stdout), result.stderr
 
 
-def reference(npz):
-    out = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "reference.py"), "heads", npz],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["layers"]
+def reference_layers(npz):
+    """What `scripts/reference.py heads NPZ` prints under "layers" (called in-process: faster)."""
+    return reference.cmd_heads(npz)
 
 
 def close(found, expected):
@@ -101,7 +100,7 @@ class FamiliesAgainstReference(unittest.TestCase):
                         self.assertEqual(model["d_model"], 32)
                         self.assertEqual(model["num_layers"], 3)
                         where = f"{name} {dtype} {model['repr']}"
-                        self.check_model(model, reference(os.path.join(ref, model["repr"] + ".npz")),
+                        self.check_model(model, reference_layers(os.path.join(ref, model["repr"] + ".npz")),
                                          where)
                     checked += 1
         print(f"families: {checked} family × dtype checkpoints match the reference")
@@ -118,7 +117,7 @@ class FamiliesAgainstReference(unittest.TestCase):
                 self.assertEqual([m["repr"] for m in models], ["k", "v"])
                 for model in models:
                     self.assertEqual((model["heads"], model["kv_heads"], model["head_dim"]), (4, 4, 8))
-                    self.check_model(model, reference(os.path.join(ref, model["repr"] + ".npz")),
+                    self.check_model(model, reference_layers(os.path.join(ref, model["repr"] + ".npz")),
                                      f"kvonly {dtype} {model['repr']}")
                 result = run(["analyze", out, "--kv-heads", "4", "--repr", "qk"])
                 self.assertEqual(result.returncode, 2, result.stderr)
@@ -139,7 +138,7 @@ class FamiliesAgainstReference(unittest.TestCase):
             model = doc["models"][0]
             self.assertEqual((model["heads"], model["kv_heads"], model["head_dim"], model["d_model"]),
                              (8, 2, 6, 32))
-            self.check_model(model, reference(os.path.join(ref, "qk.npz")), "bare llama qk")
+            self.check_model(model, reference_layers(os.path.join(ref, "qk.npz")), "bare llama qk")
 
 
 class DetectionErrors(unittest.TestCase):
