@@ -4,11 +4,10 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "kvrank/error.hpp"
 
@@ -17,7 +16,8 @@ namespace {
 
 // The files are little-endian; so is every machine kvrank targets. Refuse to build elsewhere rather
 // than write files other tools would misread.
-static_assert(std::endian::native == std::endian::little, "safetensors_writer assumes little-endian");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors_writer assumes little-endian");
 
 // Tensors are encoded in slices of this many elements so the encoding buffer stays small.
 constexpr std::size_t kEncodeChunk = std::size_t{1} << 20;
@@ -53,7 +53,7 @@ std::uint16_t f32_to_f16(float value) noexcept {
   const auto bits = std::bit_cast<std::uint32_t>(value);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u);  // NaN
+  if (magnitude > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u);   // NaN
   if (magnitude >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // ≥ 65520: inf
   const int exponent = static_cast<int>(magnitude >> 23) - 127;
   if (exponent < -25) return sign;  // below half the smallest subnormal: ±0

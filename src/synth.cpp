@@ -21,11 +21,10 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <system_error>
-
-#include <nlohmann/json.hpp>
 
 #include "kvrank/error.hpp"
 #include "kvrank/report.hpp"
@@ -37,8 +36,8 @@ namespace {
 namespace fs = std::filesystem;
 using Floats = std::vector<float>;
 
-constexpr int kVocabSize = 32;             // a token embedding so the checkpoint looks like a model
-constexpr int kMaxExtent = 1 << 20;        // bounds every option so shapes cannot overflow
+constexpr int kVocabSize = 32;       // a token embedding so the checkpoint looks like a model
+constexpr int kMaxExtent = 1 << 20;  // bounds every option so shapes cannot overflow
 constexpr std::uint64_t kSharedBlock = ~std::uint64_t{0};  // block index of a role's shared part
 
 // ---- options -----------------------------------------------------------------------------------
@@ -56,9 +55,9 @@ struct Model {
   int kv_heads = 0;
   int head_dim = 0;  // MLA: qk_nope_head_dim and v_head_dim
   int d_model = 0;
-  int rank = 0;           // LRKV
-  int kv_lora_rank = 0;   // MLA
-  int rope_dim = 0;       // MLA qk_rope_head_dim
+  int rank = 0;          // LRKV
+  int kv_lora_rank = 0;  // MLA
+  int rope_dim = 0;      // MLA qk_rope_head_dim
   DType dtype = DType::F32;
   std::string torch_dtype;
   int shards = 1;
@@ -77,7 +76,8 @@ bool contains(const std::vector<std::string>& items, const std::string& item) {
 }
 
 void check_extent(const char* flag, int value) {
-  if (value <= 0) throw Error("", std::string(flag) + " " + std::to_string(value) + " must be positive");
+  if (value <= 0)
+    throw Error("", std::string(flag) + " " + std::to_string(value) + " must be positive");
   if (value > kMaxExtent) {
     throw Error("", std::string(flag) + " " + std::to_string(value) + " exceeds the limit " +
                         std::to_string(kMaxExtent));
@@ -135,8 +135,9 @@ void resolve_family_variant(const SynthOptions& options, Model& model) {
   if (asked == "lrkv" && model.family != "lrkv") {
     throw Error("", "--variant lrkv needs --family lrkv or llama (found " + options.family + ")");
   }
-  const std::string own_variant =
-      model.family == "lrkv" ? "lrkv" : model.family == "deepseek_v2" ? "mla" : "";
+  const std::string own_variant = model.family == "lrkv"          ? "lrkv"
+                                  : model.family == "deepseek_v2" ? "mla"
+                                                                  : "";
   if (!own_variant.empty()) {
     if (!asked.empty() && asked != own_variant) {
       throw Error("", "--family " + model.family + " supports only --variant " + own_variant +
@@ -201,7 +202,8 @@ Model resolve(const SynthOptions& options) {
   const bool head_dim_implied = model.family == "gpt2" || model.family == "gpt_neox" ||
                                 model.family == "falcon" || model.family == "phi3";
   if (head_dim_implied && model.d_model != model.heads * model.head_dim) {
-    throw Error("", "--d-model " + std::to_string(model.d_model) + " must equal --heads × --head-dim = " +
+    throw Error("", "--d-model " + std::to_string(model.d_model) +
+                        " must equal --heads × --head-dim = " +
                         std::to_string(model.heads * model.head_dim) + " for --family " +
                         model.family + " (its configs have no head_dim)");
   }
@@ -243,8 +245,21 @@ class SplitMix64 {
 
 /// What a block of weights is for; with the layer and block index it keys the block's stream.
 enum class Role : std::uint64_t {
-  embed = 1, q, k, v, o, kv_a, kv_a_norm, kv_b_k, kv_b_v,
-  k_shared, v_shared, k_lora_a, k_lora_b, v_lora_a, v_lora_b,
+  embed = 1,
+  q,
+  k,
+  v,
+  o,
+  kv_a,
+  kv_a_norm,
+  kv_b_k,
+  kv_b_v,
+  k_shared,
+  v_shared,
+  k_lora_a,
+  k_lora_b,
+  v_lora_a,
+  v_lora_b,
 };
 
 std::uint64_t stream_seed(std::uint64_t seed, int layer, Role role, std::uint64_t block) {
@@ -264,7 +279,8 @@ float flip_sign(std::int32_t sign_bit, float x) {
   return std::bit_cast<float>(std::bit_cast<std::int32_t>(x) ^ sign_bit);
 }
 
-/// ln x for x in (0, 1], to float precision: x = m·2^e with m in [√½, √2), ln m by the atanh series.
+/// ln x for x in (0, 1], to float precision: x = m·2^e with m in [√½, √2), ln m by the atanh
+/// series.
 float log_unit(float x) {
   const auto bits = std::bit_cast<std::int32_t>(x);
   const std::int32_t high = (bits & 0x007FFFFF) > 0x3504F3 ? 1 : 0;  // mantissa above √2: halve it
@@ -298,7 +314,8 @@ void box_muller(const float* u1, const float* u2, float* z0, float* z1, std::siz
     const float x = (turns - static_cast<float>(quadrant)) * kHalfPi - kQuarterPi;  // [-π/4, π/4)
     const float x2 = x * x;
     const float sin_x =
-        x * (1.0f - x2 * (1.0f / 6 - x2 * (1.0f / 120 - x2 * (1.0f / 5040 - x2 * (1.0f / 362880)))));
+        x *
+        (1.0f - x2 * (1.0f / 6 - x2 * (1.0f / 120 - x2 * (1.0f / 5040 - x2 * (1.0f / 362880)))));
     const float cos_x =
         1.0f - x2 * (0.5f - x2 * (1.0f / 24 - x2 * (1.0f / 720 - x2 * (1.0f / 40320))));
     const float cos_local = (cos_x - sin_x) * kInvSqrt2;  // local angle = x + π/4
@@ -342,7 +359,8 @@ float init_std(int fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in))
 class Weights {
  public:
   Weights(const Model& model, int layer)
-      : model_(model), layer_(layer),
+      : model_(model),
+        layer_(layer),
         redundancy_(layer >= 0 ? model.redundancy[static_cast<std::size_t>(layer)] : 0.0) {}
 
   /// `blocks` head blocks of `rows` × `cols`, stacked: block b = (1−r)·own_b + r·shared (r = the
@@ -356,6 +374,10 @@ class Weights {
       shared.resize(block_size);
       fill_gaussian(stream_seed(model_.seed, layer_, role, kSharedBlock), stddev, shared);
     }
+    // Blocks are independent streams: drawing them in parallel gives the same bytes.
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
     for (int b = 0; b < blocks; ++b) {
       const std::span<float> block(result.data() + block_size * static_cast<std::size_t>(b),
                                    block_size);
@@ -366,7 +388,8 @@ class Weights {
       fill_gaussian(stream_seed(model_.seed, layer_, role, static_cast<std::uint64_t>(b)), stddev,
                     block);
       if (r > 0.0f) {
-        for (std::size_t i = 0; i < block_size; ++i) block[i] = (1.0f - r) * block[i] + r * shared[i];
+        for (std::size_t i = 0; i < block_size; ++i)
+          block[i] = (1.0f - r) * block[i] + r * shared[i];
       }
     }
     return result;
@@ -435,15 +458,19 @@ Floats fuse_rows(const std::vector<FusedPart>& parts, int groups, int cols) {
   Floats result;
   for (int g = 0; g < groups; ++g) {
     for (const FusedPart& part : parts) {
-      const std::size_t size = static_cast<std::size_t>(part.rows_per_group) * static_cast<std::size_t>(cols);
-      const auto first = part.matrix->begin() + static_cast<std::ptrdiff_t>(size * static_cast<std::size_t>(g));
+      const std::size_t size =
+          static_cast<std::size_t>(part.rows_per_group) * static_cast<std::size_t>(cols);
+      const auto first =
+          part.matrix->begin() + static_cast<std::ptrdiff_t>(size * static_cast<std::size_t>(g));
       result.insert(result.end(), first, first + static_cast<std::ptrdiff_t>(size));
     }
   }
   return result;
 }
 
-Floats filled(std::int64_t count, float value) { return Floats(static_cast<std::size_t>(count), value); }
+Floats filled(std::int64_t count, float value) {
+  return Floats(static_cast<std::size_t>(count), value);
+}
 
 // ---- tensor plans ------------------------------------------------------------------------------
 
@@ -465,7 +492,8 @@ class Planner {
   }
 
  private:
-  void add(std::string name, std::vector<std::int64_t> shape, int layer, std::function<Floats()> draw) {
+  void add(std::string name, std::vector<std::int64_t> shape, int layer,
+           std::function<Floats()> draw) {
     tensors_.push_back({{std::move(name), model_.dtype, std::move(shape)}, layer, std::move(draw)});
   }
   void add_norm(const std::string& name, int layer, float value) {
@@ -479,7 +507,8 @@ class Planner {
         {"gpt_neox", "gpt_neox.embed_in.weight"},
         {"falcon", "transformer.word_embeddings.weight"}};
     const auto found = kEmbeddings.find(model_.family);
-    const std::string name = found != kEmbeddings.end() ? found->second : "model.embed_tokens.weight";
+    const std::string name =
+        found != kEmbeddings.end() ? found->second : "model.embed_tokens.weight";
     const Model& m = model_;
     add(name, {kVocabSize, m.d_model}, 0,
         [&m] { return Weights(m, -1).plain(Role::embed, kVocabSize, m.d_model, 1.0f); });
@@ -496,7 +525,9 @@ class Planner {
     if (family == "deepseek_v2") add_deepseek(layer);
   }
 
-  static std::string llama_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
+  static std::string llama_prefix(int layer) {
+    return "model.layers." + std::to_string(layer) + ".";
+  }
 
   void add_llama(int layer) {
     const Model& m = model_;
@@ -506,8 +537,10 @@ class Planner {
     add_norm(p + "input_layernorm.weight", layer, 1.0f);
     add(p + "self_attn.q_proj.weight", {q_rows, d}, layer,
         [&m, layer] { return Weights(m, layer).query(m.head_dim); });
-    add(p + "self_attn.k_proj.weight", {kv_rows, d}, layer, [&m, layer] { return Weights(m, layer).key(); });
-    add(p + "self_attn.v_proj.weight", {kv_rows, d}, layer, [&m, layer] { return Weights(m, layer).value(); });
+    add(p + "self_attn.k_proj.weight", {kv_rows, d}, layer,
+        [&m, layer] { return Weights(m, layer).key(); });
+    add(p + "self_attn.v_proj.weight", {kv_rows, d}, layer,
+        [&m, layer] { return Weights(m, layer).value(); });
     add(p + "self_attn.o_proj.weight", {d, q_rows}, layer,
         [&m, layer] { return Weights(m, layer).output(m.head_dim); });
     add_norm(p + "post_attention_layernorm.weight", layer, 1.0f);
@@ -518,7 +551,8 @@ class Planner {
     const std::string p = llama_prefix(layer) + "self_attn.";
     const std::int64_t d = m.d_model, dh = m.head_dim, h = m.heads, r = m.rank;
     add_norm(llama_prefix(layer) + "input_layernorm.weight", layer, 1.0f);
-    add(p + "q_proj.weight", {h * dh, d}, layer, [&m, layer] { return Weights(m, layer).query(m.head_dim); });
+    add(p + "q_proj.weight", {h * dh, d}, layer,
+        [&m, layer] { return Weights(m, layer).query(m.head_dim); });
     const std::pair<const char*, std::array<Role, 3>> sides[] = {
         {"k", {Role::k_shared, Role::k_lora_a, Role::k_lora_b}},
         {"v", {Role::v_shared, Role::v_lora_a, Role::v_lora_b}}};
@@ -534,7 +568,8 @@ class Planner {
         return Weights(m, layer).heads(lora_b, m.heads, m.head_dim, m.rank, init_std(m.rank));
       });
     }
-    add(p + "o_proj.weight", {d, h * dh}, layer, [&m, layer] { return Weights(m, layer).output(m.head_dim); });
+    add(p + "o_proj.weight", {d, h * dh}, layer,
+        [&m, layer] { return Weights(m, layer).output(m.head_dim); });
     add_norm(llama_prefix(layer) + "post_attention_layernorm.weight", layer, 1.0f);
   }
 
@@ -547,8 +582,10 @@ class Planner {
         [&m, layer] {
           const Weights w(m, layer);
           const Floats q = w.query(m.head_dim), k = w.key(), v = w.value();
-          return fuse_rows({{&q, m.heads * m.head_dim}, {&k, m.kv_heads * m.head_dim},
-                            {&v, m.kv_heads * m.head_dim}}, 1, m.d_model);
+          return fuse_rows({{&q, m.heads * m.head_dim},
+                            {&k, m.kv_heads * m.head_dim},
+                            {&v, m.kv_heads * m.head_dim}},
+                           1, m.d_model);
         });
     add(p + "self_attn.o_proj.weight", {d, std::int64_t{m.heads} * dh}, layer,
         [&m, layer] { return Weights(m, layer).output(m.head_dim); });
@@ -587,7 +624,8 @@ class Planner {
       return fuse_rows({{&q, m.head_dim}, {&k, m.head_dim}, {&v, m.head_dim}}, m.heads, m.d_model);
     });
     add(p + "attention.query_key_value.bias", {3 * d}, layer, [d] { return filled(3 * d, 0.0f); });
-    add(p + "attention.dense.weight", {d, d}, layer, [&m, layer] { return Weights(m, layer).output(m.head_dim); });
+    add(p + "attention.dense.weight", {d, d}, layer,
+        [&m, layer] { return Weights(m, layer).output(m.head_dim); });
     add_norm(p + "attention.dense.bias", layer, 0.0f);
   }
 
@@ -599,17 +637,19 @@ class Planner {
     const std::string norm = new_architecture ? "ln_attn" : "input_layernorm";
     add_norm(p + norm + ".weight", layer, 1.0f);
     add_norm(p + norm + ".bias", layer, 0.0f);
-    add(p + "self_attention.query_key_value.weight", {(std::int64_t{m.heads} + 2 * m.kv_heads) * dh, d},
-        layer, [&m, layer] {
+    add(p + "self_attention.query_key_value.weight",
+        {(std::int64_t{m.heads} + 2 * m.kv_heads) * dh, d}, layer, [&m, layer] {
           const Weights w(m, layer);
           const Floats q = w.query(m.head_dim), k = w.key(), v = w.value();
           const int dh_rows = m.head_dim;
-          if (m.variant == "mha") return fuse_rows({{&q, dh_rows}, {&k, dh_rows}, {&v, dh_rows}}, m.heads, m.d_model);
+          if (m.variant == "mha")
+            return fuse_rows({{&q, dh_rows}, {&k, dh_rows}, {&v, dh_rows}}, m.heads, m.d_model);
           if (m.variant == "mqa") {
             return fuse_rows({{&q, m.heads * dh_rows}, {&k, dh_rows}, {&v, dh_rows}}, 1, m.d_model);
           }
           const int group = m.heads / m.kv_heads;  // GQA: [H_kv, G + 2, d_h]
-          return fuse_rows({{&q, group * dh_rows}, {&k, dh_rows}, {&v, dh_rows}}, m.kv_heads, m.d_model);
+          return fuse_rows({{&q, group * dh_rows}, {&k, dh_rows}, {&v, dh_rows}}, m.kv_heads,
+                           m.d_model);
         });
     add(p + "self_attention.dense.weight", {d, d}, layer,
         [&m, layer] { return Weights(m, layer).output(m.head_dim); });
@@ -657,30 +697,50 @@ nlohmann::json config_json(const Model& m) {
   json config;
   const json provenance = {{"seed", m.seed}, {"redundancy", m.redundancy}};
   if (m.family == "gpt2") {
-    config = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_embd", m.d_model},
-              {"n_head", m.heads}, {"n_layer", m.layers}, {"n_positions", 1024}};
+    config = {{"architectures", {"GPT2LMHeadModel"}},
+              {"model_type", "gpt2"},
+              {"n_embd", m.d_model},
+              {"n_head", m.heads},
+              {"n_layer", m.layers},
+              {"n_positions", 1024}};
   } else if (m.family == "gpt_neox") {
-    config = {{"architectures", {"GPTNeoXForCausalLM"}}, {"model_type", "gpt_neox"},
-              {"hidden_size", m.d_model}, {"num_attention_heads", m.heads},
-              {"num_hidden_layers", m.layers}, {"rotary_pct", 0.25}};
+    config = {{"architectures", {"GPTNeoXForCausalLM"}},
+              {"model_type", "gpt_neox"},
+              {"hidden_size", m.d_model},
+              {"num_attention_heads", m.heads},
+              {"num_hidden_layers", m.layers},
+              {"rotary_pct", 0.25}};
   } else if (m.family == "falcon") {
-    config = {{"architectures", {"FalconForCausalLM"}}, {"model_type", "falcon"},
-              {"hidden_size", m.d_model}, {"num_attention_heads", m.heads},
-              {"num_hidden_layers", m.layers}, {"num_kv_heads", m.kv_heads},
-              {"new_decoder_architecture", m.variant == "gqa"}, {"multi_query", m.variant == "mqa"},
-              {"parallel_attn", true}, {"bias", false}, {"alibi", false}};
+    config = {{"architectures", {"FalconForCausalLM"}},
+              {"model_type", "falcon"},
+              {"hidden_size", m.d_model},
+              {"num_attention_heads", m.heads},
+              {"num_hidden_layers", m.layers},
+              {"num_kv_heads", m.kv_heads},
+              {"new_decoder_architecture", m.variant == "gqa"},
+              {"multi_query", m.variant == "mqa"},
+              {"parallel_attn", true},
+              {"bias", false},
+              {"alibi", false}};
   } else if (m.family == "deepseek_v2") {
-    config = {{"architectures", {"DeepseekV2ForCausalLM"}}, {"model_type", "deepseek_v2"},
-              {"hidden_size", m.d_model}, {"num_attention_heads", m.heads},
-              {"num_key_value_heads", m.heads}, {"num_hidden_layers", m.layers},
-              {"kv_lora_rank", m.kv_lora_rank}, {"q_lora_rank", nullptr},
-              {"qk_nope_head_dim", m.head_dim}, {"qk_rope_head_dim", m.rope_dim},
+    config = {{"architectures", {"DeepseekV2ForCausalLM"}},
+              {"model_type", "deepseek_v2"},
+              {"hidden_size", m.d_model},
+              {"num_attention_heads", m.heads},
+              {"num_key_value_heads", m.heads},
+              {"num_hidden_layers", m.layers},
+              {"kv_lora_rank", m.kv_lora_rank},
+              {"q_lora_rank", nullptr},
+              {"qk_nope_head_dim", m.head_dim},
+              {"qk_rope_head_dim", m.rope_dim},
               {"v_head_dim", m.head_dim}};
   } else {
     const bool phi3 = m.family == "phi3";
     config = {{"architectures", {phi3 ? "Phi3ForCausalLM" : "LlamaForCausalLM"}},
-              {"model_type", phi3 ? "phi3" : "llama"}, {"hidden_size", m.d_model},
-              {"num_attention_heads", m.heads}, {"num_key_value_heads", m.kv_heads},
+              {"model_type", phi3 ? "phi3" : "llama"},
+              {"hidden_size", m.d_model},
+              {"num_attention_heads", m.heads},
+              {"num_key_value_heads", m.kv_heads},
               {"num_hidden_layers", m.layers}};
     if (!phi3) config["head_dim"] = m.head_dim;
     if (m.family == "lrkv") {
@@ -707,8 +767,10 @@ std::string shard_name(int shard, int shards) {
 std::vector<int> assign_shards(const std::vector<PlannedTensor>& tensors, const Model& m) {
   std::vector<int> shard_of(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const std::int64_t unit = m.shards <= m.layers ? tensors[i].layer : static_cast<std::int64_t>(i);
-    const std::int64_t units = m.shards <= m.layers ? m.layers : static_cast<std::int64_t>(tensors.size());
+    const std::int64_t unit =
+        m.shards <= m.layers ? tensors[i].layer : static_cast<std::int64_t>(i);
+    const std::int64_t units =
+        m.shards <= m.layers ? m.layers : static_cast<std::int64_t>(tensors.size());
     shard_of[i] = static_cast<int>(unit * m.shards / units);
   }
   return shard_of;
@@ -720,7 +782,8 @@ void remove_previous_checkpoint(const fs::path& dir) {
   static const std::regex kOurs(R"(model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?)");
   std::error_code ignored;
   for (const auto& entry : fs::directory_iterator(dir, ignored)) {
-    if (std::regex_match(entry.path().filename().string(), kOurs)) fs::remove(entry.path(), ignored);
+    if (std::regex_match(entry.path().filename().string(), kOurs))
+      fs::remove(entry.path(), ignored);
   }
 }
 

@@ -1,4 +1,6 @@
 // Tests of `kvrank synth` (write_synthetic_checkpoint) and its private safetensors writer.
+#include "kvrank/synth.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -6,17 +8,15 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "../src/safetensors_writer.hpp"
 #include "catch.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/safetensors.hpp"
-#include "kvrank/synth.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -138,19 +138,19 @@ TEST_CASE("f32_to_f16 rounds to nearest even, with subnormals and overflow", "[s
   using kvrank::f32_to_f16;
   CHECK(f32_to_f16(1.0f) == 0x3C00);
   CHECK(f32_to_f16(-2.0f) == 0xC000);
-  CHECK(f32_to_f16(65504.0f) == 0x7BFF);        // largest half
-  CHECK(f32_to_f16(65519.996f) == 0x7BFF);      // below the midpoint to infinity
-  CHECK(f32_to_f16(65520.0f) == 0x7C00);        // the midpoint rounds to even: infinity
+  CHECK(f32_to_f16(65504.0f) == 0x7BFF);    // largest half
+  CHECK(f32_to_f16(65519.996f) == 0x7BFF);  // below the midpoint to infinity
+  CHECK(f32_to_f16(65520.0f) == 0x7C00);    // the midpoint rounds to even: infinity
   CHECK(f32_to_f16(1e10f) == 0x7C00);
   CHECK(f32_to_f16(-1e10f) == 0xFC00);
-  CHECK(f32_to_f16(std::ldexp(1.0f, -14)) == 0x0400);  // smallest normal
-  CHECK(f32_to_f16(std::ldexp(1.0f, -24)) == 0x0001);  // smallest subnormal
-  CHECK(f32_to_f16(std::ldexp(1.0f, -25)) == 0x0000);  // half of it: tie to even zero
-  CHECK(f32_to_f16(std::ldexp(1.5f, -25)) == 0x0001);  // above the tie
-  CHECK(f32_to_f16(std::ldexp(3.0f, -25)) == 0x0002);  // 1.5 subnormal units: tie to even 2
+  CHECK(f32_to_f16(std::ldexp(1.0f, -14)) == 0x0400);     // smallest normal
+  CHECK(f32_to_f16(std::ldexp(1.0f, -24)) == 0x0001);     // smallest subnormal
+  CHECK(f32_to_f16(std::ldexp(1.0f, -25)) == 0x0000);     // half of it: tie to even zero
+  CHECK(f32_to_f16(std::ldexp(1.5f, -25)) == 0x0001);     // above the tie
+  CHECK(f32_to_f16(std::ldexp(3.0f, -25)) == 0x0002);     // 1.5 subnormal units: tie to even 2
   CHECK(f32_to_f16(std::ldexp(1023.5f, -24)) == 0x0400);  // largest subnormal rounds up to normal
   CHECK(f32_to_f16(1.0f / 3.0f) == 0x3555);
-  CHECK(f32_to_f16(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);  // tie, even: down
+  CHECK(f32_to_f16(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);      // tie, even: down
   CHECK(f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3C02);  // tie, odd: up
   CHECK(f32_to_f16(-0.0f) == 0x8000);
   const std::uint16_t nan = f32_to_f16(std::nanf(""));
@@ -199,8 +199,8 @@ TEST_CASE("SafetensorsWriter output parses back with the values written", "[synt
   const std::vector<float> a = {1.0f, -2.5f, 3.25f, 0.0f, 1e-3f, 7.0f};
   const std::vector<float> b = {0.5f, 1.0f / 3.0f, -65504.0f};
   {
-    kvrank::SafetensorsWriter writer(dir / "t.safetensors",
-                                     {{"b.weight", DType::F32, {2, 3}}, {"a.weight", DType::BF16, {3}}});
+    kvrank::SafetensorsWriter writer(
+        dir / "t.safetensors", {{"b.weight", DType::F32, {2, 3}}, {"a.weight", DType::BF16, {3}}});
     writer.write("b.weight", a);
     CHECK_THROWS_AS(writer.write("b.weight", a), std::logic_error);  // out of order
     writer.write("a.weight", b);
@@ -212,9 +212,9 @@ TEST_CASE("SafetensorsWriter output parses back with the values written", "[synt
   REQUIRE(bf16.bytes.size() == 6);
   std::uint16_t halves[3];
   std::memcpy(halves, bf16.bytes.data(), 6);
-  CHECK(halves[0] == 0x3F00);                           // 0.5
+  CHECK(halves[0] == 0x3F00);  // 0.5
   CHECK(halves[1] == kvrank::f32_to_bf16(1.0f / 3.0f));
-  CHECK(halves[2] == 0xC780);                           // -65504 rounds to -65536 in bf16
+  CHECK(halves[2] == 0xC780);  // -65504 rounds to -65536 in bf16
 }
 
 // ---- option validation -------------------------------------------------------------------------
@@ -283,13 +283,17 @@ TEST_CASE("synth checks redundancy values and their count", "[synth]") {
 }
 
 TEST_CASE("synth checks that the variant fits the family and the head counts", "[synth]") {
-  CHECK(error_of(options("llama", "mla")) == "--variant mla needs --family deepseek_v2 (found llama)");
-  CHECK(error_of(options("gpt2", "lrkv")) == "--variant lrkv needs --family lrkv or llama (found gpt2)");
+  CHECK(error_of(options("llama", "mla")) ==
+        "--variant mla needs --family deepseek_v2 (found llama)");
+  CHECK(error_of(options("gpt2", "lrkv")) ==
+        "--variant lrkv needs --family lrkv or llama (found gpt2)");
   CHECK(error_of(options("gpt2", "gqa")) == "--variant gqa needs --kv-heads");
-  CHECK(error_of(options("gpt_neox", "mqa")) == "--family gpt_neox supports only --variant mha (found mqa)");
+  CHECK(error_of(options("gpt_neox", "mqa")) ==
+        "--family gpt_neox supports only --variant mha (found mqa)");
   CHECK(error_of(options("deepseek_v2", "gqa")) ==
         "--family deepseek_v2 supports only --variant mla (found gqa)");
-  CHECK(error_of(options("lrkv", "mha")) == "--family lrkv supports only --variant lrkv (found mha)");
+  CHECK(error_of(options("lrkv", "mha")) ==
+        "--family lrkv supports only --variant lrkv (found mha)");
   auto o = options("lrkv");
   o.kv_heads = 2;
   CHECK(error_of(o) ==
@@ -320,8 +324,8 @@ TEST_CASE("synth checks that the variant fits the family and the head counts", "
 TEST_CASE("synth writes config.json and tensors of each family", "[synth]") {
   struct Case {
     SynthOptions options;
-    nlohmann::json config;                                      // fields that must be present
-    std::map<std::string, std::vector<std::int64_t>> layer1;    // layer 1's attention tensors
+    nlohmann::json config;                                    // fields that must be present
+    std::map<std::string, std::vector<std::int64_t>> layer1;  // layer 1's attention tensors
   };
   // d = 32, H = 4, d_h = 8 unless said otherwise.
   auto llama = options("llama");
@@ -336,8 +340,12 @@ TEST_CASE("synth writes config.json and tensors of each family", "[synth]") {
   auto lrkv = options("llama", "lrkv");
   const std::vector<Case> cases = {
       {llama,
-       {{"model_type", "llama"}, {"hidden_size", 32}, {"num_attention_heads", 4},
-        {"num_key_value_heads", 2}, {"head_dim", 8}, {"num_hidden_layers", 2},
+       {{"model_type", "llama"},
+        {"hidden_size", 32},
+        {"num_attention_heads", 4},
+        {"num_key_value_heads", 2},
+        {"head_dim", 8},
+        {"num_hidden_layers", 2},
         {"torch_dtype", "float32"}},
        {{"model.layers.1.self_attn.q_proj.weight", {32, 32}},
         {"model.layers.1.self_attn.k_proj.weight", {16, 32}},
@@ -347,34 +355,49 @@ TEST_CASE("synth writes config.json and tensors of each family", "[synth]") {
        {{"model_type", "gpt2"}, {"n_embd", 32}, {"n_head", 4}, {"n_layer", 2}},
        {{"h.1.attn.c_attn.weight", {32, 96}}, {"h.1.attn.c_proj.weight", {32, 32}}}},
       {options("gpt_neox"),
-       {{"model_type", "gpt_neox"}, {"hidden_size", 32}, {"num_attention_heads", 4},
+       {{"model_type", "gpt_neox"},
+        {"hidden_size", 32},
+        {"num_attention_heads", 4},
         {"num_hidden_layers", 2}},
        {{"gpt_neox.layers.1.attention.query_key_value.weight", {96, 32}},
         {"gpt_neox.layers.1.attention.dense.weight", {32, 32}}}},
       {falcon,
-       {{"model_type", "falcon"}, {"new_decoder_architecture", true}, {"multi_query", false},
-        {"num_kv_heads", 2}, {"hidden_size", 32}, {"num_attention_heads", 4}},
+       {{"model_type", "falcon"},
+        {"new_decoder_architecture", true},
+        {"multi_query", false},
+        {"num_kv_heads", 2},
+        {"hidden_size", 32},
+        {"num_attention_heads", 4}},
        {{"transformer.h.1.self_attention.query_key_value.weight", {64, 32}},
         {"transformer.h.1.self_attention.dense.weight", {32, 32}}}},
       {falcon_mqa,
        {{"model_type", "falcon"}, {"new_decoder_architecture", false}, {"multi_query", true}},
        {{"transformer.h.1.self_attention.query_key_value.weight", {48, 32}}}},
       {phi3,
-       {{"model_type", "phi3"}, {"hidden_size", 32}, {"num_attention_heads", 4},
+       {{"model_type", "phi3"},
+        {"hidden_size", 32},
+        {"num_attention_heads", 4},
         {"num_key_value_heads", 1}},
        {{"model.layers.1.self_attn.qkv_proj.weight", {48, 32}},
         {"model.layers.1.self_attn.o_proj.weight", {32, 32}}}},
       {mla,
-       {{"model_type", "deepseek_v2"}, {"hidden_size", 24}, {"kv_lora_rank", 12},
-        {"q_lora_rank", nullptr}, {"qk_nope_head_dim", 8}, {"qk_rope_head_dim", 4},
-        {"v_head_dim", 8}, {"num_attention_heads", 4}},
+       {{"model_type", "deepseek_v2"},
+        {"hidden_size", 24},
+        {"kv_lora_rank", 12},
+        {"q_lora_rank", nullptr},
+        {"qk_nope_head_dim", 8},
+        {"qk_rope_head_dim", 4},
+        {"v_head_dim", 8},
+        {"num_attention_heads", 4}},
        {{"model.layers.1.self_attn.q_proj.weight", {48, 24}},
         {"model.layers.1.self_attn.kv_a_proj_with_mqa.weight", {16, 24}},
         {"model.layers.1.self_attn.kv_a_layernorm.weight", {12}},
         {"model.layers.1.self_attn.kv_b_proj.weight", {64, 12}},
         {"model.layers.1.self_attn.o_proj.weight", {24, 32}}}},
       {lrkv,
-       {{"model_type", "llama"}, {"attention_variant", "lrkv"}, {"lrkv_rank", 3},
+       {{"model_type", "llama"},
+        {"attention_variant", "lrkv"},
+        {"lrkv_rank", 3},
         {"num_attention_heads", 4}},
        {{"model.layers.1.self_attn.q_proj.weight", {32, 32}},
         {"model.layers.1.self_attn.k_shared_proj.weight", {8, 32}},
@@ -515,7 +538,8 @@ TEST_CASE("synth shards by layer with an index", "[synth]") {
   o.shards = 1;
   kvrank::write_synthetic_checkpoint(o, dir.path());
   std::set<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir.path())) names.insert(entry.path().filename());
+  for (const auto& entry : fs::directory_iterator(dir.path()))
+    names.insert(entry.path().filename());
   CHECK(names == std::set<std::string>{"config.json", "model.safetensors"});
 }
 
