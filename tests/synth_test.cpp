@@ -134,7 +134,7 @@ TEST_CASE("f32_to_bf16 rounds to nearest even", "[synth]") {
   }
 }
 
-TEST_CASE("f32_to_f16 rounds to nearest even, with subnormals and overflow", "[synth]") {
+TEST_CASE("f32_to_f16 rounds to nearest even with subnormals and overflow", "[synth]") {
   using kvrank::f32_to_f16;
   CHECK(f32_to_f16(1.0f) == 0x3C00);
   CHECK(f32_to_f16(-2.0f) == 0xC000);
@@ -168,7 +168,7 @@ TEST_CASE("f32_to_f16 rounds to nearest even, with subnormals and overflow", "[s
 #endif
 }
 
-TEST_CASE("safetensors_header is padded, sorted and offset in declared order", "[synth]") {
+TEST_CASE("safetensors_header is padded and sorted with offsets in declared order", "[synth]") {
   const std::vector<kvrank::TensorSpec> specs = {
       {"zeta", DType::F32, {2, 3}}, {"alpha", DType::BF16, {5}}, {"mid", DType::F16, {1, 1, 3}}};
   const std::string header = kvrank::safetensors_header(specs, {{"format", "pt"}});
@@ -219,7 +219,7 @@ TEST_CASE("SafetensorsWriter output parses back with the values written", "[synt
 
 // ---- option validation -------------------------------------------------------------------------
 
-TEST_CASE("synth rejects invalid options, naming the option", "[synth]") {
+TEST_CASE("synth rejects invalid options and names the option", "[synth]") {
   auto o = options("llama");
   o.kv_heads = 4;
   o.heads = 6;
