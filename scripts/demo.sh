@@ -4,9 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh build >/dev/null
+scripts/build.sh build >&2
 mkdir -p out
-build/kvrank analyze data/tiny/* --with-baseline
-build/kvrank analyze data/tiny/* --with-baseline --similarity --format json -o out/tiny.json
+# In the seed figure's order, with its legend names (LRKV ranks keep the paper's d_h/8 and d_h/2).
+models=(data/tiny/mha data/tiny/lrkv-r2 data/tiny/lrkv-r8 data/tiny/mqa data/tiny/mla data/tiny/gqa)
+labels=(--label "Standard MHA" --label "LRKV (r=2)" --label "LRKV (r=8)" --label "MQA" --label "MLA"
+        --label "GQA")
+build/kvrank analyze "${models[@]}" "${labels[@]}" --with-baseline
+build/kvrank analyze "${models[@]}" "${labels[@]}" --with-baseline --similarity --format json \
+  -o out/tiny.json -q
 build/kvrank plot out/tiny.json -o out/effective-rank.svg --title "Tiny models, one per attention variant"
-echo "wrote out/tiny.json and out/effective-rank.svg" >&2
+build/kvrank plot out/tiny.json --heatmap 3 --model "MQA" -o out/heatmap-mqa-layer3.svg
+echo "wrote out/tiny.json, out/effective-rank.svg and out/heatmap-mqa-layer3.svg" >&2

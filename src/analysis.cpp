@@ -176,21 +176,12 @@ ModelReport fully_redundant_baseline(int num_layers, int heads) {
   report.heads = heads;
   report.kv_heads = heads;
   report.num_layers = num_layers;
+  // All heads identical: S = 11ᵀ. The metrics come from the same code as any measured layer, so
+  // the baseline cannot drift from what a truly redundant model would give.
+  const LayerMetrics redundant = similarity_metrics(MatrixD::Ones(heads, heads));
   for (int layer = 0; layer < num_layers; ++layer) {
-    // All heads identical: S = 11ᵀ, eigenvalues (H, 0, …); J S J = 0.
-    LayerMetrics metrics;
-    metrics.layer = layer;
-    metrics.heads = heads;
-    metrics.erank = 1.0;
-    metrics.erank_centered = 1.0;
-    metrics.erank_pct = 100.0 / heads;
-    metrics.erank_centered_pct = 100.0 / heads;
-    metrics.mean_similarity = 1.0;
-    metrics.pcs_90 = 1;
-    metrics.eigenvalues.assign(static_cast<std::size_t>(heads), 0.0);
-    metrics.eigenvalues.front() = heads;
-    metrics.eigenvalues_centered.assign(static_cast<std::size_t>(heads), 0.0);
-    report.layers.push_back(std::move(metrics));
+    report.layers.push_back(redundant);
+    report.layers.back().layer = layer;
   }
   report.summary = summarize(report.layers);
   return report;
