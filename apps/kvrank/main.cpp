@@ -271,7 +271,13 @@ int run_plot(const PlotArgs& args) {
   if (args.heatmap_layer) {
     const auto models = read_results(args.inputs.front());
     const auto& model = pick_model(models, args.heatmap_model, args.inputs.front());
-    write_figure(kvrank::plot_heatmap_svg(model, *args.heatmap_layer, args.title), args.output);
+    std::string svg;
+    try {
+      svg = kvrank::plot_heatmap_svg(model, *args.heatmap_layer, args.title);
+    } catch (const kvrank::Error& e) {  // the plotter knows the model, not the file it came from
+      throw kvrank::Error(args.inputs.front(), e.what());
+    }
+    write_figure(svg, args.output);
     return 0;
   }
   std::vector<kvrank::Panel> panels;
