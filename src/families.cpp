@@ -159,7 +159,7 @@ std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
         !name.ends_with(suffix))
       continue;
     const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
     const int layer = std::stoi(digits);
     if (!range) range = {layer, layer};
     range->first = std::min(range->first, layer);
@@ -307,6 +307,8 @@ Geometry config_geometry(const Checkpoint& checkpoint, const std::string& family
   } else {
     geometry.kv_heads =
         first_config_int(checkpoint, {"num_key_value_heads", "num_kv_heads", "n_head_kv"});
+    if (!geometry.kv_heads && config_bool(checkpoint, "multi_query").value_or(false))
+      geometry.kv_heads = 1;
     if (!geometry.kv_heads) geometry.kv_heads = geometry.heads;
   }
   geometry.d_model_given = geometry.d_model.has_value();
@@ -441,7 +443,8 @@ void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int fir
   const bool need_flag = !g.heads && !g.head_dim && !(g.kv_heads && !spec.fused());
   if (need_flag)
     throw Error(checkpoint.path().string(),
-                "cannot tell the number of attention heads: no config.json gives it; pass --heads "
+                "cannot tell the number of attention heads: neither config.json nor a flag gives "
+                "it; pass --heads "
                 "(and --kv-heads, --head-dim when they differ from the defaults)");
   if (!g.head_dim) {
     if (g.heads && (spec.fused() || g.d_model_given || !has_q)) {
@@ -506,7 +509,7 @@ Index role_rows(const Dims& dims, char role) {
     case 'o':
       return dims.d_model;
     default:
-      return (dims.heads + 2 * dims.kv_heads) * dims.head_dim;  // fused qkv
+      return (Index{dims.heads} + 2 * Index{dims.kv_heads}) * dims.head_dim;  // fused qkv
   }
 }
 
@@ -643,6 +646,18 @@ std::optional<int> first_layer_of(const Checkpoint& checkpoint, const DenseSpec&
   return first;
 }
 
+/// Layers come from the tensor names; a config.json that promises more means tensors are missing
+/// (a lost shard, a truncated export): name the first one rather than analyse part of the model.
+void check_layer_count(const Checkpoint& checkpoint, const DenseSpec& spec, int found,
+                       std::optional<int> configured) {
+  if (!configured || *configured <= found) return;
+  const std::string missing = layer_name(spec.names.begin()->second, found);
+  throw Error(checkpoint.path().string(), missing,
+              "no such tensor in the checkpoint (" + checkpoint.config_path().string() + " says " +
+                  std::to_string(*configured) + " layers, the tensors stop after layer " +
+                  std::to_string(found - 1) + ")");
+}
+
 ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Geometry geometry,
                          const std::string& spec_file) {
   int num_layers = 0;
@@ -659,7 +674,8 @@ ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Ge
   layout.kv_heads = *geometry.kv_heads;
   layout.head_dim = *geometry.head_dim;
   layout.d_model = *geometry.d_model;
-  layout.num_layers = std::max(num_layers, geometry.num_layers.value_or(0));
+  layout.num_layers = num_layers;
+  check_layer_count(checkpoint, spec, num_layers, geometry.num_layers);
   layout.variant = detail::attention_variant(layout.heads, layout.kv_heads);
   layout.has_queries = spec.names.count("q") || spec.fused();
   layout.has_outputs = spec.names.count("o") > 0;
@@ -688,6 +704,15 @@ ModelLayout map_layout(const Checkpoint& checkpoint, const LayoutOverrides& over
   return dense_layout(checkpoint, spec, geometry, file);
 }
 
+// Model types whose checkpoints use the llama tensor names; `--family` accepts them too.
+constexpr std::array<const char*, 9> kLlamaAliases{"mistral", "mixtral", "qwen2", "qwen3", "gemma",
+                                                   "gemma2", "olmo2", "starcoder2", "granite"};
+
+bool is_llama_alias(const std::string& family) {
+  return std::any_of(kLlamaAliases.begin(), kLlamaAliases.end(),
+                     [&](const char* name) { return family == name; });
+}
+
 bool is_mla_family(const std::string& family) {
   return family == "deepseek_v2" || family == "deepseek_v3" || family == "mla";
 }
@@ -695,14 +720,16 @@ bool is_mla_family(const std::string& family) {
 void check_family_name(const std::string& family) {
   const bool dense = std::any_of(kDenseFamilies.begin(), kDenseFamilies.end(),
                                  [&](const char* name) { return family == name; });
-  if (!dense && !is_mla_family(family) && family != "lrkv")
+  if (!dense && !is_llama_alias(family) && !is_mla_family(family) && family != "lrkv")
     throw Error("", "unknown --family \"" + family +
-                        "\" (expected llama, gpt2, gpt_neox, falcon, phi3, deepseek_v2, "
-                        "deepseek_v3, lrkv)");
+                        "\" (expected llama or a llama-like model type such as mistral, "
+                        "gpt2, gpt_neox, falcon, phi3, deepseek_v2, deepseek_v3, lrkv, map)");
 }
 
 ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  const auto spec = find_dense(checkpoint, overrides.family);
+  std::optional<std::string> only = overrides.family;
+  if (only && is_llama_alias(*only)) only = "llama";
+  const auto spec = find_dense(checkpoint, only);
   if (!spec) {
     const std::string wanted =
         overrides.family ? "tensors of family " + *overrides.family

@@ -282,6 +282,33 @@ TEST_CASE("--map names the tensors of any layout; its mistakes are named", "[fam
   CHECK_THAT(error_of([&] { with_map(bad_layout); }), Catch::Matchers::Contains("in_out"));
 }
 
+TEST_CASE("a config.json promising more layers than the tensors hold names the first missing one",
+          "[families]") {
+  TempDir dir;
+  write_llama(dir.path(), 2, 4, 4, 4, 16);
+  auto config = nlohmann::json::parse(test::read_file(dir / "config.json"));
+  config["num_hidden_layers"] = 3;
+  test::write_file(dir / "config.json", config.dump());
+  CHECK_THAT(error_of([&] { detect_layout(Checkpoint::open(dir.path())); }),
+             Catch::Matchers::Contains("model.layers.2.self_attn.k_proj.weight") &&
+                 Catch::Matchers::Contains("says 3 layers"));
+}
+
+TEST_CASE("--family picks or restricts the family", "[families]") {
+  TempDir dir;
+  write_llama(dir.path(), 1, 4, 2, 4, 16);
+  const Checkpoint checkpoint = Checkpoint::open(dir.path());
+  LayoutOverrides overrides;
+  overrides.family = "qwen2";  // a llama-like model type
+  CHECK(detect_layout(checkpoint, overrides).family == "llama");
+  overrides.family = "gpt2";
+  CHECK_THAT(error_of([&] { detect_layout(checkpoint, overrides); }),
+             Catch::Matchers::Contains("found no tensors of family gpt2"));
+  overrides.family = "bogus";
+  CHECK_THAT(error_of([&] { detect_layout(checkpoint, overrides); }),
+             Catch::Matchers::Contains("unknown --family \"bogus\""));
+}
+
 TEST_CASE("unknown layouts point to --map", "[families]") {
   TempDir dir;
   write_safetensors(dir / "odd.safetensors", {{"blocks.0.w", random_matrix(4, 4)}});
