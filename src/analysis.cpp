@@ -1,5 +1,6 @@
 // `kvrank analyze` as a library call: open → detect layout → per layer, per representation:
-// factors → metrics → release the layer's pages. Prints nothing; notes and progress go to callbacks.
+// factors → metrics → release the layer's pages. Prints nothing; notes and progress go to
+// callbacks.
 #include "kvrank/analysis.hpp"
 
 #include <algorithm>
@@ -108,11 +109,11 @@ std::vector<int> parse_layer_list(std::string_view text) {
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view part =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view part = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (trim(part).empty())
-      throw Error("", "--layers: empty entry in \"" + std::string(text) +
-                          "\" (expected e.g. 0-11,20)");
+      throw Error("",
+                  "--layers: empty entry in \"" + std::string(text) + "\" (expected e.g. 0-11,20)");
     const std::size_t dash = part.find('-');
     if (dash == std::string_view::npos) {
       layers.insert(parse_layer_index(part, part));
@@ -166,9 +167,10 @@ std::string default_label(const std::filesystem::path& path) {
 
 ModelReport fully_redundant_baseline(int num_layers, int heads) {
   if (heads < 1 || num_layers < 0)
-    throw Error("", "the fully-redundant baseline needs at least 1 head and 0 or more layers, "
-                    "found " + std::to_string(heads) + " heads and " +
-                    std::to_string(num_layers) + " layers");
+    throw Error("",
+                "the fully-redundant baseline needs at least 1 head and 0 or more layers, "
+                "found " +
+                    std::to_string(heads) + " heads and " + std::to_string(num_layers) + " layers");
   ModelReport report;
   report.label = "Fully redundant";
   report.family = "baseline";

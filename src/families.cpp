@@ -41,9 +41,8 @@ const nlohmann::json* config_field(const Checkpoint& checkpoint, const char* key
 
 Error config_type_error(const Checkpoint& checkpoint, const char* key, const char* expected,
                         const nlohmann::json& found) {
-  return Error(checkpoint.config_path().string(),
-               std::string("field \"") + key + "\": expected " + expected + ", found " +
-                   found.dump());
+  return Error(checkpoint.config_path().string(), std::string("field \"") + key + "\": expected " +
+                                                      expected + ", found " + found.dump());
 }
 
 std::string shape_text(Index rows, Index cols) {
@@ -92,8 +91,8 @@ std::optional<bool> config_bool(const Checkpoint& checkpoint, const char* key) {
   return field->get<bool>();
 }
 
-RowMatrixF load_matrix(const Checkpoint& checkpoint, const std::string& name, Index rows, Index cols,
-                       const std::string& why) {
+RowMatrixF load_matrix(const Checkpoint& checkpoint, const std::string& name, Index rows,
+                       Index cols, const std::string& why) {
   const TensorView& tensor = checkpoint.at(name);
   check_matrix_shape(tensor, rows, cols, why);
   return to_matrix(tensor);
@@ -158,8 +157,11 @@ std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
     if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
         !name.ends_with(suffix))
       continue;
-    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.size() > 6 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
     const int layer = std::stoi(digits);
     if (!range) range = {layer, layer};
     range->first = std::min(range->first, layer);
@@ -230,9 +232,9 @@ std::optional<DenseSpec> find_llama(const Checkpoint& checkpoint) {
     const bool required = role[0] == 'k' || role[0] == 'v';
     if (required || template_present(checkpoint, name_template)) spec.names[role] = name_template;
   }
-  const std::string& file = checkpoint.at(layer_name(*key_template,
-                                                     template_layers(checkpoint, *key_template)->first))
-                                .file;
+  const std::string& file =
+      checkpoint.at(layer_name(*key_template, template_layers(checkpoint, *key_template)->first))
+          .file;
   if (file.ends_with(".npy") || file.ends_with(".npz")) spec.family = "npy";
   return spec;
 }
@@ -334,17 +336,16 @@ void apply_overrides(const LayoutOverrides& overrides, Geometry& geometry) {
 
 // ---- the `--map` file ---------------------------------------------------------------------------
 
-constexpr std::array<const char*, 11> kMapKeys{"q",        "k",       "v",        "o",
-                                               "qkv",      "qkv_order", "heads", "kv_heads",
-                                               "head_dim", "d_model", "layout"};
+constexpr std::array<const char*, 11> kMapKeys{
+    "q", "k", "v", "o", "qkv", "qkv_order", "heads", "kv_heads", "head_dim", "d_model", "layout"};
 
 std::optional<int> map_int(const nlohmann::json& map, const std::string& file, const char* key) {
   auto it = map.find(key);
   if (it == map.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer() || it->get<std::int64_t>() < 1 ||
       it->get<std::int64_t>() > std::numeric_limits<int>::max())
-    throw Error(file, std::string("\"") + key + "\": expected a positive integer, found " +
-                          it->dump());
+    throw Error(file,
+                std::string("\"") + key + "\": expected a positive integer, found " + it->dump());
   return static_cast<int>(it->get<std::int64_t>());
 }
 
@@ -374,8 +375,10 @@ DenseSpec read_map_spec(const nlohmann::json& map, const std::string& file) {
     auto name_template = map_string(map, file, role);
     if (!name_template) continue;
     if (name_template->find(kLayerSlot) == std::string::npos)
-      throw Error(file, std::string("\"") + role + "\": expected a tensor name with \"{i}\" for "
-                        "the layer index, found \"" + *name_template + "\"");
+      throw Error(file, std::string("\"") + role +
+                            "\": expected a tensor name with \"{i}\" for "
+                            "the layer index, found \"" +
+                            *name_template + "\"");
     spec.names[role] = *name_template;
   }
   const bool fused = spec.names.count("qkv") > 0;
@@ -479,7 +482,8 @@ void check_geometry(const Checkpoint& checkpoint, const Geometry& g) {
                           std::to_string(*g.kv_heads) + " (from " + g.source_text() + ")");
 }
 
-// ---- the canonical projections of one layer ------------------------------------------------------
+// ---- the canonical projections of one layer
+// ------------------------------------------------------
 
 struct Dims {
   int heads, kv_heads;
@@ -494,8 +498,9 @@ Dims dims_of(const ModelLayout& layout) {
     auto it = layout.details.find(key);
     return it == layout.details.end() ? std::string() : it->second;
   };
-  return {layout.heads,     layout.kv_heads, layout.head_dim, layout.d_model,
-          field("source"),  field("orientation") == "in_out", field("qkv_order")};
+  return {layout.heads,      layout.kv_heads, layout.head_dim,
+          layout.d_model,    field("source"), field("orientation") == "in_out",
+          field("qkv_order")};
 }
 
 /// Rows a role has in canonical [out, in] form ('o' is [d, H·d_h]: its rows are d).
@@ -532,8 +537,8 @@ std::string shape_reason(const Dims& dims, char role) {
   // The head dimension is the output side of q/k/v and the input side of o.
   const bool heads_on_rows = (role != 'o') != dims.in_out;
   return count + std::to_string(role == 'o' ? role_cols(dims, role) : role_rows(dims, role)) +
-         (heads_on_rows ? " rows" : " columns") + ", hidden size " +
-         std::to_string(dims.d_model) + "; from " + dims.source;
+         (heads_on_rows ? " rows" : " columns") + ", hidden size " + std::to_string(dims.d_model) +
+         "; from " + dims.source;
 }
 
 /// The role's tensor in canonical [out, in] form, its shape checked.
@@ -580,7 +585,8 @@ class LayerProjections {
   /// q [H·d_h, d], k / v [H_kv·d_h, d], o [d, H·d_h].
   RowMatrixF get(char role) {
     const bool fused = layout_.details.count("qkv") > 0;
-    if (role == 'o' || !fused) return load_role(checkpoint_, dims_, name(std::string(1, role)), role);
+    if (role == 'o' || !fused)
+      return load_role(checkpoint_, dims_, name(std::string(1, role)), role);
     if (!fused_) fused_ = load_role(checkpoint_, dims_, name("qkv"), 'f');
     const int count = role == 'q' ? dims_.heads : dims_.kv_heads;
     RowMatrixF rows(count * dims_.head_dim, dims_.d_model);
@@ -705,8 +711,8 @@ ModelLayout map_layout(const Checkpoint& checkpoint, const LayoutOverrides& over
 }
 
 // Model types whose checkpoints use the llama tensor names; `--family` accepts them too.
-constexpr std::array<const char*, 9> kLlamaAliases{"mistral", "mixtral", "qwen2", "qwen3", "gemma",
-                                                   "gemma2", "olmo2", "starcoder2", "granite"};
+constexpr std::array<const char*, 9> kLlamaAliases{
+    "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "olmo2", "starcoder2", "granite"};
 
 bool is_llama_alias(const std::string& family) {
   return std::any_of(kLlamaAliases.begin(), kLlamaAliases.end(),
@@ -745,8 +751,9 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
 void check_repr_supported(const Checkpoint& checkpoint, const ModelLayout& layout, Repr repr) {
   const std::string file = checkpoint.path().string();
   if (repr == Repr::qk && !layout.has_queries)
-    throw Error(file, "--repr qk needs query projections, but this checkpoint holds only "
-                      "key/value projections (use --repr k,v)");
+    throw Error(file,
+                "--repr qk needs query projections, but this checkpoint holds only "
+                "key/value projections (use --repr k,v)");
   if (repr == Repr::ov && !layout.has_outputs)
     throw Error(file, "--repr ov needs output projections, but this checkpoint has none");
 }
@@ -796,7 +803,8 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
                                                 " out of range (the model has " +
                                                 std::to_string(layout.num_layers) + " layers)");
   check_repr_supported(checkpoint, layout, repr);
-  if (layout.family == "activations") return detail::activation_factors(checkpoint, layout, layer, repr);
+  if (layout.family == "activations")
+    return detail::activation_factors(checkpoint, layout, layer, repr);
   if (layout.variant == "mla") return detail::mla_factors(checkpoint, layout, layer, repr);
   if (layout.variant == "lrkv") return detail::lrkv_factors(checkpoint, layout, layer, repr);
   return dense_factors(checkpoint, layout, layer, repr);

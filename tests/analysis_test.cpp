@@ -1,12 +1,13 @@
-// The analysis pipeline: layer lists, labels, the fully-redundant baseline, and analyze_checkpoint on
-// the stories260K fixture.
+// The analysis pipeline: layer lists, labels, the fully-redundant baseline, and analyze_checkpoint
+// on the stories260K fixture.
+#include "kvrank/analysis.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "catch.hpp"
-#include "kvrank/analysis.hpp"
 #include "kvrank/error.hpp"
 #include "test_util.hpp"
 
@@ -99,7 +100,8 @@ TEST_CASE("summarize: means over layers", "[families][analysis]") {
   CHECK(summarize({}).erank_mean == 0.0);
 }
 
-TEST_CASE("analyze_checkpoint on stories260K: every layer, progress, selection", "[families][analysis]") {
+TEST_CASE("analyze_checkpoint on stories260K: every layer, progress, selection",
+          "[families][analysis]") {
   const auto path = stories260k();
   if (path.empty()) {
     WARN("skipped: ../shared/fixtures/stories260K not found");

@@ -2,15 +2,15 @@
 //
 // Factors are checked against their definition: the explicit d×d matrix A_h built from the
 // HeadFactors (basisᵀ C_h) must equal W_Q^h (W_K^h)ᵀ computed from the matrices that were written.
+#include "kvrank/families.hpp"
+
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "catch.hpp"
 #include "kvrank/error.hpp"
-#include "kvrank/families.hpp"
 #include "test_util.hpp"
 
 namespace kvrank {
@@ -62,7 +62,8 @@ MatrixD explicit_form(const HeadFactors& factors, int head) {
 }
 
 /// A_h = (row block a of `left`)ᵀ (row block b of `right`), from [out, in] matrices.
-MatrixD expected_form(const RowMatrixF& left, Index a, const RowMatrixF& right, Index b, Index rows) {
+MatrixD expected_form(const RowMatrixF& left, Index a, const RowMatrixF& right, Index b,
+                      Index rows) {
   return left.middleRows(a * rows, rows).cast<double>().transpose() *
          right.middleRows(b * rows, rows).cast<double>();
 }
@@ -75,10 +76,9 @@ struct LlamaWeights {
 LlamaWeights write_llama(const std::filesystem::path& dir, int layers, int heads, int kv_heads,
                          int head_dim, int d_model, bool with_config = true,
                          bool with_queries = true) {
-  LlamaWeights weights{random_matrix(heads * head_dim, d_model),
-                       random_matrix(kv_heads * head_dim, d_model),
-                       random_matrix(kv_heads * head_dim, d_model),
-                       random_matrix(d_model, heads * head_dim)};
+  LlamaWeights weights{
+      random_matrix(heads * head_dim, d_model), random_matrix(kv_heads * head_dim, d_model),
+      random_matrix(kv_heads * head_dim, d_model), random_matrix(d_model, heads * head_dim)};
   std::vector<NamedMatrix> tensors{{"model.embed_tokens.weight", random_matrix(10, d_model)}};
   for (int i = 0; i < layers; ++i) {
     const std::string base = "model.layers." + std::to_string(i) + ".self_attn.";
@@ -92,8 +92,10 @@ LlamaWeights write_llama(const std::filesystem::path& dir, int layers, int heads
   std::filesystem::create_directories(dir);
   write_safetensors(dir / "model.safetensors", tensors);
   if (with_config) {
-    nlohmann::json config = {{"model_type", "mistral"},          {"hidden_size", d_model},
-                             {"num_attention_heads", heads},     {"num_key_value_heads", kv_heads},
+    nlohmann::json config = {{"model_type", "mistral"},
+                             {"hidden_size", d_model},
+                             {"num_attention_heads", heads},
+                             {"num_key_value_heads", kv_heads},
                              {"num_hidden_layers", layers}};
     if (head_dim * heads != d_model) config["head_dim"] = head_dim;
     test::write_file(dir / "config.json", config.dump());
@@ -135,10 +137,9 @@ TEST_CASE("llama-like GQA with explicit head_dim: geometry from config.json", "[
   CHECK(layout.has_queries);
   CHECK(layout.has_outputs);
   CHECK(layer_tensor_names(layout, 2) ==
-        std::vector<std::string>{"model.layers.2.self_attn.q_proj.weight",
-                                 "model.layers.2.self_attn.k_proj.weight",
-                                 "model.layers.2.self_attn.v_proj.weight",
-                                 "model.layers.2.self_attn.o_proj.weight"});
+        std::vector<std::string>{
+            "model.layers.2.self_attn.q_proj.weight", "model.layers.2.self_attn.k_proj.weight",
+            "model.layers.2.self_attn.v_proj.weight", "model.layers.2.self_attn.o_proj.weight"});
 }
 
 TEST_CASE("llama factors equal W_Q^h W_K^hᵀ (query head h uses KV head h / group)", "[families]") {
@@ -184,13 +185,12 @@ TEST_CASE("falcon new_decoder_architecture: grouped fused rows", "[families]") {
   write_safetensors(dir / "model.safetensors",
                     {{"transformer.h.0.self_attention.query_key_value.weight", fused},
                      {"transformer.h.0.self_attention.dense.weight", random_matrix(12, 12)}});
-  test::write_file(dir / "config.json",
-                   nlohmann::json{{"model_type", "falcon"},
-                                  {"hidden_size", d_model},
-                                  {"num_attention_heads", heads},
-                                  {"num_kv_heads", kv_heads},
-                                  {"new_decoder_architecture", true}}
-                       .dump());
+  test::write_file(dir / "config.json", nlohmann::json{{"model_type", "falcon"},
+                                                       {"hidden_size", d_model},
+                                                       {"num_attention_heads", heads},
+                                                       {"num_kv_heads", kv_heads},
+                                                       {"new_decoder_architecture", true}}
+                                            .dump());
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
   const ModelLayout layout = detect_layout(checkpoint);
   CHECK(layout.family == "falcon");
@@ -263,8 +263,8 @@ TEST_CASE("--map names the tensors of any layout; its mistakes are named", "[fam
     overrides.map_file = dir / "map.json";
     return detect_layout(Checkpoint::open(dir / "model.safetensors"), overrides);
   };
-  const nlohmann::json good = {{"q", "blk.{i}.wq"}, {"k", "blk.{i}.wk"}, {"v", "blk.{i}.wv"},
-                               {"heads", 4},        {"kv_heads", 2}};
+  const nlohmann::json good = {
+      {"q", "blk.{i}.wq"}, {"k", "blk.{i}.wk"}, {"v", "blk.{i}.wv"}, {"heads", 4}, {"kv_heads", 2}};
   const ModelLayout layout = with_map(good);
   CHECK(layout.family == "map");
   CHECK(layout.head_dim == 2);
@@ -273,7 +273,8 @@ TEST_CASE("--map names the tensors of any layout; its mistakes are named", "[fam
 
   nlohmann::json typo = good;
   typo["kv_head"] = 2;
-  CHECK_THAT(error_of([&] { with_map(typo); }), Catch::Matchers::Contains("unknown key \"kv_head\""));
+  CHECK_THAT(error_of([&] { with_map(typo); }),
+             Catch::Matchers::Contains("unknown key \"kv_head\""));
   nlohmann::json no_slot = good;
   no_slot["q"] = "blk.0.wq";
   CHECK_THAT(error_of([&] { with_map(no_slot); }), Catch::Matchers::Contains("\"{i}\""));
