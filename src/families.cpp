@@ -426,7 +426,11 @@ std::pair<Index, Index> out_in_shape(const TensorView& tensor, bool in_out) {
   return in_out ? std::pair{second, first} : std::pair{first, second};
 }
 
-int ratio(Index total, int part) { return part > 0 ? static_cast<int>(total / part) : 0; }
+/// total / part as an int; 0 (later reported as an invalid geometry) when it cannot be one.
+int ratio(Index total, int part) {
+  if (part <= 0 || total / part > std::numeric_limits<int>::max()) return 0;
+  return static_cast<int>(total / part);
+}
 
 /// Fills what config, map and flags left open from the first layer's tensor shapes.
 void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int first_layer,
@@ -440,7 +444,7 @@ void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int fir
                   .first
             : 0;
   if (!g.d_model) {
-    g.d_model = static_cast<int>(main_in);
+    g.d_model = ratio(main_in, 1);
     g.add_source("tensor shapes");
   }
   const bool need_flag = !g.heads && !g.head_dim && !(g.kv_heads && !spec.fused());
