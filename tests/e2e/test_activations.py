@@ -185,6 +185,53 @@ def check_errors(kvrank, tmp, rng):
     print("  errors: mismatched tokens, --repr ov, no keys → exit 2")
 
 
+def check_capture_script(kvrank, tmp, layers, x):
+    """scripts/capture_activations.py's hooks on a toy torch model (skipped without torch)."""
+    try:
+        import torch
+    except ImportError:
+        print("  capture_activations.py: skipped (torch not installed)")
+        return
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import capture_activations
+    import types
+
+    class Attention(torch.nn.Module):
+        def __init__(self, w):
+            super().__init__()
+            for name, heads in (("q", H), ("k", H_KV), ("v", H_KV)):
+                proj = torch.nn.Linear(D, heads * D_H, bias=False)
+                proj.weight.data = torch.tensor(w[name], dtype=torch.float64)
+                setattr(self, name + "_proj", proj)
+
+        def forward(self, hidden):
+            return self.q_proj(hidden).sum() + self.k_proj(hidden).sum() + self.v_proj(hidden).sum()
+
+    class Toy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(T, D).double()
+            self.embed.weight.data = torch.tensor(x)
+            self.layers = torch.nn.ModuleList(
+                [torch.nn.Module() for _ in layers])
+            for layer, w in zip(self.layers, layers):
+                layer.self_attn = Attention(w)
+
+        def forward(self, ids):
+            hidden = self.embed(ids)
+            return sum(layer.self_attn(hidden) for layer in self.layers)
+
+    config = types.SimpleNamespace(num_attention_heads=H, num_key_value_heads=H_KV, hidden_size=D,
+                                   head_dim=D_H)
+    tensors = capture_activations.capture(Toy(), config, torch.arange(T).reshape(1, T))
+    path = os.path.join(tmp, "captured.npz")
+    np.savez(path, **tensors)
+    models, _ = models_by_repr(kvrank, "capture script", path)
+    if "qk" in models:
+        compare("capture_activations.py --repr qk", models["qk"], weight_reference(tmp, layers, "qk"))
+    print("  capture_activations.py hooks on a toy torch model = weights")
+
+
 def main():
     kvrank = os.path.abspath(sys.argv[1])
     rng = np.random.default_rng(11)
@@ -193,6 +240,7 @@ def main():
     assert np.allclose(x.T @ x, np.eye(D))
     with tempfile.TemporaryDirectory() as tmp:
         check_equals_weights(kvrank, tmp, layers, x)
+        check_capture_script(kvrank, tmp, layers, x)
         check_identical_heads(kvrank, tmp, rng)
         check_errors(kvrank, tmp, rng)
     if failures:
