@@ -72,21 +72,23 @@ RowMatrixF head_columns(const TensorView& tensor, const CaptureShape& shape) {
   return basis;
 }
 
-// The side of `which` ("q", "k", "v") for `heads` query heads, checking its tokens (and head size,
-// when `head_dim` > 0) against the query/key capture.
+// The side of `which` ("q", "k", "v") for the layout's query heads. `like` (the query capture, for
+// the keys of `qk`) fixes the token count and head size the capture must have.
 FactorSide capture_side(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                        const char* which, Index tokens, Index head_dim) {
+                        const char* which, const CaptureShape* like = nullptr) {
   const TensorView& tensor = checkpoint.at(name_of(layout, layer, which));
   const CaptureShape shape = capture_shape(tensor);
-  const bool tokens_match = tokens == 0 || shape.tokens == tokens;
-  const bool dims_match = head_dim == 0 || shape.head_dim == head_dim;
-  if (!tokens_match || !dims_match || shape.heads <= 0 || layout.heads % shape.heads != 0) {
+  if (like && (shape.tokens != like->tokens || shape.head_dim != like->head_dim)) {
     throw Error(tensor.file, tensor.name,
-                "expected " + std::to_string(tokens) + " tokens, a head count dividing " +
-                    std::to_string(layout.heads) + " query heads and head_dim " +
-                    std::to_string(head_dim) + " (from " + name_of(layout, layer, "q") +
-                    " and " + name_of(layout, layer, "k") + "), found " + shape_text(shape) +
-                    " (shape " + tensor.shape_string() + ")");
+                "expected " + std::to_string(like->tokens) + " tokens and head_dim " +
+                    std::to_string(like->head_dim) + " (as " + name_of(layout, layer, "q") +
+                    "), found " + shape_text(shape) + " (shape " + tensor.shape_string() + ")");
+  }
+  if (shape.heads <= 0 || layout.heads % shape.heads != 0) {
+    throw Error(tensor.file, tensor.name,
+                "expected a head count dividing the " + std::to_string(layout.heads) +
+                    " query heads, found " + shape_text(shape) + " (shape " +
+                    tensor.shape_string() + ")");
   }
   return row_block_side(head_columns(tensor, shape), layout.heads, shape.head_dim,
                         layout.heads / shape.heads);
@@ -141,17 +143,16 @@ HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& 
                     "expected " + std::to_string(layout.heads) + " heads (as in layer 0), found " +
                         queries.shape_string());
       }
-      factors.left = capture_side(checkpoint, layout, layer, "q", 0, 0);
-      factors.right =
-          capture_side(checkpoint, layout, layer, "k", query_shape.tokens, query_shape.head_dim);
+      factors.left = capture_side(checkpoint, layout, layer, "q");
+      factors.right = capture_side(checkpoint, layout, layer, "k", &query_shape);
       break;
     }
     case Repr::k:
-      factors.left = capture_side(checkpoint, layout, layer, "k", 0, 0);
+      factors.left = capture_side(checkpoint, layout, layer, "k");
       factors.symmetric = true;
       break;
     case Repr::v:
-      factors.left = capture_side(checkpoint, layout, layer, "v", 0, 0);
+      factors.left = capture_side(checkpoint, layout, layer, "v");
       factors.symmetric = true;
       break;
     case Repr::ov:

@@ -241,7 +241,13 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
     return static_cast<int>(dim_of(checkpoint.at(attn + "kv_a_layernorm.weight"), 1, 0));
   });
   dims.rope = config_or(checkpoint, "qk_rope_head_dim", [&] {
-    return per_head(kv_a, dim_of(kv_a, 2, 0), 1, dims.kv_lora, "qk_rope_head_dim");
+    const std::int64_t rows = dim_of(kv_a, 2, 0);
+    if (rows < dims.kv_lora) {
+      throw Error(kv_a.file, kv_a.name,
+                  "expected kv_lora_rank " + std::to_string(dims.kv_lora) +
+                      " latent rows plus the rope rows, found shape " + kv_a.shape_string());
+    }
+    return static_cast<int>(rows - dims.kv_lora);
   });
   dims.d_model = config_or(checkpoint, "hidden_size",
                            [&] { return static_cast<int>(dim_of(kv_a, 2, 1)); });
