@@ -36,7 +36,7 @@ if ((quick == 0)); then
 fi
 head_dim=128
 
-echo "kvrank benchmark: $(nproc) cores, $threads threads, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
+echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), $threads threads, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
 rows=()
 for shape in "${shapes[@]}"; do
   read -r name layers d heads kv_heads numpy_layers <<<"$shape"
@@ -66,6 +66,7 @@ for shape in "${shapes[@]}"; do
   fi
   ratio=$(awk -v a="$kvrank_s" -v b="$floor_s" 'BEGIN { printf "%.2f", a / b }')
   rows+=("| $name ($layers × d $d, $heads heads) | $kvrank_s | $floor_s | $ratio | $numpy_cell | $numpy_ratio | $((rss_kb / 1024)) |")
+  echo "${rows[-1]}" >&2
   rm -rf "$ckpt"
 done
 

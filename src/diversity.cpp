@@ -8,9 +8,12 @@
 // MLA) get G·C_j formed once per head, after which every pair costs only C_iᵀ·(G·C_j) over the
 // rows C_i actually touches.
 //
-// Conventions for the corner cases (documented in LayerMetrics' users, SPEC.md §1):
-//   - round-off: eigenvalues ≤ H·ε·λ_max (ε = double epsilon) are the eigensolver's noise and are
-//     taken as 0, so that identical heads give exactly erank 1.0;
+// Conventions for what SPEC.md §1 leaves open:
+//   - round-off: eigenvalues ≤ n·ε·λ_max of an n×n problem (ε = double epsilon) are the
+//     eigensolver's noise and are taken as 0 — for S and J S J (scaled by S's λ_max) and for the
+//     per-head σ² — so that identical heads give exactly erank 1.0 and a rank-one head exactly 1;
+//   - precision: Grams are float32 (SPEC.md §1), so S is accurate to about 1e-6 relative; the
+//     per-head σ of a rank-deficient head carry that float32 noise;
 //   - no head kept (all heads zero): heads 0, every metric 0, pcs_90 0;
 //   - one head kept: erank 1, erank_centered 1 (degenerate rule), mean_similarity 1.
 #include "kvrank/diversity.hpp"
