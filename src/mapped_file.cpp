@@ -36,7 +36,8 @@ std::string system_error(const char* what) { return std::string(what) + ": " + s
 }  // namespace
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO must fail below (not a regular file), not wait for a writer.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw Error(path.string(), system_error("cannot open"));
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) throw Error(path.string(), system_error("cannot stat"));

@@ -127,11 +127,12 @@ class HeaderParser {
     skip_space();
     const std::size_t start = pos_;
     std::uint64_t value = 0;
+    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
     while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      value = value * 10 + static_cast<std::uint64_t>(text_[pos_++] - '0');
-      if (value > std::uint64_t(std::numeric_limits<std::int64_t>::max())) {
-        fail("shape entry is too large");
-      }
+      const auto digit = static_cast<std::uint64_t>(text_[pos_] - '0');
+      if (value > (kMax - digit) / 10) fail_at(start, "shape entry is too large");
+      value = value * 10 + digit;
+      ++pos_;
     }
     if (pos_ == start) fail("expected a non-negative integer in the shape");
     return static_cast<std::int64_t>(value);
@@ -224,12 +225,9 @@ TensorView parse_npy_in(std::span<const std::byte> bytes, const Context& context
   Header header = HeaderParser(text, context).parse();
   const DType dtype = parse_descr(header.descr, options, context);
 
-  std::uint64_t expected = dtype_size(dtype);
-  for (std::int64_t extent : header.shape) {
-    if (__builtin_mul_overflow(expected, static_cast<std::uint64_t>(extent), &expected)) {
-      throw context.error("shape overflows 64-bit sizes");
-    }
-  }
+  const std::optional<std::uint64_t> byte_count = checked_byte_count(header.shape, dtype);
+  if (!byte_count) throw context.error("shape overflows 64-bit sizes");
+  const std::uint64_t expected = *byte_count;
   const std::uint64_t data_start = header_start + header_length;
   const std::uint64_t found = bytes.size() - data_start;
   TensorView view;

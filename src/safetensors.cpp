@@ -79,17 +79,6 @@ std::vector<std::int64_t> parse_shape(const Json& value, const std::string& file
   return shape;
 }
 
-// numel × element size, or nullopt when it does not fit in 64 bits.
-std::optional<std::uint64_t> byte_count(const std::vector<std::int64_t>& shape, DType dtype) {
-  std::uint64_t bytes = dtype_size(dtype);
-  for (std::int64_t extent : shape) {
-    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(extent), &bytes)) {
-      return std::nullopt;
-    }
-  }
-  return bytes;
-}
-
 Entry parse_entry(const std::string& name, const Json& entry, const std::string& file) {
   if (!entry.is_object()) {
     throw Error(file, name,
@@ -110,7 +99,7 @@ Entry parse_entry(const std::string& name, const Json& entry, const std::string&
     throw Error(file, name,
                 "data_offsets " + offsets_string(parsed.begin, parsed.end) + " have begin > end");
   }
-  std::optional<std::uint64_t> bytes = byte_count(parsed.shape, parsed.dtype);
+  std::optional<std::uint64_t> bytes = checked_byte_count(parsed.shape, parsed.dtype);
   TensorView shaped;
   shaped.shape = parsed.shape;
   const std::string shape_text = shaped.shape_string();

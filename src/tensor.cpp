@@ -1,5 +1,6 @@
 #include "kvrank/tensor.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -131,12 +132,27 @@ void convert_checked(const TensorView& tensor, std::span<float> out) {
 }  // namespace
 
 std::int64_t TensorView::numel() const noexcept {
+  // A zero extent first: checked_byte_count() bounds the product of the other extents only when
+  // none is zero, so multiplying them could overflow.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   std::int64_t count = 1;
   for (std::int64_t extent : shape) count *= extent;
   return count;
 }
 
 std::string TensorView::shape_string() const { return join_indices(shape); }
+
+std::optional<std::uint64_t> checked_byte_count(const std::vector<std::int64_t>& shape,
+                                                DType dtype) noexcept {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  std::uint64_t bytes = dtype_size(dtype);
+  for (std::int64_t extent : shape) {
+    if (extent < 0 || __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(extent), &bytes)) {
+      return std::nullopt;
+    }
+  }
+  return bytes;
+}
 
 std::vector<float> to_f32(const TensorView& tensor) {
   std::vector<float> values(static_cast<std::size_t>(tensor.numel()));

@@ -47,7 +47,8 @@ void check_tensor(const TensorView& tensor, const nlohmann::json& expected) {
 
 TEST_CASE("checkpoint: every valid file and folder from the numpy writer", "[readers][checkpoint]") {
   const auto root = test::generated_files("valid");
-  for (const nlohmann::json& entry : test::generated_manifest("valid")["cases"]) {
+  const nlohmann::json manifest = test::generated_manifest("valid");  // outlives the loop
+  for (const nlohmann::json& entry : manifest["cases"]) {
     const std::string relative = entry["path"];
     INFO("case " << relative);
     Checkpoint checkpoint = Checkpoint::open(root / relative, options_for(entry));
@@ -78,7 +79,8 @@ TEST_CASE("checkpoint: every valid file and folder from the numpy writer", "[rea
 TEST_CASE("checkpoint: NaN, Inf and non-float tensors are refused on conversion",
           "[readers][checkpoint]") {
   const auto root = test::generated_files("valid");
-  for (const nlohmann::json& entry : test::generated_manifest("valid")["errors"]) {
+  const nlohmann::json manifest = test::generated_manifest("valid");  // outlives the loop
+  for (const nlohmann::json& entry : manifest["errors"]) {
     const auto path = root / entry["path"].get<std::string>();
     const std::string tensor = entry["tensor"];
     INFO(tensor);

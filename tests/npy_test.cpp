@@ -94,8 +94,11 @@ TEST_CASE("npy: every rule gives its exact message", "[readers][npy]") {
   CHECK_THROWS_WITH(parse(npy(dict("<f4", "False", "(-1,)"), 4)),
                     "a.npy: NPY header dict is invalid at byte 51: expected a non-negative "
                     "integer in the shape");
-  CHECK_THROWS_WITH(parse(npy(dict("<f4", "False", "(99999999999999999999,)"), 4)),
-                    Catch::Matchers::Contains("shape entry is too large"));
+  CHECK_THROWS_WITH(parse(npy(dict("<f4", "False", "(9223372036854775808,)"), 4)),
+                    "a.npy: NPY header dict is invalid at byte 51: shape entry is too large");
+  CHECK_THROWS_WITH(parse(npy(dict("<f4", "False", "(20000000000000000000,)"), 4)),
+                    "a.npy: NPY header dict is invalid at byte 51: shape entry is too large");
+  CHECK(parse(npy(dict("<f4", "False", "(9223372036854775807, 0)"), 0)).numel() == 0);
   CHECK_THROWS_WITH(parse(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", 4)),
                     "a.npy: NPY header dict is invalid at byte 56: unexpected text after the "
                     "closing '}'");

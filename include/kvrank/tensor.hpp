@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ struct TensorView {
   /// "[3, 64]"
   std::string shape_string() const;
 };
+
+/// numel(shape) × dtype_size(dtype), or nullopt when it does not fit in 64 bits (a shape with a
+/// zero extent is 0 bytes whatever its other extents). Readers use it to validate claimed sizes.
+std::optional<std::uint64_t> checked_byte_count(const std::vector<std::int64_t>& shape,
+                                                DType dtype) noexcept;
 
 /// Converts the tensor to float32 in C order (a fortran-ordered NPY array is transposed here).
 /// Throws kvrank::Error naming the file and tensor if any value is NaN or Inf.
