@@ -253,7 +253,7 @@ TEST_CASE("K/V-only checkpoints: k and v only", "[families]") {
              Catch::Matchers::Contains("layer 2 out of range"));
 }
 
-TEST_CASE("--map names the tensors of any layout; its mistakes are named", "[families]") {
+TEST_CASE("A --map file names the tensors of any layout; its mistakes are named", "[families]") {
   TempDir dir;
   const RowMatrixF q = random_matrix(8, 8), k = random_matrix(4, 8), v = random_matrix(4, 8);
   write_safetensors(dir / "model.safetensors", {{"blk.0.wq", q}, {"blk.0.wk", k}, {"blk.0.wv", v}});
@@ -295,7 +295,7 @@ TEST_CASE("a config.json promising more layers than the tensors hold names the f
                  Catch::Matchers::Contains("says 3 layers"));
 }
 
-TEST_CASE("--family picks or restricts the family", "[families]") {
+TEST_CASE("The --family flag picks or restricts the family", "[families]") {
   TempDir dir;
   write_llama(dir.path(), 1, 4, 2, 4, 16);
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
