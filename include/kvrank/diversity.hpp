@@ -12,6 +12,13 @@
 //
 // Grams of the bases are float32 SYRKs (OpenBLAS when available); everything after that — the H×H
 // similarity, the d_h×d_h blocks for per-head singular values, all eigenproblems — is in double.
+//
+// Where SPEC.md is silent (documented choices):
+//  - eigenvalues ≤ n·ε·λ_max (of S, of J S J scaled by S's λ_max, and of the per-head σ²) are
+//    round-off and set to 0: identical heads give erank exactly 1.0, a rank-one head exactly 1;
+//  - S_ii is exactly 1 and S_ij = ⟨A_i,A_j⟩ / sqrt(⟨A_i,A_i⟩⟨A_j,A_j⟩);
+//  - no head kept (all zero): heads 0, every metric 0, pcs_90 0; one head kept: erank 1,
+//    erank_centered 1, mean_similarity 1.
 #pragma once
 
 #include <vector>
