@@ -7,7 +7,7 @@
 #include "catch.hpp"
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/families.hpp"
-#include "latent_test_util.hpp"
+#include "factor_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace kvrank;

@@ -9,19 +9,13 @@
 
 #include "catch.hpp"
 #include "kvrank/error.hpp"
+#include "factor_test_util.hpp"
 #include "test_util.hpp"
 
 namespace kvrank {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
+using test::error_message;
 
 std::filesystem::path stories260k() {
   const auto fixtures = test::fixtures_dir();
@@ -41,16 +35,16 @@ TEST_CASE("parse_layer_list: ranges and single layers, sorted and unique", "[fam
 
 TEST_CASE("parse_layer_list: bad syntax is a usage error naming the part", "[families][analysis]") {
   using Catch::Matchers::Contains;
-  CHECK_THAT(error_of([] { parse_layer_list("3-1"); }), Contains("\"3-1\" runs backwards"));
-  CHECK_THAT(error_of([] { parse_layer_list("x"); }), Contains("found \"x\""));
-  CHECK_THAT(error_of([] { parse_layer_list(""); }), Contains("empty entry"));
-  CHECK_THAT(error_of([] { parse_layer_list("1,,2"); }), Contains("empty entry"));
-  CHECK_THAT(error_of([] { parse_layer_list("1,"); }), Contains("empty entry"));
-  CHECK_THAT(error_of([] { parse_layer_list("2-"); }), Contains("found \"2-\""));
-  CHECK_THAT(error_of([] { parse_layer_list("-2"); }), Contains("found \"-2\""));
-  CHECK_THAT(error_of([] { parse_layer_list("1.5"); }), Contains("found \"1.5\""));
-  CHECK_THAT(error_of([] { parse_layer_list("0-99999999999"); }), Contains("--layers"));
-  CHECK_THAT(error_of([] { parse_layer_list("0-5000000"); }), Contains("too large"));
+  CHECK_THAT(error_message([] { parse_layer_list("3-1"); }), Contains("\"3-1\" runs backwards"));
+  CHECK_THAT(error_message([] { parse_layer_list("x"); }), Contains("found \"x\""));
+  CHECK_THAT(error_message([] { parse_layer_list(""); }), Contains("empty entry"));
+  CHECK_THAT(error_message([] { parse_layer_list("1,,2"); }), Contains("empty entry"));
+  CHECK_THAT(error_message([] { parse_layer_list("1,"); }), Contains("empty entry"));
+  CHECK_THAT(error_message([] { parse_layer_list("2-"); }), Contains("found \"2-\""));
+  CHECK_THAT(error_message([] { parse_layer_list("-2"); }), Contains("found \"-2\""));
+  CHECK_THAT(error_message([] { parse_layer_list("1.5"); }), Contains("found \"1.5\""));
+  CHECK_THAT(error_message([] { parse_layer_list("0-99999999999"); }), Contains("--layers"));
+  CHECK_THAT(error_message([] { parse_layer_list("0-5000000"); }), Contains("too large"));
 }
 
 TEST_CASE("default_label: folder name or file stem", "[families][analysis]") {
@@ -87,7 +81,7 @@ TEST_CASE("fully_redundant_baseline: erank 1 at every layer", "[families][analys
   }
   CHECK(baseline.summary.erank_mean == 1.0);
   CHECK(baseline.summary.erank_pct_mean == Approx(25.0));
-  CHECK_THAT(error_of([] { fully_redundant_baseline(3, 0); }), Catch::Matchers::Contains("head"));
+  CHECK_THAT(error_message([] { fully_redundant_baseline(3, 0); }), Catch::Matchers::Contains("head"));
 }
 
 TEST_CASE("summarize: means over layers", "[families][analysis]") {
@@ -147,7 +141,7 @@ TEST_CASE("analyze_checkpoint on stories260K: every layer, progress, selection",
   CHECK(selected[1].layers[0].erank <= 4.0 + 1e-6);
 
   options.layers = std::vector<int>{5};
-  CHECK_THAT(error_of([&] { analyze_checkpoint(path, "s", options); }),
+  CHECK_THAT(error_message([&] { analyze_checkpoint(path, "s", options); }),
              Catch::Matchers::Contains("layer 5 out of range"));
 }
 

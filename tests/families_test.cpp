@@ -11,11 +11,14 @@
 
 #include "catch.hpp"
 #include "kvrank/error.hpp"
+#include "factor_test_util.hpp"
 #include "test_util.hpp"
 
 namespace kvrank {
 namespace {
 
+using test::error_message;
+using test::expand_head;
 using test::TempDir;
 
 struct NamedMatrix {
@@ -43,22 +46,10 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
 
 RowMatrixF random_matrix(Index rows, Index cols) { return RowMatrixF::Random(rows, cols); }
 
-/// Head h's d×k matrix: basisᵀ · C_h.
-MatrixD head_matrix(const FactorSide& side, int head) {
-  MatrixD coeff = MatrixD::Zero(side.basis.rows(), side.head_cols);
-  for (const CoeffBlock& block : side.heads[static_cast<std::size_t>(head)]) {
-    auto target = coeff.block(block.basis_row, block.head_col, block.rows(), block.cols());
-    if (block.block.size())
-      target = block.block;
-    else
-      target.setIdentity();
-  }
-  return side.basis.cast<double>().transpose() * coeff;
-}
 
 MatrixD explicit_form(const HeadFactors& factors, int head) {
-  const MatrixD left = head_matrix(factors.left, head);
-  return left * (factors.symmetric ? left : head_matrix(factors.right, head)).transpose();
+  const MatrixD left = expand_head(factors.left, head);
+  return left * (factors.symmetric ? left : expand_head(factors.right, head)).transpose();
 }
 
 /// A_h = (row block a of `left`)ᵀ (row block b of `right`), from [out, in] matrices.
@@ -103,14 +94,6 @@ LlamaWeights write_llama(const std::filesystem::path& dir, int layers, int heads
   return weights;
 }
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 
@@ -118,7 +101,7 @@ TEST_CASE("parse_repr and repr_name round-trip; unknown names are usage errors",
   for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v})
     CHECK(parse_repr(repr_name(repr)) == repr);
   CHECK(repr_name(Repr::ov) == "ov");
-  CHECK_THAT(error_of([] { parse_repr("kq"); }),
+  CHECK_THAT(error_message([] { parse_repr("kq"); }),
              Catch::Matchers::Contains("\"kq\"") && Catch::Matchers::Contains("qk, ov, k or v"));
 }
 
@@ -208,7 +191,7 @@ TEST_CASE("without config.json the head count must come from --heads", "[familie
   TempDir dir;
   const LlamaWeights w = write_llama(dir.path(), 1, 4, 2, 6, 16, /*with_config=*/false);
   const Checkpoint checkpoint = Checkpoint::open(dir / "model.safetensors");
-  CHECK_THAT(error_of([&] { detect_layout(checkpoint); }), Catch::Matchers::Contains("--heads"));
+  CHECK_THAT(error_message([&] { detect_layout(checkpoint); }), Catch::Matchers::Contains("--heads"));
   LayoutOverrides overrides;
   overrides.heads = 4;
   const ModelLayout layout = detect_layout(checkpoint, overrides);
@@ -224,14 +207,14 @@ TEST_CASE("config head counts that do not fit the tensors name both", "[families
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
   LayoutOverrides overrides;
   overrides.kv_heads = 4;  // the file holds 2 KV heads: k_proj has 8 rows, not 16
-  const std::string message = error_of([&] { detect_layout(checkpoint, overrides); });
+  const std::string message = error_message([&] { detect_layout(checkpoint, overrides); });
   CHECK_THAT(message, Catch::Matchers::Contains("model.layers.0.self_attn.k_proj.weight") &&
                           Catch::Matchers::Contains("4 kv heads × head_dim 4 = 16 rows") &&
                           Catch::Matchers::Contains("config.json") &&
                           Catch::Matchers::Contains("--kv-heads") &&
                           Catch::Matchers::Contains("found [8, 16]"));
   overrides.kv_heads = 3;
-  CHECK_THAT(error_of([&] { detect_layout(checkpoint, overrides); }),
+  CHECK_THAT(error_message([&] { detect_layout(checkpoint, overrides); }),
              Catch::Matchers::Contains("heads 4 is not a multiple of kv_heads 3"));
 }
 
@@ -247,9 +230,9 @@ TEST_CASE("K/V-only checkpoints: k and v only", "[families]") {
   CHECK(layout.heads == 4);
   CHECK(layout.head_dim == 4);
   CHECK(layer_factors(checkpoint, layout, 1, Repr::v).num_heads() == 4);
-  CHECK_THAT(error_of([&] { layer_factors(checkpoint, layout, 0, Repr::qk); }),
+  CHECK_THAT(error_message([&] { layer_factors(checkpoint, layout, 0, Repr::qk); }),
              Catch::Matchers::Contains("only key/value"));
-  CHECK_THAT(error_of([&] { layer_factors(checkpoint, layout, 2, Repr::k); }),
+  CHECK_THAT(error_message([&] { layer_factors(checkpoint, layout, 2, Repr::k); }),
              Catch::Matchers::Contains("layer 2 out of range"));
 }
 
@@ -273,14 +256,14 @@ TEST_CASE("A --map file names the tensors of any layout; its mistakes are named"
 
   nlohmann::json typo = good;
   typo["kv_head"] = 2;
-  CHECK_THAT(error_of([&] { with_map(typo); }),
+  CHECK_THAT(error_message([&] { with_map(typo); }),
              Catch::Matchers::Contains("unknown key \"kv_head\""));
   nlohmann::json no_slot = good;
   no_slot["q"] = "blk.0.wq";
-  CHECK_THAT(error_of([&] { with_map(no_slot); }), Catch::Matchers::Contains("\"{i}\""));
+  CHECK_THAT(error_message([&] { with_map(no_slot); }), Catch::Matchers::Contains("\"{i}\""));
   nlohmann::json bad_layout = good;
   bad_layout["layout"] = "rows";
-  CHECK_THAT(error_of([&] { with_map(bad_layout); }), Catch::Matchers::Contains("in_out"));
+  CHECK_THAT(error_message([&] { with_map(bad_layout); }), Catch::Matchers::Contains("in_out"));
 }
 
 TEST_CASE("a config.json promising more layers than the tensors hold names the first missing one",
@@ -290,7 +273,7 @@ TEST_CASE("a config.json promising more layers than the tensors hold names the f
   auto config = nlohmann::json::parse(test::read_file(dir / "config.json"));
   config["num_hidden_layers"] = 3;
   test::write_file(dir / "config.json", config.dump());
-  CHECK_THAT(error_of([&] { detect_layout(Checkpoint::open(dir.path())); }),
+  CHECK_THAT(error_message([&] { detect_layout(Checkpoint::open(dir.path())); }),
              Catch::Matchers::Contains("model.layers.2.self_attn.k_proj.weight") &&
                  Catch::Matchers::Contains("says 3 layers"));
 }
@@ -303,17 +286,17 @@ TEST_CASE("The --family flag picks or restricts the family", "[families]") {
   overrides.family = "qwen2";  // a llama-like model type
   CHECK(detect_layout(checkpoint, overrides).family == "llama");
   overrides.family = "gpt2";
-  CHECK_THAT(error_of([&] { detect_layout(checkpoint, overrides); }),
+  CHECK_THAT(error_message([&] { detect_layout(checkpoint, overrides); }),
              Catch::Matchers::Contains("found no tensors of family gpt2"));
   overrides.family = "bogus";
-  CHECK_THAT(error_of([&] { detect_layout(checkpoint, overrides); }),
+  CHECK_THAT(error_message([&] { detect_layout(checkpoint, overrides); }),
              Catch::Matchers::Contains("unknown --family \"bogus\""));
 }
 
 TEST_CASE("unknown layouts point to --map", "[families]") {
   TempDir dir;
   write_safetensors(dir / "odd.safetensors", {{"blocks.0.w", random_matrix(4, 4)}});
-  CHECK_THAT(error_of([&] { detect_layout(Checkpoint::open(dir / "odd.safetensors")); }),
+  CHECK_THAT(error_message([&] { detect_layout(Checkpoint::open(dir / "odd.safetensors")); }),
              Catch::Matchers::Contains("--map"));
 }
 

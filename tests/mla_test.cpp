@@ -6,7 +6,7 @@
 #include "../src/fp8_blocks.hpp"
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/families.hpp"
-#include "latent_test_util.hpp"
+#include "factor_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace kvrank;

@@ -1,4 +1,4 @@
-// Helpers shared by the MLA, LRKV and activation unit tests.
+// Helpers shared by the unit tests of factors and errors (families, MLA, LRKV, activations, analysis).
 #pragma once
 
 #include <functional>
