@@ -38,7 +38,8 @@ CaptureShape capture_shape(const TensorView& tensor) {
   if (s.size() == 4) return {s[0] * s[2], static_cast<int>(s[1]), s[3]};
   throw Error(tensor.file, tensor.name,
               "expected captured activations of shape [T, heads, head_dim] or "
-              "[batch, heads, T, head_dim], found " + tensor.shape_string());
+              "[batch, heads, T, head_dim], found " +
+                  tensor.shape_string());
 }
 
 std::string name_of(const ModelLayout& layout, int layer, const char* which) {

@@ -103,7 +103,8 @@ class CheckpointLoader {
   }
 
   void add_npy(const fs::path& path) {
-    tensors_.push_back(parse_npy(map(path).bytes(), path.string(), path.stem().string(), options_.npy));
+    tensors_.push_back(
+        parse_npy(map(path).bytes(), path.string(), path.stem().string(), options_.npy));
   }
 
   void add_npz(const fs::path& path) {
@@ -130,7 +131,8 @@ class CheckpointLoader {
       const std::string shard_name = shard.get<std::string>();
       if (!tensors_by_shard.contains(shard_name) &&
           !fs::is_regular_file(index_path.parent_path() / shard_name)) {
-        throw Error(index_name, "shard " + shard_name + " (for tensor " + tensor + ") does not exist");
+        throw Error(index_name,
+                    "shard " + shard_name + " (for tensor " + tensor + ") does not exist");
       }
       tensors_by_shard[shard_name].insert(tensor);
     }
@@ -164,7 +166,8 @@ Checkpoint Checkpoint::open(const fs::path& path, const OpenOptions& options) {
   const fs::file_status status = fs::status(path, error);
   if (!fs::exists(status)) throw Error(path.string(), "no such file or folder");
 
-  CheckpointLoader loader(checkpoint.tensors_, checkpoint.maps_, checkpoint.owned_buffers_, options);
+  CheckpointLoader loader(checkpoint.tensors_, checkpoint.maps_, checkpoint.owned_buffers_,
+                          options);
   const bool is_folder = fs::is_directory(status);
   if (is_folder) {
     loader.add_folder(path);
@@ -191,8 +194,9 @@ Checkpoint Checkpoint::open(const fs::path& path, const OpenOptions& options) {
 }
 
 const TensorView* Checkpoint::find(std::string_view name) const noexcept {
-  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
-                             [](const TensorView& t, std::string_view key) { return t.name < key; });
+  auto it =
+      std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                       [](const TensorView& t, std::string_view key) { return t.name < key; });
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 
@@ -220,7 +224,8 @@ nlohmann::json read_json_object(const fs::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error(path.string(), "cannot read the file");
-  nlohmann::json value = detail::parse_json_strict<nlohmann::json>(text.str(), path.string(), "file");
+  nlohmann::json value =
+      detail::parse_json_strict<nlohmann::json>(text.str(), path.string(), "file");
   if (!value.is_object()) {
     throw Error(path.string(), "expected a JSON object, found " + detail::json_kind(value));
   }

@@ -18,6 +18,7 @@
 //   - one head kept: erank 1, erank_centered 1 (degenerate rule), mean_similarity 1.
 #include "kvrank/diversity.hpp"
 
+#include <Eigen/Cholesky>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,8 +27,6 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
-
-#include <Eigen/Cholesky>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -192,8 +191,8 @@ MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index h
   for (Index i = 0; i < heads; ++i) {
     for (Index j = i; j < heads; ++j) {
       const MatrixD cross_left = left.cross(i, j);
-      const double value = right ? cross_left.cwiseProduct(right->cross(i, j)).sum()
-                                 : cross_left.squaredNorm();
+      const double value =
+          right ? cross_left.cwiseProduct(right->cross(i, j)).sum() : cross_left.squaredNorm();
       inner(i, j) = value;
       inner(j, i) = value;
     }

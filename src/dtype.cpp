@@ -152,12 +152,14 @@ void convert_to_f32(DType dtype, std::span<const std::byte> raw, std::span<float
       if (!out.empty()) std::memcpy(out.data(), data, out.size() * sizeof(float));
       return;
     case DType::F16:
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(load<std::uint16_t>(data, i));
+      for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = f16_to_f32(load<std::uint16_t>(data, i));
       return;
     case DType::BF16:
       // A shift per element; kept as a plain loop so the compiler vectorises it.
       for (std::size_t i = 0; i < out.size(); ++i) {
-        out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(load<std::uint16_t>(data, i)) << 16);
+        out[i] =
+            std::bit_cast<float>(static_cast<std::uint32_t>(load<std::uint16_t>(data, i)) << 16);
       }
       return;
     case DType::F8_E4M3:
@@ -169,14 +171,30 @@ void convert_to_f32(DType dtype, std::span<const std::byte> raw, std::span<float
     case DType::BOOL:
       for (std::size_t i = 0; i < out.size(); ++i) out[i] = raw[i] != std::byte{0} ? 1.0f : 0.0f;
       return;
-    case DType::U8: convert_by_value<std::uint8_t>(data, out); return;
-    case DType::I8: convert_by_value<std::int8_t>(data, out); return;
-    case DType::I16: convert_by_value<std::int16_t>(data, out); return;
-    case DType::U16: convert_by_value<std::uint16_t>(data, out); return;
-    case DType::I32: convert_by_value<std::int32_t>(data, out); return;
-    case DType::U32: convert_by_value<std::uint32_t>(data, out); return;
-    case DType::I64: convert_by_value<std::int64_t>(data, out); return;
-    case DType::U64: convert_by_value<std::uint64_t>(data, out); return;
+    case DType::U8:
+      convert_by_value<std::uint8_t>(data, out);
+      return;
+    case DType::I8:
+      convert_by_value<std::int8_t>(data, out);
+      return;
+    case DType::I16:
+      convert_by_value<std::int16_t>(data, out);
+      return;
+    case DType::U16:
+      convert_by_value<std::uint16_t>(data, out);
+      return;
+    case DType::I32:
+      convert_by_value<std::int32_t>(data, out);
+      return;
+    case DType::U32:
+      convert_by_value<std::uint32_t>(data, out);
+      return;
+    case DType::I64:
+      convert_by_value<std::int64_t>(data, out);
+      return;
+    case DType::U64:
+      convert_by_value<std::uint64_t>(data, out);
+      return;
   }
 }
 

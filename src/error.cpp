@@ -15,7 +15,8 @@ std::string format_message(const std::string& file, const std::string& tensor,
 
 }  // namespace
 
-Error::Error(std::string file, std::string detail) : Error(std::move(file), {}, std::move(detail)) {}
+Error::Error(std::string file, std::string detail)
+    : Error(std::move(file), {}, std::move(detail)) {}
 
 Error::Error(std::string file, std::string tensor, std::string detail)
     : std::runtime_error(format_message(file, tensor, detail)),

@@ -5,11 +5,10 @@
 // src/family_<name>.cpp (or in families.cpp for the simple llama-like ones).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/families.hpp"
@@ -27,8 +26,8 @@ std::optional<bool> config_bool(const Checkpoint& checkpoint, const char* key);
 /// The tensor `name` as a row-major float32 matrix [rows, cols], checking its shape:
 /// throws kvrank::Error naming the file and tensor ("expected shape [..], found [..] (from
 /// config.json: ...)") when it does not match. `why` says where the expected shape comes from.
-RowMatrixF load_matrix(const Checkpoint& checkpoint, const std::string& name, Index rows, Index cols,
-                       const std::string& why);
+RowMatrixF load_matrix(const Checkpoint& checkpoint, const std::string& name, Index rows,
+                       Index cols, const std::string& why);
 
 /// A side whose heads are consecutive row blocks of `rows` (m × n): head h uses block
 /// group_of(h) = h / heads_per_block, i.e. rows [g·k, (g+1)·k). For MHA heads_per_block = 1; for
@@ -47,13 +46,15 @@ std::string attention_variant(int heads, int kv_heads);
 // MLA (deepseek_v2 / deepseek_v3), src/family_mla.cpp
 bool is_mla(const Checkpoint& checkpoint);
 ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
-HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer, Repr repr);
+HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                        Repr repr);
 std::vector<std::string> mla_tensor_names(const ModelLayout& layout, int layer);
 
 // LRKV (this project's layout), src/family_lrkv.cpp
 bool is_lrkv(const Checkpoint& checkpoint);
 ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
-HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer, Repr repr);
+HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                         Repr repr);
 std::vector<std::string> lrkv_tensor_names(const ModelLayout& layout, int layer);
 
 // Captured activations (--activations), src/activations.cpp

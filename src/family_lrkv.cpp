@@ -69,8 +69,8 @@ FactorSide low_rank_side(const Checkpoint& checkpoint, const LrkvDims& dims, int
   for (Index h = 0; h < heads; ++h) {
     std::vector<CoeffBlock> blocks{CoeffBlock::identity(0, d_h)};
     if (r > 0) {
-      blocks.push_back({d_h + h * r, 0, lora_b.middleRows(h * d_h, d_h).transpose().cast<double>(),
-                        0});
+      blocks.push_back(
+          {d_h + h * r, 0, lora_b.middleRows(h * d_h, d_h).transpose().cast<double>(), 0});
     }
     side.heads.push_back(std::move(blocks));
   }
@@ -132,9 +132,9 @@ ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& ove
   LrkvDims dims;
   dims.prefix = scan.prefix;
   // The shared key's rows are the head size; config values are checked against the tensors later.
-  dims.head_dim = overrides.head_dim ? *overrides.head_dim
-                                     : config_int(checkpoint, "head_dim").value_or(
-                                           dim_of(k_shared, 0));
+  dims.head_dim = overrides.head_dim
+                      ? *overrides.head_dim
+                      : config_int(checkpoint, "head_dim").value_or(dim_of(k_shared, 0));
   dims.d_model = config_int(checkpoint, "hidden_size").value_or(dim_of(k_shared, 1));
   if (overrides.heads) {
     dims.heads = *overrides.heads;

@@ -73,9 +73,9 @@ int config_or(const Checkpoint& checkpoint, const char* key, Infer infer) {
 // shape[axis] of `tensor`, checked to exist.
 std::int64_t dim_of(const TensorView& tensor, std::size_t rank, std::size_t axis) {
   if (tensor.shape.size() != rank) {
-    throw Error(tensor.file, tensor.name,
-                "expected a " + std::to_string(rank) + "-D tensor, found shape " +
-                    tensor.shape_string());
+    throw Error(
+        tensor.file, tensor.name,
+        "expected a " + std::to_string(rank) + "-D tensor, found shape " + tensor.shape_string());
   }
   return tensor.shape[axis];
 }
@@ -170,9 +170,9 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
   const Index head_cols = dims.nope + dims.rope;
   const Index rows = Index{dims.heads} * head_cols;
   if (dims.q_lora == 0) {
-    return row_block_side(load_dequantized(checkpoint, attn + "q_proj.weight", rows, dims.d_model,
-                                           why),
-                          dims.heads, head_cols, 1);
+    return row_block_side(
+        load_dequantized(checkpoint, attn + "q_proj.weight", rows, dims.d_model, why), dims.heads,
+        head_cols, 1);
   }
   const std::string lora_why = why + ", q_lora_rank " + std::to_string(dims.q_lora);
   const RowMatrixF q_b =
@@ -249,8 +249,8 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
     }
     return static_cast<int>(rows - dims.kv_lora);
   });
-  dims.d_model = config_or(checkpoint, "hidden_size",
-                           [&] { return static_cast<int>(dim_of(kv_a, 2, 1)); });
+  dims.d_model =
+      config_or(checkpoint, "hidden_size", [&] { return static_cast<int>(dim_of(kv_a, 2, 1)); });
   if (std::optional<int> q_lora = config_int(checkpoint, "q_lora_rank")) {
     dims.q_lora = *q_lora;
   } else if (q_a && !q_proj) {
@@ -322,8 +322,8 @@ HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
 std::vector<std::string> mla_tensor_names(const ModelLayout& layout, int layer) {
   const std::string attn = attn_prefix(layout.details.at("prefix"), layer);
   std::vector<std::string> names;
-  for (const char* weight : {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj",
-                             "o_proj"}) {
+  for (const char* weight :
+       {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}) {
     names.push_back(attn + weight + ".weight");
     names.push_back(scale_inv_name(attn + weight + ".weight"));
   }

@@ -30,7 +30,8 @@ BlockSize weight_block_size(const Checkpoint& checkpoint) {
                 "quantization_config.weight_block_size: expected two positive integers, found " +
                     size.dump());
   }
-  return {static_cast<Index>(size[0].get<long long>()), static_cast<Index>(size[1].get<long long>())};
+  return {static_cast<Index>(size[0].get<long long>()),
+          static_cast<Index>(size[1].get<long long>())};
 }
 
 void apply_block_scales(RowMatrixF& weight, const RowMatrixF& scale_inv, BlockSize block,
@@ -40,10 +41,10 @@ void apply_block_scales(RowMatrixF& weight, const RowMatrixF& scale_inv, BlockSi
   if (scale_inv.rows() != block_rows || scale_inv.cols() != block_cols) {
     throw Error(file, scale_name,
                 "expected shape [" + std::to_string(block_rows) + ", " +
-                    std::to_string(block_cols) + "] (one scale per " +
-                    std::to_string(block.rows) + "x" + std::to_string(block.cols) +
-                    " block of the weight), found [" + std::to_string(scale_inv.rows()) + ", " +
-                    std::to_string(scale_inv.cols()) + "]");
+                    std::to_string(block_cols) + "] (one scale per " + std::to_string(block.rows) +
+                    "x" + std::to_string(block.cols) + " block of the weight), found [" +
+                    std::to_string(scale_inv.rows()) + ", " + std::to_string(scale_inv.cols()) +
+                    "]");
   }
   for (Index bi = 0; bi < block_rows; ++bi) {
     const Index r0 = bi * block.rows;

@@ -83,8 +83,9 @@ nlohmann::json report_json(const InspectReport& report) {
   checkpoint["lrkv_rank"] = layout ? optional_int(layout->lrkv_rank) : nlohmann::json(nullptr);
   checkpoint["mla_kv_lora_rank"] =
       layout ? optional_int(layout->mla_kv_lora_rank) : nlohmann::json(nullptr);
-  checkpoint["detection_error"] =
-      report.detection_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.detection_error);
+  checkpoint["detection_error"] = report.detection_error.empty()
+                                      ? nlohmann::json(nullptr)
+                                      : nlohmann::json(report.detection_error);
   checkpoint["num_tensors"] = report.tensors.size();
   checkpoint["total_bytes"] = total_bytes(report.tensors);
   nlohmann::json tensors = nlohmann::json::array();
@@ -104,8 +105,7 @@ void write_summary(std::ostringstream& out, const InspectReport& report) {
   if (const auto& layout = report.layout) {
     out << "  family " << layout->family << ", variant " << layout->variant << "\n"
         << "  heads " << layout->heads << ", kv_heads " << layout->kv_heads << ", head_dim "
-        << layout->head_dim << ", d_model " << layout->d_model << ", layers "
-        << layout->num_layers;
+        << layout->head_dim << ", d_model " << layout->d_model << ", layers " << layout->num_layers;
     if (layout->lrkv_rank) out << ", lrkv_rank " << *layout->lrkv_rank;
     if (layout->mla_kv_lora_rank) out << ", kv_lora_rank " << *layout->mla_kv_lora_rank;
     out << "\n";

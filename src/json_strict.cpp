@@ -41,12 +41,18 @@ std::string strip_exception_id(const std::string& message) {
 template <typename Json>
 std::string kind_of(const Json& value) {
   switch (value.type()) {
-    case Json::value_t::object: return "object";
-    case Json::value_t::array: return "array";
-    case Json::value_t::string: return "string";
-    case Json::value_t::boolean: return "boolean";
-    case Json::value_t::null: return "null";
-    default: return "number";
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::array:
+      return "array";
+    case Json::value_t::string:
+      return "string";
+    case Json::value_t::boolean:
+      return "boolean";
+    case Json::value_t::null:
+      return "null";
+    default:
+      return "number";
   }
 }
 

@@ -2,16 +2,15 @@
 //
 // nlohmann::json accepts duplicate object keys (keeping the last) and reports invalid UTF-8 in
 // terms of its lexer; the safetensors rules and a clear message need more: this parser rejects
-// invalid UTF-8 (with the byte offset) and duplicate keys at any depth, and turns every failure into
-// a kvrank::Error naming the file.
+// invalid UTF-8 (with the byte offset) and duplicate keys at any depth, and turns every failure
+// into a kvrank::Error naming the file.
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace kvrank::detail {
 

@@ -85,7 +85,8 @@ class HeaderParser {
     seen = true;
   }
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t')) {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t')) {
       ++pos_;
     }
   }
@@ -188,7 +189,8 @@ DType parse_descr(const std::string& descr, const NpyOptions& options, const Con
 
 std::uint64_t read_le(std::span<const std::byte> bytes, std::size_t offset, int width) {
   std::uint64_t value = 0;
-  for (int i = width - 1; i >= 0; --i) value = (value << 8) | static_cast<std::uint8_t>(bytes[offset + i]);
+  for (int i = width - 1; i >= 0; --i)
+    value = (value << 8) | static_cast<std::uint8_t>(bytes[offset + i]);
   return value;
 }
 
@@ -238,9 +240,9 @@ TensorView parse_npy_in(std::span<const std::byte> bytes, const Context& context
                         std::to_string(found));
   }
   if (found > expected) {
-    throw context.error(std::to_string(found - expected) + " unexpected bytes after the data (shape " +
-                        view.shape_string() + " of '" + header.descr + "' needs " +
-                        std::to_string(expected) + ")");
+    throw context.error(std::to_string(found - expected) +
+                        " unexpected bytes after the data (shape " + view.shape_string() + " of '" +
+                        header.descr + "' needs " + std::to_string(expected) + ")");
   }
   view.name = tensor_name;
   view.file = context.file;
@@ -271,7 +273,8 @@ std::vector<NpzMember> parse_npz(std::span<const std::byte> bytes, const std::st
     if (member.method == 0) {
       detail::verify_stored_member(member, file_name);
     } else {
-      result.owned = std::make_shared<std::vector<std::byte>>(detail::inflate_member(member, file_name));
+      result.owned =
+          std::make_shared<std::vector<std::byte>>(detail::inflate_member(member, file_name));
       npy = *result.owned;
     }
     result.tensor = parse_npy_in(npy, Context{file_name, tensor_name}, tensor_name, options);

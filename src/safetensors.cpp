@@ -56,7 +56,8 @@ DType parse_dtype(const Json& value, const std::string& file, const std::string&
   const std::string& text = value.get_ref<const std::string&>();
   if (auto dtype = any_dtype_from_name(text)) return *dtype;
   for (std::string_view unsupported : kUnsupportedDTypes) {
-    if (text == unsupported) throw Error(file, name, "dtype " + text + " is not supported by kvrank");
+    if (text == unsupported)
+      throw Error(file, name, "dtype " + text + " is not supported by kvrank");
   }
   throw Error(file, name, "unknown dtype \"" + text + "\"");
 }
@@ -105,7 +106,8 @@ Entry parse_entry(const std::string& name, const Json& entry, const std::string&
   const std::string shape_text = shaped.shape_string();
   const std::string dtype_text(dtype_name(parsed.dtype));
   if (!bytes) {
-    throw Error(file, name, "shape " + shape_text + " of " + dtype_text + " overflows 64-bit sizes");
+    throw Error(file, name,
+                "shape " + shape_text + " of " + dtype_text + " overflows 64-bit sizes");
   }
   if (*bytes != parsed.end - parsed.begin) {
     throw Error(file, name,

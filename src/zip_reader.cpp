@@ -111,8 +111,8 @@ Directory read_directory_location(const Bytes& bytes, const std::string& file) {
   if (!end_pos) throw Error(file, "not a zip archive (no end-of-central-directory record)");
   const std::uint64_t pos = *end_pos;
   Directory directory{bytes.u16(pos + 10), bytes.u32(pos + 16), bytes.u32(pos + 12), pos};
-  const bool zip64 = directory.entries == 0xFFFF || directory.size == 0xFFFFFFFF ||
-                     directory.offset == 0xFFFFFFFF;
+  const bool zip64 =
+      directory.entries == 0xFFFF || directory.size == 0xFFFFFFFF || directory.offset == 0xFFFFFFFF;
   if (zip64) {
     read_zip64_end(bytes, pos, directory, file);
   } else if (bytes.u16(pos + 4) != 0 || bytes.u16(pos + 6) != 0) {
@@ -198,11 +198,12 @@ std::span<const std::byte> locate_data(const Bytes& bytes, const CentralEntry& e
   if (!bytes.contains(local, kLocalHeaderSize) || bytes.u32(local) != kLocalHeader) {
     throw Error(file, name, "local header at offset " + std::to_string(local) + " is missing");
   }
-  const std::uint64_t start = local + kLocalHeaderSize + bytes.u16(local + 26) + bytes.u16(local + 28);
+  const std::uint64_t start =
+      local + kLocalHeaderSize + bytes.u16(local + 26) + bytes.u16(local + 28);
   if (!bytes.contains(start, entry.compressed_size)) {
-    throw Error(file, name, "member data (" + std::to_string(entry.compressed_size) +
-                                " bytes at offset " + std::to_string(start) +
-                                ") runs past the end of the archive");
+    throw Error(file, name,
+                "member data (" + std::to_string(entry.compressed_size) + " bytes at offset " +
+                    std::to_string(start) + ") runs past the end of the archive");
   }
   return bytes.span(start, entry.compressed_size);
 }
@@ -264,8 +265,8 @@ std::vector<ZipMember> read_zip_directory(std::span<const std::byte> archive,
 void verify_stored_member(const ZipMember& member, const std::string& file_name) {
   if (member.data.size() != member.uncompressed_size) {
     throw Error(file_name, member.name,
-                "stored member holds " + std::to_string(member.data.size()) +
-                    " bytes but claims " + std::to_string(member.uncompressed_size));
+                "stored member holds " + std::to_string(member.data.size()) + " bytes but claims " +
+                    std::to_string(member.uncompressed_size));
   }
   check_crc(member, member.data, file_name);
 }
@@ -288,7 +289,8 @@ std::vector<std::byte> inflate_member(const ZipMember& member, const std::string
     const auto in_chunk = static_cast<uInt>(std::min(compressed - consumed, kZlibChunk));
     const bool full = produced == claimed;
     const auto out_chunk = full ? 1u : static_cast<uInt>(std::min(claimed - produced, kZlibChunk));
-    stream.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(member.data.data() + consumed));
+    stream.next_in =
+        reinterpret_cast<Bytef*>(const_cast<std::byte*>(member.data.data() + consumed));
     stream.avail_in = in_chunk;
     stream.next_out = full ? &probe : reinterpret_cast<Bytef*>(output.data() + produced);
     stream.avail_out = out_chunk;
@@ -312,9 +314,9 @@ std::vector<std::byte> inflate_member(const ZipMember& member, const std::string
     }
   }
   if (produced != claimed) {
-    throw Error(file_name, member.name,
-                "inflates to " + std::to_string(produced) + " bytes but claims " +
-                    std::to_string(claimed));
+    throw Error(
+        file_name, member.name,
+        "inflates to " + std::to_string(produced) + " bytes but claims " + std::to_string(claimed));
   }
   check_crc(member, output, file_name);
   return output;

@@ -17,10 +17,10 @@ namespace kvrank::detail {
 
 struct ZipMember {
   std::string name;
-  std::uint16_t method = 0;              ///< 0 stored, 8 deflated
+  std::uint16_t method = 0;  ///< 0 stored, 8 deflated
   std::uint32_t crc32 = 0;
   std::uint64_t uncompressed_size = 0;
-  std::span<const std::byte> data;       ///< the member's (compressed) bytes inside the archive
+  std::span<const std::byte> data;  ///< the member's (compressed) bytes inside the archive
 };
 
 /// Deflate cannot expand more than about 1032:1; a member claiming more is rejected.

@@ -2,8 +2,11 @@
 // All the work lives in kvrank_core; this file only maps subcommands to library calls, results to
 // writers, and errors to exit codes:
 //   0 success · 1 `check` found a regression · 2 invalid input or usage · 3 internal error.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,10 +14,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "kvrank/analysis.hpp"
 #include "kvrank/check.hpp"
@@ -94,13 +93,16 @@ struct LayoutFlags {
   bool activations = false;
 
   void add_to(CLI::App& command) {
-    command.add_option("--family", family, "Force the checkpoint family (llama, gpt2, gpt_neox, …)");
-    command.add_option("--heads", heads, "Query heads (overrides config.json)")->check(CLI::PositiveNumber);
+    command.add_option("--family", family,
+                       "Force the checkpoint family (llama, gpt2, gpt_neox, …)");
+    command.add_option("--heads", heads, "Query heads (overrides config.json)")
+        ->check(CLI::PositiveNumber);
     command.add_option("--kv-heads", kv_heads, "Key/value heads (overrides config.json)")
         ->check(CLI::PositiveNumber);
     command.add_option("--head-dim", head_dim, "Head dimension (overrides config.json)")
         ->check(CLI::PositiveNumber);
-    command.add_option("--map", map_file, "JSON file naming the attention tensors (docs/map-format.md)");
+    command.add_option("--map", map_file,
+                       "JSON file naming the attention tensors (docs/map-format.md)");
     command.add_option("--npy-dtype", npy_dtype, "Element type of '<V2' NPY arrays")
         ->check(CLI::IsMember({"bf16"}));
     command.add_flag("--activations", activations, "Inputs are captured Q/K/V activations");
@@ -145,12 +147,13 @@ void warn_about_zero_heads(const kvrank::ModelReport& model) {
     if (layer.zero_heads.empty()) continue;
     std::string heads;
     for (int head : layer.zero_heads) heads += (heads.empty() ? "" : ", ") + std::to_string(head);
-    spdlog::warn("{}: layer {}: head(s) {} are all zero and were left out", model.label, layer.layer,
-                 heads);
+    spdlog::warn("{}: layer {}: head(s) {} are all zero and were left out", model.label,
+                 layer.layer, heads);
   }
 }
 
-std::string format_reports(const std::vector<kvrank::ModelReport>& models, const AnalyzeArgs& args) {
+std::string format_reports(const std::vector<kvrank::ModelReport>& models,
+                           const AnalyzeArgs& args) {
   if (args.format == "json") {
     return to_json(models, {.include_similarity = args.similarity}).dump(2) + "\n";
   }
@@ -160,8 +163,8 @@ std::string format_reports(const std::vector<kvrank::ModelReport>& models, const
 
 int run_analyze(const AnalyzeArgs& args) {
   if (args.labels.size() > args.paths.size()) {
-    throw kvrank::Error("", "--label given " + std::to_string(args.labels.size()) +
-                                " times for " + std::to_string(args.paths.size()) + " input(s)");
+    throw kvrank::Error("", "--label given " + std::to_string(args.labels.size()) + " times for " +
+                                std::to_string(args.paths.size()) + " input(s)");
   }
   kvrank::set_compute_threads(args.threads);
   kvrank::AnalyzeOptions options;
@@ -184,7 +187,8 @@ int run_analyze(const AnalyzeArgs& args) {
   }
   progress.finish();
   if (args.with_baseline && !models.empty()) {
-    models.push_back(kvrank::fully_redundant_baseline(models.front().num_layers, models.front().heads));
+    models.push_back(
+        kvrank::fully_redundant_baseline(models.front().num_layers, models.front().heads));
   }
   emit(format_reports(models, args), args.output);
   return 0;
@@ -223,15 +227,18 @@ int run_check(const CheckArgs& args) {
   options.metrics = split_list(args.metrics);
   options.abs_tol = args.abs_tol;
   options.rel_tol = args.rel_tol;
-  for (const auto& metric : options.metrics) (void)kvrank::metric_value({}, metric);  // validate names
-  const auto violations = kvrank::check_reports(read_results(args.current), read_results(args.golden),
-                                                options, args.current, args.golden);
+  for (const auto& metric : options.metrics)
+    (void)kvrank::metric_value({}, metric);  // validate names
+  const auto violations = kvrank::check_reports(
+      read_results(args.current), read_results(args.golden), options, args.current, args.golden);
   if (violations.empty()) {
-    std::cout << "kvrank check: " << args.current << " matches " << args.golden << " within tolerance\n";
+    std::cout << "kvrank check: " << args.current << " matches " << args.golden
+              << " within tolerance\n";
     return 0;
   }
   std::cout << kvrank::format_violations(violations);
-  std::cout << "kvrank check: " << violations.size() << " regression(s) against " << args.golden << "\n";
+  std::cout << "kvrank check: " << violations.size() << " regression(s) against " << args.golden
+            << "\n";
   return kExitRegression;
 }
 
@@ -265,7 +272,8 @@ const kvrank::ModelReport& pick_model(const std::vector<kvrank::ModelReport>& mo
   for (const auto& model : models) {
     if (label.empty() || model.label == label) return model;
   }
-  throw kvrank::Error(file, label.empty() ? "holds no model" : "has no model labelled \"" + label + "\"");
+  throw kvrank::Error(file,
+                      label.empty() ? "holds no model" : "has no model labelled \"" + label + "\"");
 }
 
 int run_plot(const PlotArgs& args) {
@@ -285,7 +293,8 @@ int run_plot(const PlotArgs& args) {
   for (const auto& input : args.inputs) {
     panels.push_back({fs::path(input).stem().string(), read_results(input)});
   }
-  write_figure(kvrank::plot_curves_svg(panels, {.metric = args.metric, .title = args.title}), args.output);
+  write_figure(kvrank::plot_curves_svg(panels, {.metric = args.metric, .title = args.title}),
+               args.output);
   return 0;
 }
 
@@ -346,7 +355,8 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
 }
 
 CLI::App* add_inspect(CLI::App& app, InspectArgs& args) {
-  auto* command = app.add_subcommand("inspect", "List tensors and the detected family/variant/heads");
+  auto* command =
+      app.add_subcommand("inspect", "List tensors and the detected family/variant/heads");
   command->add_option("paths", args.paths, "Checkpoints")->required();
   command->add_option("--format", args.format, "Output format")
       ->check(CLI::IsMember({"text", "table", "json"}));
@@ -355,12 +365,15 @@ CLI::App* add_inspect(CLI::App& app, InspectArgs& args) {
 }
 
 CLI::App* add_check(CLI::App& app, CheckArgs& args) {
-  auto* command = app.add_subcommand("check", "Compare rank curves with a golden file (exit 1 on regression)");
+  auto* command =
+      app.add_subcommand("check", "Compare rank curves with a golden file (exit 1 on regression)");
   command->add_option("current", args.current, "Result JSON of this run")->required();
   command->add_option("--baseline", args.golden, "Golden result JSON")->required();
   command->add_option("--metric", args.metrics, "Metrics to compare (comma list)");
-  command->add_option("--abs-tol", args.abs_tol, "Absolute tolerance")->check(CLI::NonNegativeNumber);
-  command->add_option("--rel-tol", args.rel_tol, "Relative tolerance")->check(CLI::NonNegativeNumber);
+  command->add_option("--abs-tol", args.abs_tol, "Absolute tolerance")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--rel-tol", args.rel_tol, "Relative tolerance")
+      ->check(CLI::NonNegativeNumber);
   return command;
 }
 
@@ -371,15 +384,19 @@ CLI::App* add_plot(CLI::App& app, PlotArgs& args) {
       ->required();
   command->add_option("--metric", args.metric, "Metric on the y axis");
   command->add_option("--title", args.title, "Figure title");
-  command->add_option("--heatmap", args.heatmap_layer, "Draw this layer's similarity matrix instead")
+  command
+      ->add_option("--heatmap", args.heatmap_layer, "Draw this layer's similarity matrix instead")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--model", args.heatmap_model, "Model label for --heatmap (default: the first)");
+  command->add_option("--model", args.heatmap_model,
+                      "Model label for --heatmap (default: the first)");
   return command;
 }
 
 CLI::App* add_baseline(CLI::App& app, BaselineArgs& args) {
   auto* command = app.add_subcommand("baseline", "The fully-redundant series (1.0 at every layer)");
-  command->add_option("--layers", args.layers, "Number of layers")->required()->check(CLI::PositiveNumber);
+  command->add_option("--layers", args.layers, "Number of layers")
+      ->required()
+      ->check(CLI::PositiveNumber);
   command->add_option("--heads", args.heads, "Heads per layer")->check(CLI::PositiveNumber);
   command->add_option("--format", args.format, "Output format")
       ->check(CLI::IsMember({"table", "json", "csv"}));
@@ -389,8 +406,10 @@ CLI::App* add_baseline(CLI::App& app, BaselineArgs& args) {
 
 CLI::App* add_synth(CLI::App& app, SynthArgs& args) {
   auto& o = args.options;
-  auto* command = app.add_subcommand("synth", "Write a seeded test checkpoint of any family/variant");
-  command->add_option("--family", o.family, "llama, gpt2, gpt_neox, falcon, phi3, deepseek_v2, lrkv");
+  auto* command =
+      app.add_subcommand("synth", "Write a seeded test checkpoint of any family/variant");
+  command->add_option("--family", o.family,
+                      "llama, gpt2, gpt_neox, falcon, phi3, deepseek_v2, lrkv");
   command->add_option("--variant", o.variant, "mha, gqa, mqa, mla, lrkv");
   command->add_option("--layers", o.layers, "Layers");
   command->add_option("--heads", o.heads, "Query heads");
@@ -411,7 +430,7 @@ void configure_logging(int verbosity) {
   auto logger = spdlog::stderr_color_st("kvrank");
   logger->set_pattern("kvrank: %^%l%$: %v");
   spdlog::set_default_logger(logger);
-  spdlog::set_level(verbosity < 0 ? spdlog::level::warn
+  spdlog::set_level(verbosity < 0    ? spdlog::level::warn
                     : verbosity == 0 ? spdlog::level::info
                                      : spdlog::level::debug);
 }
@@ -426,9 +445,7 @@ void prefer_passive_openmp_workers(char** argv) {
   execv("/proc/self/exe", argv);
 }
 
-void print_error(const std::string& message) {
-  std::cerr << "kvrank: error: " << message << "\n";
-}
+void print_error(const std::string& message) { std::cerr << "kvrank: error: " << message << "\n"; }
 
 }  // namespace
 

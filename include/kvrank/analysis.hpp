@@ -45,18 +45,20 @@ Summary summarize(const std::vector<LayerMetrics>& layers);
 std::vector<int> parse_layer_list(std::string_view text);
 
 struct AnalyzeOptions {
-  std::vector<Repr> reprs;              ///< empty: qk (or k,v for K/V-only inputs)
+  std::vector<Repr> reprs;                 ///< empty: qk (or k,v for K/V-only inputs)
   std::optional<std::vector<int>> layers;  ///< empty: all; an index ≥ num_layers is an error
   LayoutOverrides layout;
   OpenOptions open;
   /// Called after each layer: (layer position, layer count). May be empty.
   std::function<void(int done, int total)> progress;
-  /// Called with human-readable notes for stderr (e.g. "K/V only: analysing k and v"). May be empty.
+  /// Called with human-readable notes for stderr (e.g. "K/V only: analysing k and v"). May be
+  /// empty.
   std::function<void(const std::string& message)> note;
 };
 
 /// Analyses one checkpoint; returns one report per representation. `label` is the model's label.
-std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path, const std::string& label,
+std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
+                                            const std::string& label,
                                             const AnalyzeOptions& options);
 
 /// Default label for a path: the folder name, or the file name without extension.

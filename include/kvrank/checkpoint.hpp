@@ -14,12 +14,11 @@
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kvrank/npy.hpp"
 #include "kvrank/tensor.hpp"

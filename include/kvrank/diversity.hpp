@@ -50,8 +50,8 @@ struct LayerMetrics {
 /// 0·ln 0 = 0. Negative entries are clipped to 0. Returns 0 for an all-zero input.
 double effective_rank(const std::vector<double>& weights);
 
-/// Metrics of a cosine Gram S (H×H, symmetric, unit diagonal): everything in LayerMetrics except the
-/// per-head fields and `layer`.
+/// Metrics of a cosine Gram S (H×H, symmetric, unit diagonal): everything in LayerMetrics except
+/// the per-head fields and `layer`.
 LayerMetrics similarity_metrics(const MatrixD& similarity);
 
 /// The full pipeline for one layer: Grams, S, metrics, per-head effective ranks and norms.

@@ -13,10 +13,23 @@
 namespace kvrank {
 
 enum class DType {
-  F64, F32, F16, BF16, F8_E4M3, F8_E5M2,
+  F64,
+  F32,
+  F16,
+  BF16,
+  F8_E4M3,
+  F8_E5M2,
   // Storage-only types: valid in safetensors/NPY files (e.g. int64 position ids), so a checkpoint
   // holding them opens and `inspect` lists them, but they are never analysed (is_float_dtype()).
-  BOOL, U8, I8, I16, U16, I32, U32, I64, U64,
+  BOOL,
+  U8,
+  I8,
+  I16,
+  U16,
+  I32,
+  U32,
+  I64,
+  U64,
 };
 
 /// True for the six floating-point types kvrank converts and analyses (F64 ... F8_E5M2).
@@ -40,8 +53,9 @@ float fp8_e4m3_to_f32(std::uint8_t bits) noexcept;
 /// OCP FP8 E5M2 (IEEE-like: infinities and NaNs).
 float fp8_e5m2_to_f32(std::uint8_t bits) noexcept;
 
-/// Converts `out.size()` little-endian elements of `dtype` from `raw` into `out` (storage-only types
-/// convert by value; to_f32() refuses them). Precondition: raw.size() == out.size() * dtype_size(dtype).
+/// Converts `out.size()` little-endian elements of `dtype` from `raw` into `out` (storage-only
+/// types convert by value; to_f32() refuses them). Precondition: raw.size() == out.size() *
+/// dtype_size(dtype).
 void convert_to_f32(DType dtype, std::span<const std::byte> raw, std::span<float> out) noexcept;
 
 }  // namespace kvrank

@@ -1,8 +1,8 @@
 // The one Eigen vocabulary of kvrank.
 //
 // Weights are stored as PyTorch Linear matrices, row-major `[out, in]`. A projection's rows are
-// therefore what kvrank works with: the Gram of a set of rows is one SYRK (rows · rowsᵀ) in float32.
-// The small H×H and d_h×d_h problems that follow are solved in double.
+// therefore what kvrank works with: the Gram of a set of rows is one SYRK (rows · rowsᵀ) in
+// float32. The small H×H and d_h×d_h problems that follow are solved in double.
 #pragma once
 
 #include <Eigen/Core>

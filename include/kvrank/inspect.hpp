@@ -3,11 +3,10 @@
 // kvrank cannot analyse can still be inspected.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/families.hpp"
@@ -16,12 +15,13 @@ namespace kvrank {
 
 struct InspectReport {
   std::string path;
-  std::vector<TensorView> tensors;     ///< sorted by layer index, then name
-  std::optional<ModelLayout> layout;   ///< empty when detection failed
-  std::string detection_error;         ///< why, when it failed
+  std::vector<TensorView> tensors;    ///< sorted by layer index, then name
+  std::optional<ModelLayout> layout;  ///< empty when detection failed
+  std::string detection_error;        ///< why, when it failed
 };
 
-InspectReport inspect_checkpoint(const Checkpoint& checkpoint, const LayoutOverrides& overrides = {});
+InspectReport inspect_checkpoint(const Checkpoint& checkpoint,
+                                 const LayoutOverrides& overrides = {});
 nlohmann::json to_json(const std::vector<InspectReport>& reports);
 std::string to_text(const std::vector<InspectReport>& reports);
 

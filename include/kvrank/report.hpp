@@ -1,10 +1,10 @@
-// Writers and readers of analysis results: JSON (SPEC.md §3, schema_version 1), CSV, terminal table.
+// Writers and readers of analysis results: JSON (SPEC.md §3, schema_version 1), CSV, terminal
+// table.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kvrank/analysis.hpp"
 
@@ -20,7 +20,8 @@ std::string to_table(const std::vector<ModelReport>& models);
 
 /// Parses a JSON document written by to_json (for `plot` and `check`). Throws kvrank::Error naming
 /// `file_name` and the missing/invalid field.
-std::vector<ModelReport> reports_from_json(const nlohmann::json& document, const std::string& file_name);
+std::vector<ModelReport> reports_from_json(const nlohmann::json& document,
+                                           const std::string& file_name);
 
 /// Writes `content` to `path` atomically (temp file in the same folder, then rename): a failed run
 /// leaves no partial file. Throws kvrank::Error naming the path.

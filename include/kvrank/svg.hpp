@@ -14,12 +14,13 @@
 namespace kvrank {
 
 struct Panel {
-  std::string title;                ///< e.g. the input file name
+  std::string title;  ///< e.g. the input file name
   std::vector<ModelReport> models;
 };
 
 struct PlotOptions {
-  std::string metric = "erank";  ///< erank | erank_centered | erank_pct | erank_centered_pct | mean_similarity | pcs_90
+  std::string metric = "erank";  ///< erank | erank_centered | erank_pct | erank_centered_pct |
+                                 ///< mean_similarity | pcs_90
   std::string title;             ///< figure title (optional)
 };
 

@@ -21,17 +21,17 @@ struct SynthOptions {
   int heads = 8;
   std::optional<int> kv_heads;
   int head_dim = 16;
-  std::optional<int> d_model;    ///< default heads × head_dim
-  int rank = 8;                  ///< LRKV rank r
-  int kv_lora_rank = 32;         ///< MLA latent size
-  std::string dtype = "f32";     ///< f32 | bf16 | f16
+  std::optional<int> d_model;  ///< default heads × head_dim
+  int rank = 8;                ///< LRKV rank r
+  int kv_lora_rank = 32;       ///< MLA latent size
+  std::string dtype = "f32";   ///< f32 | bf16 | f16
   int shards = 1;
   std::vector<double> redundancy{0.0};  ///< one value, or one per layer
   std::uint64_t seed = 0;
 };
 
-/// Writes the checkpoint into `out_dir` (created if needed). Throws kvrank::Error on invalid options
-/// (naming the option, its value and the rule) or when the folder cannot be written.
+/// Writes the checkpoint into `out_dir` (created if needed). Throws kvrank::Error on invalid
+/// options (naming the option, its value and the rule) or when the folder cannot be written.
 void write_synthetic_checkpoint(const SynthOptions& options, const std::filesystem::path& out_dir);
 
 }  // namespace kvrank

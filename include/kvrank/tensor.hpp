@@ -18,7 +18,7 @@ namespace kvrank {
 /// readers check it before creating a view.
 struct TensorView {
   std::string name;
-  std::string file;                  ///< the file it lives in, for error messages
+  std::string file;  ///< the file it lives in, for error messages
   DType dtype = DType::F32;
   std::vector<std::int64_t> shape;   ///< as stored (C order unless fortran_order)
   bool fortran_order = false;        ///< NPY only: the bytes are column-major
