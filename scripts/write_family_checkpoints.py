@@ -57,11 +57,16 @@ def tensor_bytes(values, dtype):
 
 def write_safetensors(path, tensors, dtype):
     """tensors: name → float64 array (already rounded to dtype)."""
+    write_safetensors_entries(path, {name: (dtype, list(values.shape), tensor_bytes(values, dtype))
+                                     for name, values in tensors.items()})
+
+
+def write_safetensors_entries(path, entries):
+    """entries: name → (dtype, shape, raw little-endian bytes); names sorted, header padded to 8."""
     header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    for name in sorted(tensors):
-        blob = tensor_bytes(tensors[name], dtype)
-        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(blob)]}
+    for name in sorted(entries):
+        dtype, shape, blob = entries[name]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
     text = json.dumps(header).encode()

@@ -34,13 +34,13 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from write_family_checkpoints import bf16_bits, round_to  # noqa: E402  (dtype rounding)
+from write_family_checkpoints import (  # noqa: E402  (dtype rounding, safetensors layout)
+    bf16_bits, round_to, write_safetensors_entries)
 
 # ---- OCP FP8 E4M3 ("fn"): decoded with bit logic, encoded to the nearest code ----------------
 
@@ -129,22 +129,8 @@ class TensorStore:
         return self._put_float(name, values, "BF16" if self.dtype == "F8_E4M3" else self.dtype)
 
     def write(self, path, drop=()):
-        header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-        for name in sorted(self.entries):
-            if name in drop:
-                continue
-            dtype, shape, blob = self.entries[name]
-            header[name] = {"dtype": dtype, "shape": shape,
-                            "data_offsets": [offset, offset + len(blob)]}
-            blobs.append(blob)
-            offset += len(blob)
-        text = json.dumps(header).encode()
-        text += b" " * (-len(text) % 8)
-        with open(path, "wb") as f:
-            f.write(struct.pack("<Q", len(text)))
-            f.write(text)
-            for blob in blobs:
-                f.write(blob)
+        write_safetensors_entries(
+            path, {name: entry for name, entry in self.entries.items() if name not in drop})
 
 
 def mixed_heads(rng, count, rows, cols, share):
