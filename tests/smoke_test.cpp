@@ -1,4 +1,4 @@
-#include "catch.hpp"
+#include "support/catch.hpp"
 #include "kvrank/error.hpp"
 
 TEST_CASE("Error formats file, tensor and detail") {

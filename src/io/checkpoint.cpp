@@ -1,0 +1,235 @@
+#include "kvrank/checkpoint.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "io/json_strict.hpp"
+#include "kvrank/error.hpp"
+#include "kvrank/mapped_file.hpp"
+#include "kvrank/safetensors.hpp"
+
+namespace kvrank {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kConfigName = "config.json";
+
+bool has_extension(const fs::path& path, std::string_view extension) {
+  return path.extension() == extension;
+}
+
+bool is_index_file(const fs::path& path) {
+  return path.filename().string().ends_with(".safetensors.index.json");
+}
+
+// The regular files of `folder` with `extension`, sorted by name.
+std::vector<fs::path> files_with_extension(const fs::path& folder, std::string_view extension) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    std::error_code ignored;
+    if (it->is_regular_file(ignored) && has_extension(it->path(), extension)) {
+      files.push_back(it->path());
+    }
+  }
+  if (error) throw Error(folder.string(), "cannot list the folder: " + error.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Builds a Checkpoint's catalogue file by file, filling the members Checkpoint::open hands it.
+class CheckpointLoader {
+ public:
+  CheckpointLoader(std::vector<TensorView>& tensors,
+                   std::vector<std::shared_ptr<const MappedFile>>& maps,
+                   std::vector<std::shared_ptr<std::vector<std::byte>>>& owned,
+                   const OpenOptions& options)
+      : tensors_(tensors), maps_(maps), owned_(owned), options_(options) {}
+
+  void add_file(const fs::path& path) {
+    if (has_extension(path, ".safetensors")) {
+      add_safetensors(path);
+    } else if (has_extension(path, ".npy")) {
+      add_npy(path);
+    } else if (has_extension(path, ".npz")) {
+      add_npz(path);
+    } else if (is_index_file(path)) {
+      add_index(path);
+    } else {
+      throw Error(path.string(),
+                  "unsupported file type (expected .safetensors, .safetensors.index.json, .npy, "
+                  ".npz, or a folder)");
+    }
+  }
+
+  void add_folder(const fs::path& folder) {
+    if (fs::is_regular_file(folder / kIndexName)) {
+      add_index(folder / kIndexName);
+      return;
+    }
+    // A Hugging Face folder may hold other files; safetensors win when present.
+    std::vector<fs::path> files = files_with_extension(folder, ".safetensors");
+    if (files.empty()) {
+      files = files_with_extension(folder, ".npy");
+      std::vector<fs::path> archives = files_with_extension(folder, ".npz");
+      files.insert(files.end(), archives.begin(), archives.end());
+    }
+    if (files.empty()) {
+      throw Error(folder.string(),
+                  "no checkpoint files in this folder (expected .safetensors, "
+                  "model.safetensors.index.json, .npy or .npz)");
+    }
+    for (const fs::path& file : files) add_file(file);
+  }
+
+ private:
+  const MappedFile& map(const fs::path& path) {
+    maps_.push_back(std::make_shared<const MappedFile>(path));
+    return *maps_.back();
+  }
+
+  // Returns the position of the first tensor it added.
+  std::size_t add_safetensors(const fs::path& path) {
+    const std::size_t first = tensors_.size();
+    SafetensorsFile file = parse_safetensors(map(path).bytes(), path.string());
+    for (TensorView& tensor : file.tensors) tensors_.push_back(std::move(tensor));
+    return first;
+  }
+
+  void add_npy(const fs::path& path) {
+    tensors_.push_back(
+        parse_npy(map(path).bytes(), path.string(), path.stem().string(), options_.npy));
+  }
+
+  void add_npz(const fs::path& path) {
+    for (NpzMember& member : parse_npz(map(path).bytes(), path.string(), options_.npy)) {
+      if (member.owned) owned_.push_back(member.owned);
+      tensors_.push_back(std::move(member.tensor));
+    }
+  }
+
+  // Every shard the index names is opened once; every tensor it maps must be in its shard.
+  void add_index(const fs::path& index_path) {
+    const nlohmann::json index = read_json_object(index_path);
+    const std::string index_name = index_path.string();
+    auto weight_map = index.find("weight_map");
+    if (weight_map == index.end() || !weight_map->is_object()) {
+      throw Error(index_name, "no \"weight_map\" object mapping tensor names to shard files");
+    }
+    std::map<std::string, std::set<std::string>> tensors_by_shard;
+    for (const auto& [tensor, shard] : weight_map->items()) {
+      if (!shard.is_string()) {
+        throw Error(index_name, tensor,
+                    "weight_map value is not a file name (found " + detail::json_kind(shard) + ")");
+      }
+      const std::string shard_name = shard.get<std::string>();
+      if (!tensors_by_shard.contains(shard_name) &&
+          !fs::is_regular_file(index_path.parent_path() / shard_name)) {
+        throw Error(index_name,
+                    "shard " + shard_name + " (for tensor " + tensor + ") does not exist");
+      }
+      tensors_by_shard[shard_name].insert(tensor);
+    }
+    for (const auto& [shard_name, expected] : tensors_by_shard) {
+      const fs::path shard_path = index_path.parent_path() / shard_name;
+      std::set<std::string> found;
+      for (std::size_t i = add_safetensors(shard_path); i < tensors_.size(); ++i) {
+        found.insert(tensors_[i].name);
+      }
+      for (const std::string& tensor : expected) {
+        if (!found.contains(tensor)) {
+          throw Error(shard_path.string(), tensor,
+                      "tensor is mapped to this shard by " + index_name + " but is not in it");
+        }
+      }
+    }
+  }
+
+  std::vector<TensorView>& tensors_;
+  std::vector<std::shared_ptr<const MappedFile>>& maps_;
+  std::vector<std::shared_ptr<std::vector<std::byte>>>& owned_;
+  const OpenOptions& options_;
+};
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const fs::path& path, const OpenOptions& options) {
+  Checkpoint checkpoint;
+  checkpoint.path_ = path;
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (!fs::exists(status)) throw Error(path.string(), "no such file or folder");
+
+  CheckpointLoader loader(checkpoint.tensors_, checkpoint.maps_, checkpoint.owned_buffers_,
+                          options);
+  const bool is_folder = fs::is_directory(status);
+  if (is_folder) {
+    loader.add_folder(path);
+  } else {
+    loader.add_file(path);
+  }
+
+  std::vector<TensorView>& tensors = checkpoint.tensors_;
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].name == tensors[i - 1].name) {
+      throw Error(tensors[i].file, tensors[i].name,
+                  "tensor name also appears in " + tensors[i - 1].file);
+    }
+  }
+
+  const fs::path config = (is_folder ? path : path.parent_path()) / kConfigName;
+  if (fs::is_regular_file(config)) {
+    checkpoint.config_ = read_json_object(config);
+    checkpoint.config_path_ = config;
+  }
+  return checkpoint;
+}
+
+const TensorView* Checkpoint::find(std::string_view name) const noexcept {
+  auto it =
+      std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                       [](const TensorView& t, std::string_view key) { return t.name < key; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+const TensorView& Checkpoint::at(std::string_view name) const {
+  if (const TensorView* tensor = find(name)) return *tensor;
+  throw Error(path_.string(), std::string(name), "no such tensor in the checkpoint");
+}
+
+void Checkpoint::release(const TensorView& tensor) const noexcept {
+  for (const auto& map : maps_) {
+    std::span<const std::byte> bytes = map->bytes();
+    // std::less: a total order even for pointers into different buffers.
+    std::less<const std::byte*> before;
+    if (!bytes.empty() && !before(tensor.bytes.data(), bytes.data()) &&
+        !before(bytes.data() + bytes.size(), tensor.bytes.data() + tensor.bytes.size())) {
+      map->release(tensor.bytes);
+      return;
+    }
+  }
+}
+
+nlohmann::json read_json_object(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string(), "cannot open the file for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(path.string(), "cannot read the file");
+  nlohmann::json value =
+      detail::parse_json_strict<nlohmann::json>(text.str(), path.string(), "file");
+  if (!value.is_object()) {
+    throw Error(path.string(), "expected a JSON object, found " + detail::json_kind(value));
+  }
+  return value;
+}
+
+}  // namespace kvrank

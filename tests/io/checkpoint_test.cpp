@@ -1,0 +1,168 @@
+#include "kvrank/checkpoint.hpp"
+
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "kvrank/error.hpp"
+#include "kvrank/mapped_file.hpp"
+#include "support/readers_test_files.hpp"
+
+namespace kvrank {
+namespace {
+
+bool same_bits(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+OpenOptions options_for(const nlohmann::json& entry) {
+  OpenOptions options;
+  options.npy.bf16_void = entry.value("bf16_void", false);
+  return options;
+}
+
+// Checks one tensor against its description in valid.json.
+void check_tensor(const TensorView& tensor, const nlohmann::json& expected) {
+  INFO("tensor " << tensor.name);
+  CHECK(dtype_name(tensor.dtype) == expected["dtype"].get<std::string>());
+  CHECK(tensor.shape == expected["shape"].get<std::vector<std::int64_t>>());
+  CHECK(tensor.bytes.size() == static_cast<std::size_t>(tensor.numel()) * dtype_size(tensor.dtype));
+  if (expected["values"].is_null()) return;
+  const std::vector<float> values = to_f32(tensor);
+  const std::vector<double> wanted = expected["values"].get<std::vector<double>>();
+  REQUIRE(values.size() == wanted.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO("element " << i << ": " << values[i] << " vs " << wanted[i]);
+    CHECK(same_bits(values[i], static_cast<float>(wanted[i])));  // exact, sign of zero included
+  }
+  if (tensor.shape.size() == 2) {
+    RowMatrixF matrix = to_matrix(tensor);
+    CHECK(std::equal(values.begin(), values.end(), matrix.data()));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: every valid file and folder from the numpy writer", "[readers][checkpoint]") {
+  const auto root = test::generated_files("valid");
+  const nlohmann::json manifest = test::generated_manifest("valid");  // outlives the loop
+  for (const nlohmann::json& entry : manifest["cases"]) {
+    const std::string relative = entry["path"];
+    INFO("case " << relative);
+    Checkpoint checkpoint = Checkpoint::open(root / relative, options_for(entry));
+    const nlohmann::json& expected_tensors = entry["tensors"];
+    std::vector<std::string> expected_names;
+    for (const auto& tensor : expected_tensors) expected_names.push_back(tensor["name"]);
+    std::sort(expected_names.begin(), expected_names.end());
+    std::vector<std::string> names;
+    for (const TensorView& tensor : checkpoint.tensors()) names.push_back(tensor.name);
+    CHECK(names == expected_names);  // sorted by name
+    for (const auto& expected : expected_tensors) {
+      const TensorView* tensor = checkpoint.find(expected["name"].get<std::string>());
+      REQUIRE(tensor != nullptr);
+      check_tensor(*tensor, expected);
+      checkpoint.release(*tensor);  // the data must still read back after the pages are dropped
+      if (!expected["values"].is_null()) CHECK(to_f32(*tensor).size() == expected["values"].size());
+    }
+    if (entry.contains("config")) {
+      REQUIRE(checkpoint.config().has_value());
+      CHECK(*checkpoint.config() == entry["config"]);
+      CHECK(checkpoint.config_path().filename() == "config.json");
+    } else {
+      CHECK_FALSE(checkpoint.config().has_value());
+    }
+  }
+}
+
+TEST_CASE("checkpoint: NaN, Inf and non-float tensors are refused on conversion",
+          "[readers][checkpoint]") {
+  const auto root = test::generated_files("valid");
+  const nlohmann::json manifest = test::generated_manifest("valid");  // outlives the loop
+  for (const nlohmann::json& entry : manifest["errors"]) {
+    const auto path = root / entry["path"].get<std::string>();
+    const std::string tensor = entry["tensor"];
+    INFO(tensor);
+    Checkpoint checkpoint = Checkpoint::open(path);
+    const std::string prefix = path.string() + ": " + tensor + ": ";
+    CHECK_THROWS_WITH(to_f32(checkpoint.at(tensor)),
+                      Catch::Matchers::StartsWith(prefix) &&
+                          Catch::Matchers::Contains(entry["expect"].get<std::string>()));
+  }
+}
+
+TEST_CASE("checkpoint: exact conversion messages", "[readers][checkpoint]") {
+  const auto root = test::generated_files("valid");
+  const auto file = root / "nonfinite.safetensors";
+  Checkpoint checkpoint = Checkpoint::open(file);
+  CHECK_THROWS_WITH(to_f32(checkpoint.at("bf16_nan")),
+                    file.string() +
+                        ": bf16_nan: contains NaN at element 2 (index [1, 0]) (expected finite "
+                        "values)");
+  CHECK_THROWS_WITH(to_f32(checkpoint.at("f64_too_big")),
+                    file.string() + ": f64_too_big: value 1e+39 at element 0 does not fit in "
+                                    "float32");
+  CHECK_THROWS_WITH(to_f32(checkpoint.at("ints")),
+                    file.string() +
+                        ": ints: dtype I64 is not a floating-point type (expected F64, F32, F16, "
+                        "BF16, F8_E4M3 or F8_E5M2)");
+  CHECK_THROWS_WITH(to_matrix(checkpoint.at("e5m2_inf")),
+                    file.string() + ": e5m2_inf: expected a 2-D tensor, found shape [2]");
+  CHECK_THROWS_WITH(checkpoint.at("nope"),
+                    file.string() + ": nope: no such tensor in the checkpoint");
+  CHECK(checkpoint.find("nope") == nullptr);
+}
+
+TEST_CASE("checkpoint: fortran-ordered arrays come back in C order", "[readers][checkpoint]") {
+  // d_fortran.npy holds the same matrix as b_f4.npy, stored column-major.
+  const auto root = test::generated_files("valid") / "npy";
+  Checkpoint fortran = Checkpoint::open(root / "d_fortran.npy");
+  Checkpoint c_order = Checkpoint::open(root / "b_f4.npy");
+  REQUIRE(fortran.tensors()[0].fortran_order);
+  CHECK(to_f32(fortran.tensors()[0]) == to_f32(c_order.tensors()[0]));
+  CHECK(to_matrix(fortran.tensors()[0]) == to_matrix(c_order.tensors()[0]));
+}
+
+TEST_CASE("checkpoint: missing paths and empty files", "[readers][checkpoint]") {
+  test::TempDir dir;
+  CHECK_THROWS_WITH(Checkpoint::open(dir / "absent.safetensors"),
+                    (dir / "absent.safetensors").string() + ": no such file or folder");
+  test::write_file(dir / "empty.npy", std::string());
+  CHECK_THROWS_WITH(Checkpoint::open(dir / "empty.npy"),
+                    (dir / "empty.npy").string() +
+                        ": file is 0 bytes, too small for an NPY header (at least 10)");
+  MappedFile empty(dir / "empty.npy");
+  CHECK(empty.bytes().empty());
+  empty.release(empty.bytes());  // nothing mapped: must be a no-op
+  CHECK_THROWS_WITH(MappedFile(dir.path()), dir.path().string() + ": is a folder, expected a file");
+  CHECK_THROWS_WITH(read_json_object(dir / "config.json"),
+                    (dir / "config.json").string() + ": cannot open the file for reading");
+}
+
+TEST_CASE("checkpoint: the stories260K fixture (Llama GQA)", "[readers][checkpoint]") {
+  if (test::fixtures_dir().empty()) {
+    WARN("SKIPPED: ../shared/fixtures is absent, the stories260K checks did not run");
+    return;
+  }
+  Checkpoint checkpoint = Checkpoint::open(test::fixtures_dir() / "stories260K");
+  // embed + final norm + 9 tensors per layer × 5 layers (tied embeddings: no lm_head).
+  CHECK(checkpoint.tensors().size() == 47);
+  REQUIRE(checkpoint.config().has_value());
+  const auto& config = *checkpoint.config();
+  const int d = config["hidden_size"], heads = config["num_attention_heads"];
+  const int kv_heads = config["num_key_value_heads"];
+  for (int layer = 0; layer < config["num_hidden_layers"].get<int>(); ++layer) {
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".self_attn.";
+    const TensorView& q = checkpoint.at(prefix + "q_proj.weight");
+    const TensorView& k = checkpoint.at(prefix + "k_proj.weight");
+    CHECK(q.dtype == DType::F32);
+    CHECK(q.shape == std::vector<std::int64_t>{d, d});
+    CHECK(k.shape == std::vector<std::int64_t>{d / heads * kv_heads, d});
+    RowMatrixF matrix = to_matrix(q);
+    CHECK(matrix.allFinite());
+    CHECK(matrix.norm() > 0);
+  }
+}
+
+}  // namespace kvrank

@@ -1,0 +1,157 @@
+// MLA (DeepSeek-V2/V3): FP8 block dequantization, detection, and latent-basis factors that equal the
+// explicit per-head products written by scripts/write_latent_checkpoints.py (independent numpy).
+#include <string>
+
+#include "support/catch.hpp"
+#include "layout/fp8_blocks.hpp"
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/families.hpp"
+#include "support/factor_test_util.hpp"
+#include "support/test_util.hpp"
+
+using namespace kvrank;
+using kvrank::test::error_message;
+using kvrank::test::expand_head;
+using kvrank::test::reference_head;
+using kvrank::test::relative_error;
+using kvrank::test::TempDir;
+
+namespace {
+
+/// Writes `write_latent_checkpoints.py FAMILY` into dir/ckpt and dir/ref.
+void write_latent(const TempDir& dir, const std::string& family, const std::string& options) {
+  const auto result = test::run_python_script(
+      "write_latent_checkpoints.py",
+      family + " " + (dir / "ckpt").string() + " " + (dir / "ref").string() + " " + options);
+  REQUIRE(result.exit_code == 0);
+}
+
+/// Every head of every layer and representation: basisᵀ·C_h equals the writer's explicit matrix.
+void check_factors_match_reference(const TempDir& dir, const ModelLayout& layout,
+                                   const Checkpoint& checkpoint) {
+  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
+    const Checkpoint ref =
+        Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
+    for (int layer = 0; layer < layout.num_layers; ++layer) {
+      const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
+      REQUIRE(factors.num_heads() == layout.heads);
+      const FactorSide& right = factors.symmetric ? factors.left : factors.right;
+      const std::string prefix = "layer" + std::to_string(layer);
+      for (int h = 0; h < layout.heads; ++h) {
+        INFO("repr " << repr_name(repr) << ", layer " << layer << ", head " << h);
+        CHECK(relative_error(expand_head(factors.left, h), reference_head(ref, prefix + ".L", h)) <
+              1e-5);
+        CHECK(relative_error(expand_head(right, h), reference_head(ref, prefix + ".R", h)) < 1e-5);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("FP8 block scales multiply each block, ragged edges included", "[mla]") {
+  RowMatrixF weight(5, 7);
+  for (Index i = 0; i < 5; ++i)
+    for (Index j = 0; j < 7; ++j) weight(i, j) = static_cast<float>(i * 7 + j + 1);
+  RowMatrixF scales(3, 3);  // ceil(5/2) × ceil(7/3)
+  scales << 1, 2, 3, 4, 5, 6, 7, 8, 9;
+  RowMatrixF scaled = weight;
+  detail::apply_block_scales(scaled, scales, {2, 3}, "f", "w_scale_inv");
+  for (Index i = 0; i < 5; ++i)
+    for (Index j = 0; j < 7; ++j) CHECK(scaled(i, j) == weight(i, j) * scales(i / 2, j / 3));
+}
+
+TEST_CASE("FP8 block scales of the wrong shape are named with the expected shape", "[mla]") {
+  RowMatrixF weight = RowMatrixF::Ones(200, 130);
+  RowMatrixF scales = RowMatrixF::Ones(1, 2);
+  CHECK(error_message([&] {
+          detail::apply_block_scales(weight, scales, {}, "m.safetensors", "x.weight_scale_inv");
+        }) == "m.safetensors: x.weight_scale_inv: expected shape [2, 2] (one scale per 128x128 "
+              "block of the weight), found [1, 2]");
+}
+
+TEST_CASE("MLA detection: geometry, and dimensions inferred from shapes match config.json",
+          "[mla]") {
+  TempDir full, minimal;
+  const std::string options =
+      "--q-lora-rank 9 --kv-lora-rank 7 --nope 3 --rope 2 --v-head-dim 4 --heads 5 --hidden 24";
+  write_latent(full, "mla", options);
+  write_latent(minimal, "mla", options + " --minimal-config");
+  for (const TempDir* dir : {&full, &minimal}) {
+    const ModelLayout layout = detect_layout(Checkpoint::open(*dir / "ckpt"));
+    CHECK(layout.family == "deepseek_v2");
+    CHECK(layout.variant == "mla");
+    CHECK(layout.heads == 5);
+    CHECK(layout.kv_heads == 5);
+    CHECK(layout.head_dim == 5);
+    CHECK(layout.d_model == 24);
+    CHECK(layout.num_layers == 3);
+    CHECK(layout.mla_kv_lora_rank == 7);
+    CHECK_FALSE(layout.lrkv_rank);
+    CHECK(layout.has_queries);
+    CHECK(layout.has_outputs);
+    CHECK(layout.details.at("q_lora_rank") == "9");
+    CHECK(layout.details.at("v_head_dim") == "4");
+    CHECK(layout.details.at("prefix") == "model.layers.");
+  }
+}
+
+TEST_CASE("MLA latent-basis factors equal the explicit effective projections", "[mla]") {
+  const std::string options = GENERATE(
+      std::string("--dtype F32"), std::string("--dtype BF16 --q-lora-rank 10"),
+      std::string("--dtype F16 --rope 0 --minimal-config"),
+      std::string("--dtype F8_E4M3 --block 16 8 --q-lora-rank 12"),
+      std::string("--dtype F8_E4M3 --hidden 160 --heads 12 --nope 8 --v-head-dim 4 "
+                  "--kv-lora-rank 20 --layers 1"));
+  INFO(options);
+  TempDir dir;
+  write_latent(dir, "mla", options);
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint);
+  REQUIRE(layout.variant == "mla");
+  check_factors_match_reference(dir, layout, checkpoint);
+}
+
+TEST_CASE("MLA key side: the basis is the latent (scaled by γ_kv) and the shared rope rows",
+          "[mla]") {
+  TempDir dir;
+  write_latent(dir, "mla", "--kv-lora-rank 6 --rope 2 --nope 3 --heads 2 --hidden 16");
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint);
+  const HeadFactors factors = layer_factors(checkpoint, layout, 0, Repr::k);
+  // Cost scales with the cache: the basis has kv_lora_rank + rope rows, not H·(nope + rope).
+  CHECK(factors.left.basis.rows() == 8);
+  CHECK(factors.left.basis.cols() == 16);
+  CHECK(factors.symmetric);
+  const std::string attn = "model.layers.0.self_attn.";
+  const RowMatrixF kv_a = to_matrix(checkpoint.at(attn + "kv_a_proj_with_mqa.weight"));
+  const std::vector<float> gain = to_f32(checkpoint.at(attn + "kv_a_layernorm.weight"));
+  for (Index i = 0; i < 8; ++i) {
+    const float g = i < 6 ? gain[static_cast<std::size_t>(i)] : 1.0f;
+    CHECK((factors.left.basis.row(i) - g * kv_a.row(i)).norm() <= 1e-6f * kv_a.row(i).norm());
+  }
+}
+
+TEST_CASE("MLA errors name the missing tensor and the config that disagrees", "[mla]") {
+  TempDir dir;
+  write_latent(dir, "mla", "--drop model.layers.1.self_attn.kv_b_proj.weight");
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint);
+  CHECK_NOTHROW(layer_factors(checkpoint, layout, 0, Repr::qk));
+  CHECK_THAT(error_message([&] { layer_factors(checkpoint, layout, 1, Repr::qk); }),
+             Catch::Matchers::Contains("model.layers.1.self_attn.kv_b_proj.weight"));
+
+  TempDir wrong;
+  write_latent(wrong, "mla", "--heads 6");
+  test::write_file(wrong / "ckpt" / "config.json",
+                   std::string(R"({"model_type": "deepseek_v2", "num_attention_heads": 4,
+                     "kv_lora_rank": 12, "q_lora_rank": null, "qk_nope_head_dim": 6,
+                     "qk_rope_head_dim": 4, "v_head_dim": 5, "hidden_size": 48})"));
+  const Checkpoint bad = Checkpoint::open(wrong / "ckpt");
+  const std::string message =
+      error_message([&] { layer_factors(bad, detect_layout(bad), 0, Repr::qk); });
+  CHECK_THAT(message, Catch::Matchers::Contains("model.layers.0.self_attn.q_proj.weight: "
+                                                "expected shape [40, 48]"));
+  CHECK_THAT(message, Catch::Matchers::Contains("num_attention_heads 4"));
+  CHECK_THAT(message, Catch::Matchers::Contains("found [60, 48]"));
+}

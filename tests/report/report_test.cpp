@@ -1,0 +1,361 @@
+// Tests of report.hpp: JSON schema and round trip, CSV, table, strict reader, atomic writes.
+#include "kvrank/report.hpp"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "support/catch.hpp"
+#include "kvrank/error.hpp"
+#include "support/test_util.hpp"
+
+namespace kvrank {
+namespace {
+
+using nlohmann::json;
+
+// A layer with values that do not print exactly in few digits, so rounding would show.
+LayerMetrics make_layer(int index, int heads, double scale) {
+  LayerMetrics layer;
+  layer.layer = index;
+  layer.heads = heads;
+  layer.erank = scale * (1.0 + index / 3.0);
+  layer.erank_centered = scale * (0.5 + index / 7.0);
+  layer.erank_pct = 100.0 * layer.erank / heads;
+  layer.erank_centered_pct = 100.0 * layer.erank_centered / heads;
+  layer.mean_similarity = 0.1 / (index + 3);
+  layer.pcs_90 = 1 + index % heads;
+  for (int h = 0; h < heads; ++h) {
+    layer.eigenvalues.push_back(1.0 / (h + 1));
+    layer.eigenvalues_centered.push_back(1.0 / (h + 2));
+    layer.head_erank.push_back(std::sqrt(2.0 + h));
+    layer.head_norm.push_back(1e-300 * (h + 1) + h);
+  }
+  layer.similarity = MatrixD::Identity(heads, heads);
+  layer.similarity(0, 1) = layer.similarity(1, 0) = -1.0 / 3.0;
+  return layer;
+}
+
+std::vector<ModelReport> sample_reports() {
+  ModelReport lrkv;
+  lrkv.label = "LRKV (r=16), \"tiny\" — ünïcode";
+  lrkv.path = "/ckpts/lrkv-r16";
+  lrkv.family = "llama";
+  lrkv.variant = "lrkv";
+  lrkv.heads = 4;
+  lrkv.kv_heads = 4;
+  lrkv.head_dim = 16;
+  lrkv.d_model = 64;
+  lrkv.num_layers = 3;
+  lrkv.lrkv_rank = 16;
+  lrkv.repr = "qk";
+  for (int i = 0; i < 3; ++i) lrkv.layers.push_back(make_layer(i, 4, 1.1));
+  lrkv.layers[1].zero_heads = {2};
+  lrkv.summary = {1.5, 0.75, 37.5, 18.75};
+
+  ModelReport mla = lrkv;
+  mla.label = "MLA";
+  mla.variant = "mla";
+  mla.lrkv_rank.reset();
+  mla.mla_kv_lora_rank = 512;
+  mla.repr = "k";
+  mla.layers = {make_layer(0, 2, 0.7), make_layer(5, 2, 0.9)};
+  mla.summary = {0.1, 0.2, 0.3, 1.0 / 3.0};
+  return {lrkv, mla};
+}
+
+void require_same_layer(const LayerMetrics& a, const LayerMetrics& b, bool with_similarity) {
+  CHECK(a.layer == b.layer);
+  CHECK(a.heads == b.heads);
+  CHECK(a.erank == b.erank);  // exact: the JSON must not round
+  CHECK(a.erank_centered == b.erank_centered);
+  CHECK(a.erank_pct == b.erank_pct);
+  CHECK(a.erank_centered_pct == b.erank_centered_pct);
+  CHECK(a.mean_similarity == b.mean_similarity);
+  CHECK(a.pcs_90 == b.pcs_90);
+  CHECK(a.eigenvalues == b.eigenvalues);
+  CHECK(a.eigenvalues_centered == b.eigenvalues_centered);
+  CHECK(a.head_erank == b.head_erank);
+  CHECK(a.head_norm == b.head_norm);
+  CHECK(a.zero_heads == b.zero_heads);
+  if (with_similarity) {
+    REQUIRE(a.similarity.rows() == b.similarity.rows());
+    CHECK(a.similarity == b.similarity);
+  } else {
+    CHECK(b.similarity.size() == 0);
+  }
+}
+
+void require_same_models(const std::vector<ModelReport>& a, const std::vector<ModelReport>& b,
+                         bool with_similarity) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t m = 0; m < a.size(); ++m) {
+    CHECK(a[m].label == b[m].label);
+    CHECK(a[m].path == b[m].path);
+    CHECK(a[m].family == b[m].family);
+    CHECK(a[m].variant == b[m].variant);
+    CHECK(a[m].heads == b[m].heads);
+    CHECK(a[m].kv_heads == b[m].kv_heads);
+    CHECK(a[m].head_dim == b[m].head_dim);
+    CHECK(a[m].d_model == b[m].d_model);
+    CHECK(a[m].num_layers == b[m].num_layers);
+    CHECK(a[m].lrkv_rank == b[m].lrkv_rank);
+    CHECK(a[m].mla_kv_lora_rank == b[m].mla_kv_lora_rank);
+    CHECK(a[m].repr == b[m].repr);
+    CHECK(a[m].summary.erank_mean == b[m].summary.erank_mean);
+    CHECK(a[m].summary.erank_centered_mean == b[m].summary.erank_centered_mean);
+    CHECK(a[m].summary.erank_pct_mean == b[m].summary.erank_pct_mean);
+    CHECK(a[m].summary.erank_centered_pct_mean == b[m].summary.erank_centered_pct_mean);
+    REQUIRE(a[m].layers.size() == b[m].layers.size());
+    for (std::size_t l = 0; l < a[m].layers.size(); ++l) {
+      require_same_layer(a[m].layers[l], b[m].layers[l], with_similarity);
+    }
+  }
+}
+
+std::set<std::string> keys_of(const json& object) {
+  std::set<std::string> keys;
+  for (const auto& item : object.items()) keys.insert(item.key());
+  return keys;
+}
+
+std::string error_of(const json& document) {
+  try {
+    reports_from_json(document, "golden.json");
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("to_json writes every key of the schema of SPEC.md §3", "[report]") {
+  const json document = to_json(sample_reports());
+  CHECK(keys_of(document) == std::set<std::string>{"schema_version", "tool", "models"});
+  CHECK(document["schema_version"] == 1);
+  CHECK(document["tool"] == json({{"name", "kvrank"}, {"version", KVRANK_VERSION}}));
+  const json& model = document["models"][0];
+  CHECK(keys_of(model) == std::set<std::string>{"label", "path", "family", "variant", "heads",
+                                                "kv_heads", "head_dim", "d_model", "num_layers",
+                                                "lrkv_rank", "mla_kv_lora_rank", "repr", "layers",
+                                                "summary"});
+  CHECK(model["lrkv_rank"] == 16);
+  CHECK(model["mla_kv_lora_rank"].is_null());
+  CHECK(document["models"][1]["lrkv_rank"].is_null());
+  CHECK(document["models"][1]["mla_kv_lora_rank"] == 512);
+  CHECK(keys_of(model["layers"][0]) ==
+        std::set<std::string>{"layer", "heads", "erank", "erank_centered", "erank_pct",
+                              "erank_centered_pct", "mean_similarity", "pcs_90", "eigenvalues",
+                              "eigenvalues_centered", "head_erank", "head_norm", "zero_heads"});
+  CHECK(model["layers"][1]["zero_heads"] == json::array({2}));
+  CHECK(keys_of(model["summary"]) == std::set<std::string>{"erank_mean", "erank_centered_mean",
+                                                           "erank_pct_mean",
+                                                           "erank_centered_pct_mean"});
+  CHECK(model["layers"][0]["pcs_90"].is_number_integer());
+}
+
+TEST_CASE("the similarity matrix is written only when asked for", "[report]") {
+  const json without = to_json(sample_reports());
+  CHECK_FALSE(without["models"][0]["layers"][0].contains("similarity"));
+  const json with = to_json(sample_reports(), {.include_similarity = true});
+  const json& similarity = with["models"][0]["layers"][0]["similarity"];
+  REQUIRE(similarity.size() == 4);
+  CHECK(similarity[0].size() == 4);
+  CHECK(similarity[1][0].get<double>() == -1.0 / 3.0);
+  CHECK(similarity[2][2].get<double>() == 1.0);
+}
+
+TEST_CASE("JSON round trip through text is exact", "[report]") {
+  const auto reports = sample_reports();
+  for (bool with_similarity : {false, true}) {
+    const std::string text = to_json(reports, {.include_similarity = with_similarity}).dump(2);
+    const auto back = reports_from_json(json::parse(text), "r.json");
+    require_same_models(reports, back, with_similarity);
+  }
+}
+
+TEST_CASE("reports_from_json names the file and the place of a bad field", "[report]") {
+  const json good = to_json(sample_reports(), {.include_similarity = true});
+  CHECK(error_of(good) == "(no error)");
+
+  json missing = good;
+  missing["models"][1]["layers"][1].erase("erank");
+  CHECK(error_of(missing) == "golden.json: models[1].layers[1]: missing \"erank\"");
+
+  json no_summary_field = good;
+  no_summary_field["models"][0]["summary"].erase("erank_pct_mean");
+  CHECK(error_of(no_summary_field) == "golden.json: models[0].summary: missing \"erank_pct_mean\"");
+
+  json no_label = good;
+  no_label["models"][0].erase("label");
+  CHECK(error_of(no_label) == "golden.json: models[0]: missing \"label\"");
+
+  json wrong_type = good;
+  wrong_type["models"][0]["layers"][2]["erank_centered"] = "6.9";
+  CHECK(error_of(wrong_type) ==
+        "golden.json: models[0].layers[2].erank_centered: expected a number, found a string");
+
+  json fractional = good;
+  fractional["models"][0]["layers"][0]["pcs_90"] = 2.5;
+  CHECK(error_of(fractional) ==
+        "golden.json: models[0].layers[0].pcs_90: expected an integer, found 2.5");
+
+  json bad_item = good;
+  bad_item["models"][0]["layers"][0]["head_norm"][3] = nullptr;
+  CHECK(error_of(bad_item) ==
+        "golden.json: models[0].layers[0].head_norm[3]: expected a number, found null");
+
+  json bad_rank = good;
+  bad_rank["models"][0]["lrkv_rank"] = "16";
+  CHECK(error_of(bad_rank) ==
+        "golden.json: models[0].lrkv_rank: expected an integer, found a string");
+
+  json ragged = good;
+  ragged["models"][0]["layers"][0]["similarity"][1].erase(0);
+  CHECK(error_of(ragged) ==
+        "golden.json: models[0].layers[0].similarity[1]: expected an array of 4 numbers");
+
+  json short_matrix = good;
+  short_matrix["models"][0]["layers"][0]["similarity"].erase(0);
+  CHECK(error_of(short_matrix) ==
+        "golden.json: models[0].layers[0].similarity: expected 4 rows (heads), found 3");
+
+  json models_not_array = good;
+  models_not_array["models"] = json::object();
+  CHECK(error_of(models_not_array) == "golden.json: models: expected an array, found an object");
+
+  CHECK(error_of(json::array()) == "golden.json: expected an object, found an array");
+}
+
+TEST_CASE("reports_from_json accepts only schema_version 1", "[report]") {
+  json document = to_json(sample_reports());
+  document["schema_version"] = 2;
+  CHECK(error_of(document) == "golden.json: unsupported schema_version 2 (expected 1)");
+  document["schema_version"] = "1";
+  CHECK(error_of(document) == "golden.json: unsupported schema_version \"1\" (expected 1)");
+  document.erase("schema_version");
+  CHECK(error_of(document) == "golden.json: missing \"schema_version\"");
+}
+
+TEST_CASE("CSV has the exact header, one row per model and layer, exact numbers", "[report]") {
+  const auto reports = sample_reports();
+  const std::string csv = to_csv(reports);
+  std::istringstream lines(csv);
+  std::string header;
+  std::getline(lines, header);
+  CHECK(header ==
+        "label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
+        "mean_similarity,pcs_90");
+  std::vector<std::string> rows;
+  for (std::string row; std::getline(lines, row);) rows.push_back(row);
+  REQUIRE(rows.size() == 5);  // 3 + 2 layers
+
+  // The MLA rows have a plain label: split on commas and read the numbers back exactly.
+  const std::string& row = rows[4];
+  std::vector<std::string> fields;
+  std::stringstream stream(row);
+  for (std::string field; std::getline(stream, field, ',');) fields.push_back(field);
+  REQUIRE(fields.size() == 11);
+  const LayerMetrics& layer = reports[1].layers[1];
+  CHECK(fields[0] == "MLA");
+  CHECK(fields[1] == "mla");
+  CHECK(fields[2] == "k");
+  CHECK(fields[3] == "5");
+  CHECK(fields[4] == "2");
+  CHECK(std::stod(fields[5]) == layer.erank);
+  CHECK(std::stod(fields[6]) == layer.erank_centered);
+  CHECK(std::stod(fields[7]) == layer.erank_pct);
+  CHECK(std::stod(fields[8]) == layer.erank_centered_pct);
+  CHECK(std::stod(fields[9]) == layer.mean_similarity);
+  CHECK(fields[10] == std::to_string(layer.pcs_90));
+}
+
+TEST_CASE("CSV quotes labels with commas and quotes as RFC 4180 says", "[report]") {
+  const auto reports = sample_reports();
+  const std::string csv = to_csv(reports);
+  CHECK(csv.find("\n\"LRKV (r=16), \"\"tiny\"\" — ünïcode\",lrkv,qk,0,4,") != std::string::npos);
+
+  // Independent reader: Python's csv module must see the original label and 11 fields per row.
+  test::TempDir dir;
+  test::write_file(dir / "r.csv", csv);
+  test::write_file(dir / "read.py",
+                   "import csv, sys\n"
+                   "rows = list(csv.reader(open(sys.argv[1], encoding='utf-8', newline='')))\n"
+                   "assert all(len(r) == 11 for r in rows), rows\n"
+                   "sys.stdout.write(str(len(rows)) + '\\n' + rows[1][0])\n");
+  const auto result =
+      test::run_command(std::string(KVRANK_PYTHON) + " " + (dir / "read.py").string() + " " +
+                        (dir / "r.csv").string());
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out == "6\n" + reports[0].label);
+}
+
+TEST_CASE("the table shows each model's heading, one row per layer and the summary", "[report]") {
+  const auto reports = sample_reports();
+  const std::string table = to_table(reports);
+  std::vector<std::string> lines;
+  std::istringstream stream(table);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  // Per model: heading, column header, layers, summary; one blank line between models.
+  REQUIRE(lines.size() == (2 + 3 + 1) + 1 + (2 + 2 + 1));
+  CHECK(lines[0].rfind(reports[0].label, 0) == 0);
+  CHECK(lines[0].find("lrkv r=16") != std::string::npos);
+  CHECK(lines[0].find("heads 4") != std::string::npos);
+  CHECK(lines[0].find("repr qk") != std::string::npos);
+  CHECK(lines[7].find("kv_lora_rank=512") != std::string::npos);
+  // Layer 1 of the first model: erank 1.1·(4/3) = 1.467, 36.7 % of 4 heads, zero head 2 noted.
+  CHECK(lines[3].find("1.467") != std::string::npos);
+  CHECK(lines[3].find("36.7%") != std::string::npos);
+  CHECK(lines[3].find("zero heads: 2") != std::string::npos);
+  CHECK(lines[5].find("mean") != std::string::npos);
+  CHECK(lines[5].find("37.5%") != std::string::npos);
+  CHECK(lines[5].find("18.8%") != std::string::npos);
+  // The bar is erank/H of ten cells: 36.7 % → 3 full blocks then a partial one.
+  CHECK(lines[3].find("███▋") != std::string::npos);
+}
+
+TEST_CASE("write_file_atomically writes, replaces and leaves nothing behind on failure",
+          "[report]") {
+  test::TempDir dir;
+  const auto target = dir / "curves.json";
+  write_file_atomically(target, "first");
+  CHECK(test::read_file(target) == "first");
+  write_file_atomically(target, "second, longer content");
+  CHECK(test::read_file(target) == "second, longer content");
+
+  // A plain new file's mode (0666 less umask), not mkstemp's 0600.
+  const mode_t mask = umask(0);
+  umask(mask);
+  struct stat info {};
+  REQUIRE(::stat(target.c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == (0666 & ~mask));
+
+  // The folder does not exist: an error naming the path, and no file.
+  const auto missing = dir / "no-such-folder" / "out.json";
+  std::string message;
+  try {
+    write_file_atomically(missing, "x");
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  CHECK(message.rfind(missing.string() + ": cannot create a temporary file in ", 0) == 0);
+  CHECK(message.find(": no such file or directory") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(missing));
+
+  // The target is a folder: rename fails; the temporary file must be gone.
+  std::filesystem::create_directory(dir / "taken");
+  CHECK_THROWS_AS(write_file_atomically(dir / "taken", "x"), Error);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"curves.json", "taken"});
+  CHECK(std::filesystem::is_empty(dir / "taken"));
+}
+
+}  // namespace kvrank

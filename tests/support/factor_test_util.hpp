@@ -1,0 +1,55 @@
+// Helpers shared by the unit tests of factors and errors (families, MLA, LRKV, activations, analysis).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "support/catch.hpp"
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/error.hpp"
+#include "kvrank/factors.hpp"
+#include "kvrank/tensor.hpp"
+#include "support/test_util.hpp"
+
+namespace kvrank::test {
+
+/// Head h's explicit n×k matrix: basisᵀ · C_h, with C_h assembled densely from its blocks.
+inline MatrixD expand_head(const FactorSide& side, int head) {
+  MatrixD coeff = MatrixD::Zero(side.basis.rows(), side.head_cols);
+  for (const CoeffBlock& block : side.heads.at(static_cast<std::size_t>(head))) {
+    auto target = coeff.block(block.basis_row, block.head_col, block.rows(), block.cols());
+    if (block.block.size())
+      target = block.block;
+    else
+      target.setIdentity();
+  }
+  return side.basis.cast<double>().transpose() * coeff;
+}
+
+/// Head h of an [H, n, k] reference array (from the writer's npz) as an n×k matrix.
+inline MatrixD reference_head(const Checkpoint& ref, const std::string& name, int head) {
+  const TensorView& tensor = ref.at(name);
+  REQUIRE(tensor.shape.size() == 3);
+  const std::vector<float> values = to_f32(tensor);
+  const Index rows = tensor.shape[1];
+  const Index cols = tensor.shape[2];
+  const ConstRowMapF map(values.data() + head * rows * cols, rows, cols);
+  return map.cast<double>();
+}
+
+/// Relative Frobenius distance.
+inline double relative_error(const MatrixD& got, const MatrixD& want) {
+  return (got - want).norm() / std::max(want.norm(), 1e-30);
+}
+
+/// The message of the kvrank::Error `action` throws, or "(no error)".
+inline std::string error_message(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace kvrank::test

@@ -1,0 +1,78 @@
+#include "support/test_util.hpp"
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <sys/wait.h>
+
+namespace kvrank::test {
+
+TempDir::TempDir() {
+  std::random_device device;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto candidate = std::filesystem::temp_directory_path() /
+                     ("kvrank-test-" + std::to_string(device()) + std::to_string(attempt));
+    if (std::filesystem::create_directory(candidate)) {
+      path_ = candidate;
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a temporary folder");
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::vector<std::byte> to_bytes(const std::string& text) {
+  std::vector<std::byte> bytes(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) bytes[i] = static_cast<std::byte>(text[i]);
+  return bytes;
+}
+
+void write_file(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  write_file(path, to_bytes(text));
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run: " + command);
+  std::array<char, 4096> chunk{};
+  std::size_t n = 0;
+  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.out.append(chunk.data(), n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::filesystem::path source_dir() { return KVRANK_SOURCE_DIR; }
+
+CommandResult run_python_script(const std::string& script, const std::string& args) {
+  return run_command(std::string(KVRANK_PYTHON) + " " + (source_dir() / "scripts" / script).string() +
+                     " " + args);
+}
+
+std::filesystem::path fixtures_dir() {
+  auto dir = source_dir().parent_path() / "shared" / "fixtures";
+  return std::filesystem::exists(dir) ? dir : std::filesystem::path();
+}
+
+}  // namespace kvrank::test
