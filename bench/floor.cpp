@@ -1,15 +1,14 @@
 // kvrank_bench_floor — times L × (SYRK of an M×D and an N×D float32 matrix), the two Grams per
-// layer that `kvrank analyze --repr qk` cannot avoid (query rows and key rows), through the same BLAS
-// as kvrank_core. Prints the seconds on stdout.
+// layer that `kvrank analyze --repr qk` cannot avoid (query rows and key rows), through the same
+// BLAS as kvrank_core. Prints the seconds on stdout.
 //
 //   kvrank_bench_floor --layers 32 --d 4096 --q-rows 4096 --k-rows 4096 --threads 2
+#include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <Eigen/Core>
 
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
@@ -46,8 +45,8 @@ long parse_flag(int argc, char** argv, const char* name, long fallback) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
-    std::fprintf(stderr,
-                 "usage: kvrank_bench_floor --layers L --d D --q-rows M --k-rows N [--threads T]\n");
+    std::fprintf(
+        stderr, "usage: kvrank_bench_floor --layers L --d D --q-rows M --k-rows N [--threads T]\n");
     return argc < 2 ? 2 : 0;
   }
   const long layers = parse_flag(argc, argv, "--layers", 1);

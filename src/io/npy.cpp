@@ -6,8 +6,8 @@
 #include <optional>
 #include <string_view>
 
-#include "kvrank/error.hpp"
 #include "io/zip_reader.hpp"
+#include "kvrank/error.hpp"
 
 namespace kvrank {
 namespace {

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "layout/family_detail.hpp"
 #include "kvrank/error.hpp"
+#include "layout/family_detail.hpp"
 #include "layout/layer_scan.hpp"
 
 namespace kvrank::detail {

@@ -20,8 +20,8 @@
 #include <regex>
 #include <utility>
 
-#include "layout/family_detail.hpp"
 #include "kvrank/error.hpp"
+#include "layout/family_detail.hpp"
 
 namespace kvrank {
 namespace detail {

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "kvrank/error.hpp"
 #include "layout/family_detail.hpp"
 #include "layout/fp8_blocks.hpp"
-#include "kvrank/error.hpp"
 #include "layout/layer_scan.hpp"
 
 namespace kvrank::detail {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "layout/family_detail.hpp"
 #include "kvrank/error.hpp"
+#include "layout/family_detail.hpp"
 
 namespace kvrank::detail {
 

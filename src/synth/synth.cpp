@@ -26,9 +26,9 @@
 #include <sstream>
 #include <system_error>
 
+#include "io/safetensors_writer.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/report.hpp"
-#include "io/safetensors_writer.hpp"
 
 namespace kvrank {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/mapped_file.hpp"
+#include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 
 namespace kvrank {
@@ -45,7 +45,8 @@ void check_tensor(const TensorView& tensor, const nlohmann::json& expected) {
 
 }  // namespace
 
-TEST_CASE("checkpoint: every valid file and folder from the numpy writer", "[readers][checkpoint]") {
+TEST_CASE("checkpoint: every valid file and folder from the numpy writer",
+          "[readers][checkpoint]") {
   const auto root = test::generated_files("valid");
   const nlohmann::json manifest = test::generated_manifest("valid");  // outlives the loop
   for (const nlohmann::json& entry : manifest["cases"]) {
@@ -101,8 +102,9 @@ TEST_CASE("checkpoint: exact conversion messages", "[readers][checkpoint]") {
                         ": bf16_nan: contains NaN at element 2 (index [1, 0]) (expected finite "
                         "values)");
   CHECK_THROWS_WITH(to_f32(checkpoint.at("f64_too_big")),
-                    file.string() + ": f64_too_big: value 1e+39 at element 0 does not fit in "
-                                    "float32");
+                    file.string() +
+                        ": f64_too_big: value 1e+39 at element 0 does not fit in "
+                        "float32");
   CHECK_THROWS_WITH(to_f32(checkpoint.at("ints")),
                     file.string() +
                         ": ints: dtype I64 is not a floating-point type (expected F64, F32, F16, "

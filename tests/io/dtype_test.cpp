@@ -6,9 +6,9 @@
 #include <limits>
 #include <vector>
 
-#include "support/catch.hpp"
 #include "kvrank/mapped_file.hpp"
 #include "kvrank/npy.hpp"
+#include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 
 namespace kvrank {
@@ -59,9 +59,9 @@ void check_against_table(DType dtype, float (*decode)(Bits), const std::string& 
 }  // namespace
 
 TEST_CASE("dtype names, sizes and the float/storage split", "[readers][dtype]") {
-  const DType all[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::F8_E4M3,
-                       DType::F8_E5M2, DType::BOOL, DType::U8, DType::I8, DType::I16,
-                       DType::U16, DType::I32, DType::U32, DType::I64, DType::U64};
+  const DType all[] = {DType::F64,     DType::F32,  DType::F16, DType::BF16, DType::F8_E4M3,
+                       DType::F8_E5M2, DType::BOOL, DType::U8,  DType::I8,   DType::I16,
+                       DType::U16,     DType::I32,  DType::U32, DType::I64,  DType::U64};
   const std::size_t sizes[] = {8, 4, 2, 2, 1, 1, 1, 1, 1, 2, 2, 4, 4, 8, 8};
   for (std::size_t i = 0; i < std::size(all); ++i) {
     INFO(dtype_name(all[i]));
@@ -107,7 +107,8 @@ TEST_CASE("FP8 E4M3 (fn) and E5M2 decode to the values of the OCP spec", "[reade
   CHECK(fp8_e4m3_to_f32(0x78) == 256.0f);  // S.1111.000 is a number, not infinity
   CHECK(std::isnan(fp8_e4m3_to_f32(0x7F)));
   CHECK(std::isnan(fp8_e4m3_to_f32(0xFF)));
-  for (int bits = 0; bits < 256; ++bits) CHECK_FALSE(std::isinf(fp8_e4m3_to_f32(std::uint8_t(bits))));
+  for (int bits = 0; bits < 256; ++bits)
+    CHECK_FALSE(std::isinf(fp8_e4m3_to_f32(std::uint8_t(bits))));
 
   CHECK(fp8_e5m2_to_f32(0x3C) == 1.0f);
   CHECK(fp8_e5m2_to_f32(0x7B) == 57344.0f);
@@ -132,8 +133,8 @@ TEST_CASE("convert_to_f32 reads unaligned little-endian data", "[readers][dtype]
   std::vector<float> out(4);
   convert_to_f32(DType::F64, std::span(raw).subspan(1), out);
   CHECK(out[0] == 0.1f);
-  CHECK(out[1] == 1.0f);               // a tie rounds to even
-  CHECK(out[2] == 1.0f + 0x1p-22f);    // a tie rounds to even (upwards here)
+  CHECK(out[1] == 1.0f);             // a tie rounds to even
+  CHECK(out[2] == 1.0f + 0x1p-22f);  // a tie rounds to even (upwards here)
   CHECK(out[3] == -2.5f);
 
   const std::int64_t ints[] = {-3, 1LL << 40};

@@ -2,14 +2,15 @@
 // one-line kvrank::Error that starts with the file (or folder) it is about.
 #include <string>
 
-#include "support/catch.hpp"
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/error.hpp"
+#include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 
 namespace kvrank {
 
-TEST_CASE("malformed corpus: each input is refused with a message naming it", "[readers][malformed]") {
+TEST_CASE("malformed corpus: each input is refused with a message naming it",
+          "[readers][malformed]") {
   const auto root = test::generated_files("malformed");
   const nlohmann::json cases = test::generated_manifest("malformed")["cases"];
   REQUIRE(cases.size() >= 25);

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/mapped_file.hpp"
+#include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 
 namespace kvrank {
@@ -77,9 +77,10 @@ TEST_CASE("npy: every rule gives its exact message", "[readers][npy]") {
   huge_header[11] = std::byte{0x10};
   CHECK_THROWS_WITH(parse(huge_header),
                     Catch::Matchers::Contains("exceeds the limit of 1048576 bytes"));
-  CHECK_THROWS_WITH(parse(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", 4)),
-                    "a.npy: NPY header dict is invalid at byte 56: unexpected key 'x' (expected "
-                    "descr, fortran_order and shape)");
+  CHECK_THROWS_WITH(
+      parse(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", 4)),
+      "a.npy: NPY header dict is invalid at byte 56: unexpected key 'x' (expected "
+      "descr, fortran_order and shape)");
   CHECK_THROWS_WITH(parse(npy("{'descr': '<f4', 'fortran_order': False}", 4)),
                     "a.npy: NPY header dict is invalid at byte 40: missing key 'shape'");
   CHECK_THROWS_WITH(parse(npy("{'descr': '<f4', 'descr': '<f4'}", 4)),

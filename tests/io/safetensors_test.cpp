@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
+#include "support/catch.hpp"
 #include "support/test_util.hpp"
 
 namespace kvrank {
@@ -40,13 +40,13 @@ std::vector<std::byte> one(const std::string& dtype, const std::string& shape,
 
 }  // namespace
 
-TEST_CASE("safetensors: tensors are views in header order, metadata kept", "[readers][safetensors]") {
-  const std::string header =
-      R"({"__metadata__": {"format": "pt"}, )"
-      R"("z": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [8, 20]}, )"
-      R"("a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, )"
-      R"("e": {"dtype": "F16", "shape": [0, 5], "data_offsets": [20, 20]}, )"
-      R"("p": {"dtype": "I64", "shape": [], "data_offsets": [20, 28]}}  )";
+TEST_CASE("safetensors: tensors are views in header order, metadata kept",
+          "[readers][safetensors]") {
+  const std::string header = R"({"__metadata__": {"format": "pt"}, )"
+                             R"("z": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [8, 20]}, )"
+                             R"("a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, )"
+                             R"("e": {"dtype": "F16", "shape": [0, 5], "data_offsets": [20, 20]}, )"
+                             R"("p": {"dtype": "I64", "shape": [], "data_offsets": [20, 28]}}  )";
   std::vector<std::byte> bytes = image(header, 28);
   SafetensorsFile file = parse(bytes);
   REQUIRE(file.tensors.size() == 4);
@@ -97,12 +97,12 @@ TEST_CASE("safetensors: every rule gives its exact message", "[readers][safetens
   CHECK_THROWS_WITH(parse(image("{oops}", 0)),
                     Contains("m.safetensors: header is not valid JSON: parse error at line 1, "
                              "column 2"));
-  CHECK_THROWS_WITH(parse(image("[]", 0)), "m.safetensors: header is not a JSON object (found array)");
-  CHECK_THROWS_WITH(
-      parse(image(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
-                  R"( "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
-                  8)),
-      "m.safetensors: a: appears more than once in the header");
+  CHECK_THROWS_WITH(parse(image("[]", 0)),
+                    "m.safetensors: header is not a JSON object (found array)");
+  CHECK_THROWS_WITH(parse(image(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+                                R"( "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+                                8)),
+                    "m.safetensors: a: appears more than once in the header");
   CHECK_THROWS_WITH(parse(image(R"({"a": {"dtype": "F32", "shape": [1], "shape": [1]}})", 0)),
                     "m.safetensors: duplicate key \"shape\" in the header");
   CHECK_THROWS_WITH(parse(image(R"({"__metadata__": {"step": 1}})", 0)),
@@ -129,8 +129,9 @@ TEST_CASE("safetensors: every rule gives its exact message", "[readers][safetens
                     "[1.5])");
   CHECK_THROWS_WITH(parse(one("F32", "[9223372036854775808]", "[0, 4]", 4)),
                     Contains("\"shape\" is not a list of non-negative integers"));
-  CHECK_THROWS_WITH(parse(one("F32", "[1]", "[-4, 0]", 4)),
-                    "m.safetensors: a: \"data_offsets\" is not two unsigned integers (found [-4,0])");
+  CHECK_THROWS_WITH(
+      parse(one("F32", "[1]", "[-4, 0]", 4)),
+      "m.safetensors: a: \"data_offsets\" is not two unsigned integers (found [-4,0])");
   CHECK_THROWS_WITH(parse(one("F32", "[1]", "[0, 4.0]", 4)),
                     "m.safetensors: a: \"data_offsets\" is not two unsigned integers (found "
                     "[0,4.0])");

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "support/catch.hpp"
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/families.hpp"
+#include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
+#include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"
 
@@ -45,7 +45,6 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
 }
 
 RowMatrixF random_matrix(Index rows, Index cols) { return RowMatrixF::Random(rows, cols); }
-
 
 MatrixD explicit_form(const HeadFactors& factors, int head) {
   const MatrixD left = expand_head(factors.left, head);
@@ -93,7 +92,6 @@ LlamaWeights write_llama(const std::filesystem::path& dir, int layers, int heads
   }
   return weights;
 }
-
 
 }  // namespace
 
@@ -191,7 +189,8 @@ TEST_CASE("without config.json the head count must come from --heads", "[familie
   TempDir dir;
   const LlamaWeights w = write_llama(dir.path(), 1, 4, 2, 6, 16, /*with_config=*/false);
   const Checkpoint checkpoint = Checkpoint::open(dir / "model.safetensors");
-  CHECK_THAT(error_message([&] { detect_layout(checkpoint); }), Catch::Matchers::Contains("--heads"));
+  CHECK_THAT(error_message([&] { detect_layout(checkpoint); }),
+             Catch::Matchers::Contains("--heads"));
   LayoutOverrides overrides;
   overrides.heads = 4;
   const ModelLayout layout = detect_layout(checkpoint, overrides);

@@ -2,9 +2,9 @@
 // keys k_shared + k_lora_b_h · k_lora_a_h written by scripts/write_latent_checkpoints.py.
 #include <string>
 
-#include "support/catch.hpp"
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/families.hpp"
+#include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"
 
@@ -54,8 +54,7 @@ TEST_CASE("LRKV factors equal the explicit per-head projections", "[lrkv]") {
   const ModelLayout layout = detect_layout(checkpoint);
   REQUIRE(layout.variant == "lrkv");
   for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
-    const Checkpoint ref =
-        Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
+    const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
     for (int layer = 0; layer < layout.num_layers; ++layer) {
       const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
       const FactorSide& right = factors.symmetric ? factors.left : factors.right;

@@ -1,11 +1,12 @@
-// MLA (DeepSeek-V2/V3): FP8 block dequantization, detection, and latent-basis factors that equal the
-// explicit per-head products written by scripts/write_latent_checkpoints.py (independent numpy).
+// MLA (DeepSeek-V2/V3): FP8 block dequantization, detection, and latent-basis factors that equal
+// the explicit per-head products written by scripts/write_latent_checkpoints.py (independent
+// numpy).
 #include <string>
 
-#include "support/catch.hpp"
-#include "layout/fp8_blocks.hpp"
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/families.hpp"
+#include "layout/fp8_blocks.hpp"
+#include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"
 
@@ -30,8 +31,7 @@ void write_latent(const TempDir& dir, const std::string& family, const std::stri
 void check_factors_match_reference(const TempDir& dir, const ModelLayout& layout,
                                    const Checkpoint& checkpoint) {
   for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
-    const Checkpoint ref =
-        Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
+    const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
     for (int layer = 0; layer < layout.num_layers; ++layer) {
       const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
       REQUIRE(factors.num_heads() == layout.heads);
@@ -66,8 +66,9 @@ TEST_CASE("FP8 block scales of the wrong shape are named with the expected shape
   RowMatrixF scales = RowMatrixF::Ones(1, 2);
   CHECK(error_message([&] {
           detail::apply_block_scales(weight, scales, {}, "m.safetensors", "x.weight_scale_inv");
-        }) == "m.safetensors: x.weight_scale_inv: expected shape [2, 2] (one scale per 128x128 "
-              "block of the weight), found [1, 2]");
+        }) ==
+        "m.safetensors: x.weight_scale_inv: expected shape [2, 2] (one scale per 128x128 "
+        "block of the weight), found [1, 2]");
 }
 
 TEST_CASE("MLA detection: geometry, and dimensions inferred from shapes match config.json",
@@ -97,12 +98,12 @@ TEST_CASE("MLA detection: geometry, and dimensions inferred from shapes match co
 }
 
 TEST_CASE("MLA latent-basis factors equal the explicit effective projections", "[mla]") {
-  const std::string options = GENERATE(
-      std::string("--dtype F32"), std::string("--dtype BF16 --q-lora-rank 10"),
-      std::string("--dtype F16 --rope 0 --minimal-config"),
-      std::string("--dtype F8_E4M3 --block 16 8 --q-lora-rank 12"),
-      std::string("--dtype F8_E4M3 --hidden 160 --heads 12 --nope 8 --v-head-dim 4 "
-                  "--kv-lora-rank 20 --layers 1"));
+  const std::string options =
+      GENERATE(std::string("--dtype F32"), std::string("--dtype BF16 --q-lora-rank 10"),
+               std::string("--dtype F16 --rope 0 --minimal-config"),
+               std::string("--dtype F8_E4M3 --block 16 8 --q-lora-rank 12"),
+               std::string("--dtype F8_E4M3 --hidden 160 --heads 12 --nope 8 --v-head-dim 4 "
+                           "--kv-lora-rank 20 --layers 1"));
   INFO(options);
   TempDir dir;
   write_latent(dir, "mla", options);

@@ -1,18 +1,19 @@
 // Tests of the metric engine (src/diversity.cpp): closed forms, invariances, the block-sparse
-// factor representation, and a cross-check against the naive numpy reference (scripts/reference.py).
+// factor representation, and a cross-check against the naive numpy reference
+// (scripts/reference.py).
+#include "kvrank/diversity.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "support/catch.hpp"
-#include "kvrank/diversity.hpp"
 #include "support/test_util.hpp"
 
 using namespace kvrank;
@@ -21,7 +22,8 @@ namespace {
 
 using Heads = std::vector<MatrixD>;  // per head a d × k factor (L_h or R_h)
 
-/// Random d × k factors with float32-representable entries (so the float32 basis holds them exactly).
+/// Random d × k factors with float32-representable entries (so the float32 basis holds them
+/// exactly).
 Heads random_heads(Index count, Index d, Index k, std::mt19937& rng) {
   std::normal_distribution<float> normal;
   Heads heads;
@@ -386,7 +388,8 @@ HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937&
   f.left.basis = RowMatrixF::Random(k + heads * r, d);
   f.left.head_cols = k;
   for (Index h = 0; h < heads; ++h) {
-    f.left.heads.push_back({CoeffBlock::identity(0, k), CoeffBlock{k + h * r, 0, random_block(r, k), 0}});
+    f.left.heads.push_back(
+        {CoeffBlock::identity(0, k), CoeffBlock{k + h * r, 0, random_block(r, k), 0}});
   }
   // Right (MLA key side): latent rows, C_h = dense (latent × (k-2)) at column 0 + identity on two
   // shared rope rows at column k-2.

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
+#include "support/catch.hpp"
 #include "support/test_util.hpp"
 
 namespace kvrank {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
+#include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"
 
@@ -81,7 +81,8 @@ TEST_CASE("fully_redundant_baseline: erank 1 at every layer", "[families][analys
   }
   CHECK(baseline.summary.erank_mean == 1.0);
   CHECK(baseline.summary.erank_pct_mean == Approx(25.0));
-  CHECK_THAT(error_message([] { fully_redundant_baseline(3, 0); }), Catch::Matchers::Contains("head"));
+  CHECK_THAT(error_message([] { fully_redundant_baseline(3, 0); }),
+             Catch::Matchers::Contains("head"));
 }
 
 TEST_CASE("summarize: means over layers", "[families][analysis]") {

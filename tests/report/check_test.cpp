@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
+#include "support/catch.hpp"
 
 namespace kvrank {
 namespace {

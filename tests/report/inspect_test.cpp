@@ -22,10 +22,10 @@ TEST_CASE("inspect: tensors grouped by layer, in JSON and text", "[readers][insp
   Checkpoint checkpoint = Checkpoint::open(path);
   InspectReport report = inspect_checkpoint(checkpoint);
   CHECK(report.path == path.string());
-  CHECK(names_of(report.tensors) == std::vector<std::string>{
-                                        "model.embed_tokens.weight",
-                                        "model.layers.0.self_attn.q_proj.weight",
-                                        "model.layers.1.self_attn.q_proj.weight"});
+  CHECK(names_of(report.tensors) ==
+        std::vector<std::string>{"model.embed_tokens.weight",
+                                 "model.layers.0.self_attn.q_proj.weight",
+                                 "model.layers.1.self_attn.q_proj.weight"});
   // Detection either succeeds or says why; never both, never neither.
   CHECK(report.layout.has_value() == report.detection_error.empty());
 
@@ -58,7 +58,8 @@ TEST_CASE("inspect: tensors grouped by layer, in JSON and text", "[readers][insp
   REQUIRE(layer1 != std::string::npos);
   CHECK(other < layer0);
   CHECK(layer0 < layer1);
-  CHECK(text.find("model.layers.1.self_attn.q_proj.weight  F32  [4, 4]  64 B") != std::string::npos);
+  CHECK(text.find("model.layers.1.self_attn.q_proj.weight  F32  [4, 4]  64 B") !=
+        std::string::npos);
   CHECK(text.find("3 tensors, 256 B") != std::string::npos);
 }
 
@@ -66,9 +67,9 @@ TEST_CASE("inspect: layer numbers of the families' naming schemes", "[readers][i
   // Names only matter here: build a report by hand around empty views.
   InspectReport report;
   report.path = "x";
-  for (const char* name : {"transformer.h.3.attn.c_attn.weight", "gpt_neox.layers.12.attention.dense.weight",
-                           "layers.7.attention.wq.weight", "lm_head.weight", "h.0x.weight",
-                           "model.layers.2"}) {
+  for (const char* name :
+       {"transformer.h.3.attn.c_attn.weight", "gpt_neox.layers.12.attention.dense.weight",
+        "layers.7.attention.wq.weight", "lm_head.weight", "h.0x.weight", "model.layers.2"}) {
     TensorView view;
     view.name = name;
     report.tensors.push_back(view);

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
+#include "support/catch.hpp"
 #include "support/test_util.hpp"
 
 namespace kvrank {

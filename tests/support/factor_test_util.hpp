@@ -1,14 +1,15 @@
-// Helpers shared by the unit tests of factors and errors (families, MLA, LRKV, activations, analysis).
+// Helpers shared by the unit tests of factors and errors (families, MLA, LRKV, activations,
+// analysis).
 #pragma once
 
 #include <functional>
 #include <string>
 
-#include "support/catch.hpp"
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/factors.hpp"
 #include "kvrank/tensor.hpp"
+#include "support/catch.hpp"
 #include "support/test_util.hpp"
 
 namespace kvrank::test {

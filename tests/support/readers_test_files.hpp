@@ -4,9 +4,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
@@ -20,7 +19,8 @@ inline const std::filesystem::path& generated_files(const std::string& kind) {
   std::unique_ptr<TempDir>& folder = folders[kind];
   if (!folder) {
     folder = std::make_unique<TempDir>();
-    CommandResult result = run_python_script("write_test_files.py", kind + " " + folder->path().string());
+    CommandResult result =
+        run_python_script("write_test_files.py", kind + " " + folder->path().string());
     REQUIRE(result.exit_code == 0);
   }
   return folder->path();

@@ -1,12 +1,13 @@
 #include "support/test_util.hpp"
 
+#include <sys/wait.h>
+
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
-#include <sys/wait.h>
 
 namespace kvrank::test {
 
@@ -36,7 +37,8 @@ std::vector<std::byte> to_bytes(const std::string& text) {
 
 void write_file(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
@@ -57,7 +59,8 @@ CommandResult run_command(const std::string& command) {
   if (!pipe) throw std::runtime_error("cannot run: " + command);
   std::array<char, 4096> chunk{};
   std::size_t n = 0;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.out.append(chunk.data(), n);
+  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0)
+    result.out.append(chunk.data(), n);
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
@@ -66,8 +69,8 @@ CommandResult run_command(const std::string& command) {
 std::filesystem::path source_dir() { return KVRANK_SOURCE_DIR; }
 
 CommandResult run_python_script(const std::string& script, const std::string& args) {
-  return run_command(std::string(KVRANK_PYTHON) + " " + (source_dir() / "scripts" / script).string() +
-                     " " + args);
+  return run_command(std::string(KVRANK_PYTHON) + " " +
+                     (source_dir() / "scripts" / script).string() + " " + args);
 }
 
 std::filesystem::path fixtures_dir() {

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "io/safetensors_writer.hpp"
-#include "support/catch.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/safetensors.hpp"
+#include "support/catch.hpp"
 #include "support/test_util.hpp"
 
 namespace fs = std::filesystem;
