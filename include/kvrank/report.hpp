@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kvrank/analysis.hpp"
+#include "kvrank/atomic_file.hpp"  // write_file_atomically, used with every writer
 
 namespace kvrank {
 
@@ -22,9 +23,5 @@ std::string to_table(const std::vector<ModelReport>& models);
 /// `file_name` and the missing/invalid field.
 std::vector<ModelReport> reports_from_json(const nlohmann::json& document,
                                            const std::string& file_name);
-
-/// Writes `content` to `path` atomically (temp file in the same folder, then rename): a failed run
-/// leaves no partial file. Throws kvrank::Error naming the path.
-void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
 }  // namespace kvrank

@@ -23,6 +23,9 @@ std::optional<int> config_int(const Checkpoint& checkpoint, const char* key);
 std::optional<std::string> config_string(const Checkpoint& checkpoint, const char* key);
 std::optional<bool> config_bool(const Checkpoint& checkpoint, const char* key);
 
+/// Throws kvrank::Error naming the tensor unless it is a [rows, cols] matrix.
+void check_matrix_shape(const TensorView& tensor, Index rows, Index cols, const std::string& why);
+
 /// The tensor `name` as a row-major float32 matrix [rows, cols], checking its shape:
 /// throws kvrank::Error naming the file and tensor ("expected shape [..], found [..] (from
 /// config.json: ...)") when it does not match. `why` says where the expected shape comes from.

@@ -1,17 +1,8 @@
-// Writers and readers of analysis results (SPEC.md §3): JSON, CSV, terminal table, atomic files.
+// Writers and readers of analysis results (SPEC.md §3): the JSON writer and reader; CSV in
+// csv.cpp, the terminal table in table.cpp.
 #include "kvrank/report.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -94,127 +85,6 @@ json to_json(const std::vector<ModelReport>& models, const ReportOptions& option
       {"tool", {{"name", "kvrank"}, {"version", KVRANK_VERSION}}},
       {"models", std::move(model_array)},
   };
-}
-
-// ----------------------------------------------------------------------------------------------
-// CSV writer
-// ----------------------------------------------------------------------------------------------
-namespace {
-
-// RFC 4180: a field holding a comma, a quote or a line break is quoted, inner quotes doubled.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + '"';
-}
-
-// The shortest text that reads back as exactly the same double (std::to_chars).
-std::string shortest_double(double value) {
-  char buffer[64];
-  auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, result.ptr);
-}
-
-}  // namespace
-
-// Numbers are written in their shortest exact form (they read back bit-identical); lines end in
-// "\n" (not CRLF), which every CSV reader accepts.
-std::string to_csv(const std::vector<ModelReport>& models) {
-  std::string out =
-      "label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
-      "mean_similarity,pcs_90\n";
-  for (const ModelReport& model : models) {
-    for (const LayerMetrics& layer : model.layers) {
-      out += csv_field(model.label) + ',' + csv_field(model.variant) + ',' + csv_field(model.repr);
-      out += ',' + std::to_string(layer.layer) + ',' + std::to_string(layer.heads);
-      for (double value : {layer.erank, layer.erank_centered, layer.erank_pct,
-                           layer.erank_centered_pct, layer.mean_similarity}) {
-        out += ',' + shortest_double(value);
-      }
-      out += ',' + std::to_string(layer.pcs_90) + '\n';
-    }
-  }
-  return out;
-}
-
-// ----------------------------------------------------------------------------------------------
-// Terminal table
-// ----------------------------------------------------------------------------------------------
-namespace {
-
-std::string format(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, pattern, value);
-  return buffer;
-}
-
-// A bar of `width` cells for a fraction in [0, 1], with eighth-block resolution.
-std::string fraction_bar(double fraction, int width) {
-  static const char* const kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
-  if (!std::isfinite(fraction)) fraction = 0;
-  fraction = std::clamp(fraction, 0.0, 1.0);
-  const int eighths = static_cast<int>(std::lround(fraction * width * 8));
-  std::string bar;
-  for (int i = 0; i < eighths / 8; ++i) bar += "█";
-  bar += kEighths[eighths % 8];
-  const int used = eighths / 8 + (eighths % 8 ? 1 : 0);
-  bar.append(static_cast<std::size_t>(width - used), ' ');
-  return bar;
-}
-
-std::string join_ints(const std::vector<int>& values) {
-  std::string text;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) text += ',';
-    text += std::to_string(values[i]);
-  }
-  return text;
-}
-
-std::string model_heading(const ModelReport& model) {
-  std::string text = model.label + "  (" + model.family + ", " + model.variant;
-  if (model.lrkv_rank) text += " r=" + std::to_string(*model.lrkv_rank);
-  if (model.mla_kv_lora_rank) text += " kv_lora_rank=" + std::to_string(*model.mla_kv_lora_rank);
-  text += ")  heads " + std::to_string(model.heads) + "  kv_heads " +
-          std::to_string(model.kv_heads) + "  head_dim " + std::to_string(model.head_dim) +
-          "  repr " + model.repr + "\n";
-  return text;
-}
-
-std::string layer_row(const LayerMetrics& layer) {
-  char buffer[160];
-  std::snprintf(buffer, sizeof buffer, "%6d %9.3f %7.1f%% %9.3f %8.1f%% %9.3f %6d  ", layer.layer,
-                layer.erank, layer.erank_pct, layer.erank_centered, layer.erank_centered_pct,
-                layer.mean_similarity, layer.pcs_90);
-  std::string row = buffer + fraction_bar(layer.erank_pct / 100.0, 10);
-  if (!layer.zero_heads.empty()) row += "  zero heads: " + join_ints(layer.zero_heads);
-  return row + "\n";
-}
-
-std::string summary_row(const Summary& summary) {
-  return "  mean " + format("%9.3f", summary.erank_mean) + " " +
-         format("%7.1f%%", summary.erank_pct_mean) + " " +
-         format("%9.3f", summary.erank_centered_mean) + " " +
-         format("%8.1f%%", summary.erank_centered_pct_mean) + "\n";
-}
-
-}  // namespace
-
-std::string to_table(const std::vector<ModelReport>& models) {
-  std::string out;
-  for (std::size_t m = 0; m < models.size(); ++m) {
-    const ModelReport& model = models[m];
-    if (m) out += "\n";
-    out += model_heading(model);
-    out += " layer     erank  erank%   centred  centred%  mean sim  pcs90  erank/H\n";
-    for (const LayerMetrics& layer : model.layers) out += layer_row(layer);
-    out += summary_row(model.summary);
-  }
-  return out;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -424,62 +294,6 @@ std::vector<ModelReport> reports_from_json(const json& document, const std::stri
     reports.push_back(model_from_json(models[i], "models[" + std::to_string(i) + "]", file_name));
   }
   return reports;
-}
-
-// ----------------------------------------------------------------------------------------------
-// Atomic file writing
-// ----------------------------------------------------------------------------------------------
-namespace {
-
-std::string system_reason(int error_number) {
-  std::string reason = std::strerror(error_number);
-  if (!reason.empty())
-    reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
-  return reason;
-}
-
-// The mode a plain new file would get: 0666 less the process umask (mkstemp creates 0600).
-mode_t default_file_mode() {
-  const mode_t mask = umask(0);  // umask can only be read by setting it; restored at once
-  umask(mask);
-  return static_cast<mode_t>(0666 & ~mask);
-}
-
-// Writes, sets the mode and syncs the temporary file; returns 0 or the errno of the failed step.
-int fill_and_sync(int fd, const std::string& content) {
-  std::size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fchmod(fd, default_file_mode()) != 0) return errno;
-  if (::fsync(fd) != 0) return errno;
-  return 0;
-}
-
-}  // namespace
-
-void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  std::string temp_name = (folder / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
-  const int fd = ::mkstemp(temp_name.data());
-  if (fd < 0) {
-    throw Error(path.string(), "cannot create a temporary file in " + folder.string() + ": " +
-                                   system_reason(errno));
-  }
-  int error_number = fill_and_sync(fd, content);
-  if (::close(fd) != 0 && error_number == 0) error_number = errno;
-  if (error_number != 0) {
-    ::unlink(temp_name.c_str());
-    throw Error(path.string(), "cannot write: " + system_reason(error_number));
-  }
-  if (std::rename(temp_name.c_str(), path.c_str()) != 0) {
-    error_number = errno;
-    ::unlink(temp_name.c_str());
-    throw Error(path.string(), "cannot replace the file: " + system_reason(error_number));
-  }
 }
 
 }  // namespace kvrank

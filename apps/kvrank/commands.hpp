@@ -1,0 +1,97 @@
+// The subcommands of the command line: their arguments as parsed by main.cpp, and one run_*
+// function each that calls the library and writes the result.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/families.hpp"
+#include "kvrank/synth.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace kvrank::cli {
+
+constexpr int kExitRegression = 1;
+
+// ---- options shared by analyze and inspect -----------------------------------------------------
+
+struct LayoutFlags {
+  std::string family;
+  std::optional<int> heads;
+  std::optional<int> kv_heads;
+  std::optional<int> head_dim;
+  std::string map_file;
+  std::string npy_dtype;
+  bool activations = false;
+
+  void add_to(CLI::App& command);
+  kvrank::LayoutOverrides overrides() const;
+  kvrank::OpenOptions open_options() const;
+};
+
+// ---- subcommands -------------------------------------------------------------------------------
+
+struct AnalyzeArgs {
+  std::vector<std::string> paths;
+  std::vector<std::string> labels;
+  std::string repr;
+  std::string layers;
+  std::string format = "table";
+  std::string output;
+  bool similarity = false;
+  bool with_baseline = false;
+  int threads = 0;
+  bool quiet = false;
+  LayoutFlags layout;
+};
+
+struct InspectArgs {
+  std::vector<std::string> paths;
+  std::string format = "text";
+  LayoutFlags layout;
+};
+
+struct CheckArgs {
+  std::string current;
+  std::string golden;
+  std::string metrics = "erank,erank_centered";
+  double abs_tol = 0.05;
+  std::optional<double> rel_tol;
+};
+
+struct PlotArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string metric = "erank";
+  std::string title;
+  std::optional<int> heatmap_layer;
+  std::string heatmap_model;
+};
+
+struct BaselineArgs {
+  int layers = 0;
+  int heads = 1;
+  std::string format = "json";
+  std::string output;
+};
+
+struct SynthArgs {
+  kvrank::SynthOptions options;
+  std::string redundancy = "0";
+  std::string output;
+};
+
+int run_analyze(const AnalyzeArgs& args);
+int run_inspect(const InspectArgs& args);
+/// 0 when the results match the golden file, kExitRegression otherwise.
+int run_check(const CheckArgs& args);
+int run_plot(const PlotArgs& args);
+int run_baseline(const BaselineArgs& args);
+int run_synth(SynthArgs args);
+
+}  // namespace kvrank::cli

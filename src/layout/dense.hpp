@@ -1,0 +1,96 @@
+// Private: the dense layouts behind families.cpp (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`
+// and NPY folders), one file per stage: tensor-name templates and the layouts as data
+// (dense_names.cpp), the head geometry (dense_geometry.cpp), the `--map` file (map_file.cpp) and
+// the canonical projections of one layer (dense_projections.cpp).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/families.hpp"
+
+namespace kvrank::dense {
+
+// ---- tensor-name templates (dense_names.cpp) ---------------------------------------------------
+
+constexpr std::string_view kLayerSlot = "{i}";
+
+std::string layer_name(const std::string& name_template, int layer);
+/// The layer indices present for a template: [first, last], or nullopt when no tensor matches.
+std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
+                                                   const std::string& name_template);
+
+// ---- dense layouts as data (dense_names.cpp) ---------------------------------------------------
+
+struct DenseSpec {
+  std::string family;
+  std::map<std::string, std::string> names;  // "q","k","v","o" or "qkv","o" → template
+  std::string qkv_order;                     // "stacked" | "grouped" when fused
+  bool in_out = false;                       // stored [in, out] (gpt2 Conv1D, map "in_out")
+  bool fused() const { return names.count("qkv") > 0; }
+};
+
+constexpr std::array<const char*, 7> kDenseFamilies{"llama",  "phi3", "gpt2", "gpt_neox",
+                                                    "falcon", "map",  "npy"};
+
+/// The dense layout of a checkpoint by its tensor names; `only` restricts to one family.
+std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint,
+                                    const std::optional<std::string>& only);
+
+// ---- head geometry (dense_geometry.cpp) --------------------------------------------------------
+
+struct Geometry {
+  std::optional<int> heads, kv_heads, head_dim, d_model, num_layers;
+  bool d_model_given = false;        // from config, map or flag rather than a tensor shape
+  std::vector<std::string> sources;  // where the numbers came from, for error messages
+
+  void add_source(const std::string& source) {
+    if (std::find(sources.begin(), sources.end(), source) == sources.end())
+      sources.push_back(source);
+  }
+  std::string source_text() const {
+    std::string text;
+    for (const auto& source : sources) text += (text.empty() ? "" : " and ") + source;
+    return text.empty() ? "tensor shapes" : text;
+  }
+};
+
+Geometry config_geometry(const Checkpoint& checkpoint, const std::string& family);
+void apply_overrides(const LayoutOverrides& overrides, Geometry& geometry);
+/// Fills what config, map and flags left open from the first layer's tensor shapes.
+void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int first_layer,
+                    Geometry& g);
+void check_geometry(const Checkpoint& checkpoint, const Geometry& g);
+
+// ---- the `--map` file (map_file.cpp) -----------------------------------------------------------
+
+void check_map_keys(const nlohmann::json& map, const std::string& file);
+DenseSpec read_map_spec(const nlohmann::json& map, const std::string& file);
+Geometry map_geometry(const nlohmann::json& map, const std::string& file, Geometry geometry);
+
+// ---- the canonical projections of one layer (dense_projections.cpp) ----------------------------
+
+struct Dims {
+  int heads, kv_heads;
+  Index head_dim, d_model;
+  std::string source;
+  bool in_out;
+  std::string qkv_order;
+};
+
+Dims dims_of(const ModelLayout& layout);
+/// Checks a role's tensor shape from its metadata only (detection time: nothing is read).
+void check_role_shape(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
+                      char role);
+HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                          Repr repr);
+
+}  // namespace kvrank::dense

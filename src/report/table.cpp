@@ -1,0 +1,85 @@
+// The terminal table of analysis results (report.hpp).
+#include <cstdio>
+#include <string>
+
+#include "kvrank/report.hpp"
+
+namespace kvrank {
+
+// ----------------------------------------------------------------------------------------------
+// Terminal table
+// ----------------------------------------------------------------------------------------------
+namespace {
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+// A bar of `width` cells for a fraction in [0, 1], with eighth-block resolution.
+std::string fraction_bar(double fraction, int width) {
+  static const char* const kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+  if (!std::isfinite(fraction)) fraction = 0;
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  const int eighths = static_cast<int>(std::lround(fraction * width * 8));
+  std::string bar;
+  for (int i = 0; i < eighths / 8; ++i) bar += "█";
+  bar += kEighths[eighths % 8];
+  const int used = eighths / 8 + (eighths % 8 ? 1 : 0);
+  bar.append(static_cast<std::size_t>(width - used), ' ');
+  return bar;
+}
+
+std::string join_ints(const std::vector<int>& values) {
+  std::string text;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) text += ',';
+    text += std::to_string(values[i]);
+  }
+  return text;
+}
+
+std::string model_heading(const ModelReport& model) {
+  std::string text = model.label + "  (" + model.family + ", " + model.variant;
+  if (model.lrkv_rank) text += " r=" + std::to_string(*model.lrkv_rank);
+  if (model.mla_kv_lora_rank) text += " kv_lora_rank=" + std::to_string(*model.mla_kv_lora_rank);
+  text += ")  heads " + std::to_string(model.heads) + "  kv_heads " +
+          std::to_string(model.kv_heads) + "  head_dim " + std::to_string(model.head_dim) +
+          "  repr " + model.repr + "\n";
+  return text;
+}
+
+std::string layer_row(const LayerMetrics& layer) {
+  char buffer[160];
+  std::snprintf(buffer, sizeof buffer, "%6d %9.3f %7.1f%% %9.3f %8.1f%% %9.3f %6d  ", layer.layer,
+                layer.erank, layer.erank_pct, layer.erank_centered, layer.erank_centered_pct,
+                layer.mean_similarity, layer.pcs_90);
+  std::string row = buffer + fraction_bar(layer.erank_pct / 100.0, 10);
+  if (!layer.zero_heads.empty()) row += "  zero heads: " + join_ints(layer.zero_heads);
+  return row + "\n";
+}
+
+std::string summary_row(const Summary& summary) {
+  return "  mean " + format("%9.3f", summary.erank_mean) + " " +
+         format("%7.1f%%", summary.erank_pct_mean) + " " +
+         format("%9.3f", summary.erank_centered_mean) + " " +
+         format("%8.1f%%", summary.erank_centered_pct_mean) + "\n";
+}
+
+}  // namespace
+
+std::string to_table(const std::vector<ModelReport>& models) {
+  std::string out;
+  for (std::size_t m = 0; m < models.size(); ++m) {
+    const ModelReport& model = models[m];
+    if (m) out += "\n";
+    out += model_heading(model);
+    out += " layer     erank  erank%   centred  centred%  mean sim  pcs90  erank/H\n";
+    for (const LayerMetrics& layer : model.layers) out += layer_row(layer);
+    out += summary_row(model.summary);
+  }
+  return out;
+}
+
+}  // namespace kvrank

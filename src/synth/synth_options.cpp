@@ -1,0 +1,187 @@
+// `kvrank synth` (synth.cpp): the options, resolved and validated into a Model.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "kvrank/error.hpp"
+#include "synth/synth_detail.hpp"
+
+namespace kvrank::synth_detail {
+namespace {
+
+// ---- options -----------------------------------------------------------------------------------
+
+const std::vector<std::string> kFamilies = {"llama", "gpt2",        "gpt_neox", "falcon",
+                                            "phi3",  "deepseek_v2", "lrkv"};
+const std::vector<std::string> kVariants = {"mha", "gqa", "mqa", "mla", "lrkv"};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+void check_extent(const char* flag, int value) {
+  if (value <= 0)
+    throw Error("", std::string(flag) + " " + std::to_string(value) + " must be positive");
+  if (value > kMaxExtent) {
+    throw Error("", std::string(flag) + " " + std::to_string(value) + " exceeds the limit " +
+                        std::to_string(kMaxExtent));
+  }
+}
+
+std::string format_number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+/// The variant the head counts imply, and whether an explicit --variant agrees with them.
+std::string resolve_attention_variant(const std::string& asked, int heads,
+                                      const std::optional<int>& kv_heads_option, int& kv_heads) {
+  if (!kv_heads_option) {
+    if (asked == "gqa") throw Error("", "--variant gqa needs --kv-heads");
+    if (asked == "mqa" && heads == 1) throw Error("", "--variant mqa needs --heads > 1 (found 1)");
+    kv_heads = asked == "mqa" ? 1 : heads;
+    return asked.empty() ? "mha" : asked;
+  }
+  kv_heads = *kv_heads_option;
+  check_extent("--kv-heads", kv_heads);
+  if (kv_heads > heads) {
+    throw Error("", "--kv-heads " + std::to_string(kv_heads) + " must not exceed --heads " +
+                        std::to_string(heads));
+  }
+  if (heads % kv_heads != 0) {
+    throw Error("", "--heads " + std::to_string(heads) + " is not a multiple of --kv-heads " +
+                        std::to_string(kv_heads));
+  }
+  const std::string implied = kv_heads == heads ? "mha" : kv_heads == 1 ? "mqa" : "gqa";
+  if (!asked.empty() && asked != implied) {
+    throw Error("", "--variant " + asked + " does not match --kv-heads " +
+                        std::to_string(kv_heads) + " with --heads " + std::to_string(heads) +
+                        " (that is " + implied + ")");
+  }
+  return implied;
+}
+
+/// Family and variant: which combinations exist (SPEC.md §2).
+void resolve_family_variant(const SynthOptions& options, Model& model) {
+  if (!contains(kFamilies, options.family)) {
+    throw Error("", "--family " + options.family + " is not one of " + join(kFamilies));
+  }
+  if (!options.variant.empty() && !contains(kVariants, options.variant)) {
+    throw Error("", "--variant " + options.variant + " is not one of " + join(kVariants));
+  }
+  model.family = options.family;
+  std::string asked = options.variant;
+  if (asked == "lrkv" && model.family == "llama") model.family = "lrkv";
+  if (asked == "mla" && model.family != "deepseek_v2") {
+    throw Error("", "--variant mla needs --family deepseek_v2 (found " + options.family + ")");
+  }
+  if (asked == "lrkv" && model.family != "lrkv") {
+    throw Error("", "--variant lrkv needs --family lrkv or llama (found " + options.family + ")");
+  }
+  const std::string own_variant = model.family == "lrkv"          ? "lrkv"
+                                  : model.family == "deepseek_v2" ? "mla"
+                                                                  : "";
+  if (!own_variant.empty()) {
+    if (!asked.empty() && asked != own_variant) {
+      throw Error("", "--family " + model.family + " supports only --variant " + own_variant +
+                          " (found " + asked + ")");
+    }
+    if (options.kv_heads && *options.kv_heads != options.heads) {
+      throw Error("", "--kv-heads " + std::to_string(*options.kv_heads) +
+                          " does not apply to --variant " + own_variant +
+                          " (every query head has its own key; leave it out or use --heads " +
+                          std::to_string(options.heads) + ")");
+    }
+    model.variant = own_variant;
+    model.kv_heads = options.heads;
+    return;
+  }
+  model.variant = resolve_attention_variant(asked, options.heads, options.kv_heads, model.kv_heads);
+  const bool mha_only = model.family == "gpt2" || model.family == "gpt_neox";
+  if (mha_only && model.variant != "mha") {
+    throw Error("", "--family " + model.family + " supports only --variant mha (found " +
+                        model.variant + ")");
+  }
+}
+
+void resolve_dtype(const std::string& name, Model& model) {
+  static const std::map<std::string, std::pair<DType, std::string>> kDTypes = {
+      {"f32", {DType::F32, "float32"}},
+      {"bf16", {DType::BF16, "bfloat16"}},
+      {"f16", {DType::F16, "float16"}}};
+  const auto found = kDTypes.find(name);
+  if (found == kDTypes.end()) throw Error("", "--dtype " + name + " is not one of f32, bf16, f16");
+  model.dtype = found->second.first;
+  model.torch_dtype = found->second.second;
+}
+
+void resolve_redundancy(const std::vector<double>& values, Model& model) {
+  if (values.size() != 1 && values.size() != static_cast<std::size_t>(model.layers)) {
+    throw Error("", "--redundancy has " + std::to_string(values.size()) +
+                        " values; expected 1 or one per layer (--layers " +
+                        std::to_string(model.layers) + ")");
+  }
+  for (double value : values) {
+    if (!(value >= 0.0 && value <= 1.0)) {
+      throw Error("", "--redundancy " + format_number(value) + " is outside [0, 1]");
+    }
+  }
+  model.redundancy = values.size() == 1
+                         ? std::vector<double>(static_cast<std::size_t>(model.layers), values[0])
+                         : values;
+}
+
+}  // namespace
+
+Model resolve(const SynthOptions& options) {
+  Model model;
+  check_extent("--layers", options.layers);
+  check_extent("--heads", options.heads);
+  check_extent("--head-dim", options.head_dim);
+  resolve_family_variant(options, model);
+  model.layers = options.layers;
+  model.heads = options.heads;
+  model.head_dim = options.head_dim;
+  model.d_model = options.d_model.value_or(options.heads * options.head_dim);
+  check_extent("--d-model", model.d_model);
+  const bool head_dim_implied = model.family == "gpt2" || model.family == "gpt_neox" ||
+                                model.family == "falcon" || model.family == "phi3";
+  if (head_dim_implied && model.d_model != model.heads * model.head_dim) {
+    throw Error("", "--d-model " + std::to_string(model.d_model) +
+                        " must equal --heads × --head-dim = " +
+                        std::to_string(model.heads * model.head_dim) + " for --family " +
+                        model.family + " (its configs have no head_dim)");
+  }
+  if (model.variant == "lrkv") {
+    check_extent("--rank", options.rank);
+    model.rank = options.rank;
+  }
+  if (model.variant == "mla") {
+    check_extent("--kv-lora-rank", options.kv_lora_rank);
+    model.kv_lora_rank = options.kv_lora_rank;
+    model.rope_dim = std::max(1, model.head_dim / 2);
+  }
+  resolve_dtype(options.dtype, model);
+  resolve_redundancy(options.redundancy, model);
+  if (options.shards < 1) {
+    throw Error("", "--shards " + std::to_string(options.shards) + " must be positive");
+  }
+  model.shards = options.shards;
+  model.seed = options.seed;
+  return model;
+}
+
+}  // namespace kvrank::synth_detail
