@@ -27,8 +27,8 @@
 #include <system_error>
 
 #include "io/safetensors_writer.hpp"
-#include "kvrank/error.hpp"
 #include "kvrank/atomic_file.hpp"
+#include "kvrank/error.hpp"
 #include "synth/synth_detail.hpp"
 
 namespace kvrank {
