@@ -115,35 +115,37 @@ void add_layers(ModelEntry& entry, const std::vector<LayerMetrics>& layers,
   }
 }
 
-std::vector<int> all_layers(int count) {
-  std::vector<int> layers;
-  for (int layer = 0; layer < count; ++layer) layers.push_back(layer);
-  return layers;
+std::string layer_count(const ModelReport& model) {
+  const std::string count = std::to_string(model.num_layers) + " layers";
+  return model.num_layers > 0 ? count + " (0-" + std::to_string(model.num_layers - 1) + ")" : count;
 }
 
-std::string range_of(int num_layers) {
-  return num_layers > 0 ? " (0-" + std::to_string(num_layers - 1) + ")" : "";
+/// The layers one analyze run would have analysed: all, or the --layers selection.
+std::vector<int> expected_layers(const ModelReport& model, const MergeOptions& options) {
+  if (!options.layers) {
+    std::vector<int> layers;
+    for (int layer = 0; layer < model.num_layers; ++layer) layers.push_back(layer);
+    return layers;
+  }
+  for (int layer : *options.layers)
+    if (layer >= model.num_layers)
+      throw Error("", "--layers: layer " + std::to_string(layer) + " out of range (" +
+                          model_name(model) + " has " + layer_count(model) + ")");
+  return *options.layers;
 }
 
 /// The parts must hold exactly the layers one analyze run would have analysed.
 void require_expected_layers(const ModelEntry& entry, const MergeOptions& options) {
   const ModelReport& model = entry.report;
   const std::string name = model_name(model);
-  const std::string layer_count =
-      std::to_string(model.num_layers) + " layers" + range_of(model.num_layers);
-  if (options.layers)
-    for (int layer : *options.layers)
-      if (layer >= model.num_layers)
-        throw Error("", "--layers: layer " + std::to_string(layer) + " out of range (" + name +
-                            " has " + layer_count + ")");
-  const std::vector<int> expected = options.layers ? *options.layers : all_layers(model.num_layers);
+  const std::vector<int> expected = expected_layers(model, options);
   std::vector<int> held;
   for (const auto& [layer, file] : entry.layer_files) {
     if (!std::binary_search(expected.begin(), expected.end(), layer))
-      throw Error(file,
-                  name + ": layer " + std::to_string(layer) +
-                      (options.layers ? " is not in --layers " + format_layer_list(expected)
-                                      : " is out of range (the model has " + layer_count + ")"));
+      throw Error(file, name + ": layer " + std::to_string(layer) +
+                            (options.layers
+                                 ? " is not in --layers " + format_layer_list(expected)
+                                 : " is out of range (the model has " + layer_count(model) + ")"));
     held.push_back(layer);
   }
   std::vector<int> missing;
@@ -183,6 +185,57 @@ class BaselineSlot {
   std::string file_;
 };
 
+/// Collects the models of the parts, in order of first appearance.
+class Merger {
+ public:
+  void add(const ResultPart& part) {
+    std::vector<ModelReport> models = reports_from_json(part.document, part.file);
+    const json& models_json = part.document.at("models");
+    for (std::size_t m = 0; m < models.size(); ++m) {
+      const std::string where = "models[" + std::to_string(m) + "]";
+      const json& layers_json = models_json[m].at("layers");
+      for (std::size_t l = 0; l < layers_json.size(); ++l)
+        similarity_.check(layers_json[l], part.file, where + ".layers[" + std::to_string(l) + "]");
+      if (BaselineSlot::is_baseline(models[m]))
+        baseline_.offer(std::move(models[m]), models_json[m], part.file);
+      else
+        add_model(std::move(models[m]), models_json[m], part.file);
+    }
+  }
+
+  json result(const MergeOptions& options) {
+    std::vector<ModelReport> merged;
+    for (ModelEntry& entry : entries_) {
+      require_expected_layers(entry, options);
+      std::sort(entry.report.layers.begin(), entry.report.layers.end(),
+                [](const LayerMetrics& a, const LayerMetrics& b) { return a.layer < b.layer; });
+      entry.report.summary = summarize(entry.report.layers);
+      merged.push_back(std::move(entry.report));
+    }
+    baseline_.append_to(merged);
+    return to_json(merged, {.include_similarity = similarity_.present()});
+  }
+
+ private:
+  void add_model(ModelReport model, const json& model_json, const std::string& file) {
+    const auto [found, is_new] =
+        entry_of_.emplace(std::make_pair(model.label, model.repr), entries_.size());
+    if (!is_new) {
+      require_same_model(entries_[found->second], description_of(model_json), file);
+      add_layers(entries_[found->second], model.layers, file);
+      return;
+    }
+    const std::vector<LayerMetrics> layers = std::exchange(model.layers, {});
+    entries_.push_back({std::move(model), description_of(model_json), file, {}});
+    add_layers(entries_.back(), layers, file);
+  }
+
+  std::vector<ModelEntry> entries_;                                      // first appearance
+  std::map<std::pair<std::string, std::string>, std::size_t> entry_of_;  // (label, repr)
+  SimilarityPresence similarity_;
+  BaselineSlot baseline_;
+};
+
 }  // namespace
 
 std::string format_layer_list(const std::vector<int>& layers) {
@@ -200,48 +253,12 @@ std::string format_layer_list(const std::vector<int>& layers) {
 
 json merge_results(const std::vector<ResultPart>& parts, const MergeOptions& options) {
   if (parts.empty()) throw Error("", "merge: no result files given");
-  std::vector<ModelEntry> entries;  // in order of first appearance
-  std::map<std::pair<std::string, std::string>, std::size_t> entry_of;  // (label, repr) → entry
-  SimilarityPresence similarity;
-  BaselineSlot baseline;
-
+  Merger merger;
   for (const ResultPart& part : parts) {
-    std::vector<ModelReport> models = reports_from_json(part.document, part.file);
     require_same_tool(part, parts.front());
-    const json& models_json = part.document.at("models");
-    for (std::size_t m = 0; m < models.size(); ++m) {
-      const std::string where = "models[" + std::to_string(m) + "]";
-      const json& layers_json = models_json[m].at("layers");
-      for (std::size_t l = 0; l < layers_json.size(); ++l)
-        similarity.check(layers_json[l], part.file, where + ".layers[" + std::to_string(l) + "]");
-      if (BaselineSlot::is_baseline(models[m])) {
-        baseline.offer(std::move(models[m]), models_json[m], part.file);
-        continue;
-      }
-      const auto key = std::make_pair(models[m].label, models[m].repr);
-      const auto [found, is_new] = entry_of.emplace(key, entries.size());
-      if (is_new) {
-        const std::vector<LayerMetrics> layers = std::exchange(models[m].layers, {});
-        entries.push_back({std::move(models[m]), description_of(models_json[m]), part.file, {}});
-        add_layers(entries.back(), layers, part.file);
-        continue;
-      }
-      ModelEntry& entry = entries[found->second];
-      require_same_model(entry, description_of(models_json[m]), part.file);
-      add_layers(entry, models[m].layers, part.file);
-    }
+    merger.add(part);
   }
-
-  std::vector<ModelReport> merged;
-  for (ModelEntry& entry : entries) {
-    require_expected_layers(entry, options);
-    std::sort(entry.report.layers.begin(), entry.report.layers.end(),
-              [](const LayerMetrics& a, const LayerMetrics& b) { return a.layer < b.layer; });
-    entry.report.summary = summarize(entry.report.layers);
-    merged.push_back(std::move(entry.report));
-  }
-  baseline.append_to(merged);
-  json document = to_json(merged, {.include_similarity = similarity.present()});
+  json document = merger.result(options);
   // The parts' version, not this binary's: the numbers are theirs (all parts share it).
   document["tool"] = tool_of(parts.front());
   return document;
