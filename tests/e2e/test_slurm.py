@@ -20,8 +20,6 @@ import time
 
 KVRANK = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.abspath("build/kvrank")
 SUBMIT = os.path.abspath("scripts/slurm/submit.sh")
-TINY = sorted(os.path.join("data", "tiny", name) for name in os.listdir(os.path.join("data", "tiny"))
-              if os.path.isdir(os.path.join("data", "tiny", name)))
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel")
 SKIP = 77
 NODE = "kvrank-node"
@@ -221,10 +219,18 @@ def submit_and_merge(cluster, work, *args):
         return merged.read()
 
 
+def demo_models():
+    """data/tiny/*: the demo checkpoints (folders), sorted by name."""
+    folder = os.path.join("data", "tiny")
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder)
+                  if os.path.isdir(os.path.join(folder, name)))
+
+
 def run_tests(tmp):
-    assert len(TINY) >= 2, f"expected the demo models in data/tiny, found {TINY}"
-    per_checkpoint_expected = analyze_single(*TINY)
-    sharded = {TINY[0]: "first, r=1", TINY[1]: "second model"}  # labels given in a --list
+    tiny = demo_models()
+    assert len(tiny) >= 2, f"expected the demo models in data/tiny, found {tiny}"
+    per_checkpoint_expected = analyze_single(*tiny)
+    sharded = {tiny[0]: "first, r=1", tiny[1]: "second model"}  # labels given in a --list
     sharded_args = ["--repr", "qk,k", "--layers", "0-2"]
     labels = [arg for label in sharded.values() for arg in ("--label", label)]
     sharded_expected = analyze_single(*sharded, *labels, *sharded_args)
@@ -233,9 +239,9 @@ def run_tests(tmp):
         out.writelines(f"{path}\t{label}\n" for path, label in sharded.items())
     with Cluster(os.path.join(tmp, "cluster")) as cluster:
         # One task per checkpoint.
-        merged = submit_and_merge(cluster, os.path.join(tmp, "per-checkpoint"), *TINY)
+        merged = submit_and_merge(cluster, os.path.join(tmp, "per-checkpoint"), *tiny)
         assert merged == per_checkpoint_expected, "merged JSON differs from a single analyze"
-        print(f"ok: {len(TINY)} checkpoints, one array task each, merged == single analyze")
+        print(f"ok: {len(tiny)} checkpoints, one array task each, merged == single analyze")
         # Layer shards: 3 layers in 2 shards per checkpoint, two representations.
         merged = submit_and_merge(cluster, os.path.join(tmp, "sharded"), "--shards", "2",
                                   "--list", sharded_list, "--", *sharded_args)
