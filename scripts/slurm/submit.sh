@@ -71,13 +71,29 @@ for ((i = 0; i < ${#analyze_args[@]}; ++i)); do
 done
 
 jobs_env=ALL,KVRANK=$kvrank,KVRANK_SHARDS=$shards
-array_job=$(sbatch --parsable --array="0-$((tasks - 1))${max_running:+%$max_running}" \
-  --chdir="$PWD" --export="$jobs_env" --output="$work/logs/task-%A_%a.log" \
-  "$here/kvrank-array.sbatch" "$work/checkpoints.txt" "$work/parts" "${analyze_args[@]}")
+array=(--chdir="$PWD" --export="$jobs_env" --output="$work/logs/task-%A_%a.log"
+       "$here/kvrank-array.sbatch" "$work/checkpoints.txt" "$work/parts" "${analyze_args[@]}")
+merge=(--chdir="$PWD" --export="$jobs_env" --output="$work/logs/merge-%j.log"
+       "$here/kvrank-merge.sbatch" "$work/parts" "$tasks" "$output" "${merge_args[@]}")
+
+# When a task fails, the merge job never starts: these resubmit failed tasks, then the merge.
+{
+  echo '#!/usr/bin/env bash'
+  echo '# Resubmits tasks of this run: rerun-tasks.sh 3,7-9 (task ids as in logs/task-JOB_ID.log)'
+  echo 'set -euo pipefail'
+  echo "exec sbatch --parsable --array=\"\${1:?which tasks, e.g. 3,7-9}\" $(printf '%q ' "${array[@]}")"
+} > "$work/rerun-tasks.sh"
+{
+  echo '#!/usr/bin/env bash'
+  echo '# Submits the merge again: merge.sh [JOB_ID] (starts when job JOB_ID succeeded, else now)'
+  echo 'set -euo pipefail'
+  echo "exec sbatch --parsable \${1:+--dependency=afterok:\$1} $(printf '%q ' "${merge[@]}")"
+} > "$work/merge.sh"
+chmod +x "$work/rerun-tasks.sh" "$work/merge.sh"
+
+array_job=$(sbatch --parsable --array="0-$((tasks - 1))${max_running:+%$max_running}" "${array[@]}")
 array_job=${array_job%%;*}  # "id;cluster" on multi-cluster setups
-merge_job=$(sbatch --parsable --dependency="afterok:$array_job" \
-  --chdir="$PWD" --export="$jobs_env" --output="$work/logs/merge-%j.log" \
-  "$here/kvrank-merge.sbatch" "$work/parts" "$tasks" "$output" "${merge_args[@]}")
+merge_job=$(sbatch --parsable --dependency="afterok:$array_job" "${merge[@]}")
 merge_job=${merge_job%%;*}
 echo "submit.sh: array job $array_job ($tasks tasks), merge job $merge_job -> $output (logs in $work/logs)" >&2
 echo "$array_job $merge_job"

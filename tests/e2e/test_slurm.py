@@ -4,7 +4,8 @@ Usage: python3 tests/e2e/test_slurm.py path/to/kvrank   (run from the repository
 
 Starts munged, slurmctld and slurmd (Debian's slurm-wlm + munge, installed by scripts/setup.sh) with
 a generated key and slurm.conf in a temporary folder, on free ports of 127.0.0.1; submits
-scripts/slurm/submit.sh over data/tiny/* (once one task per checkpoint, once in layer shards);
+scripts/slurm/submit.sh over data/tiny/* (once one task per checkpoint, once in layer shards,
+once with a task that fails and is rerun with the work folder's rerun-tasks.sh and merge.sh);
 waits for the merge jobs; and asserts each merged JSON equals a single-process `kvrank analyze`
 of the same inputs byte for byte. Every daemon is stopped and the folder removed, also on failure.
 Exit 77 (ctest SKIP) only when not root or the Slurm/munge programs are not installed.
@@ -193,30 +194,66 @@ def analyze_single(*args):
     return result.stdout
 
 
-def submit_and_merge(cluster, work, *args):
-    """submit.sh … → the merged file's bytes, after the array and merge jobs completed."""
-    output = os.path.join(work, "all.json")
-    result = subprocess.run([SUBMIT, "--work", work, "-o", output, *args],
-                            env=dict(cluster.env, KVRANK=KVRANK), capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    array_job, merge_job = result.stdout.split()
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        state, reason = cluster.job_state(merge_job)
-        if state in TERMINAL_STATES or reason == "DependencyNeverSatisfied":
-            break
-        if time.monotonic() > deadline:
-            raise AssertionError(f"merge job {merge_job} still {state} ({reason}) after "
-                                 f"{TIMEOUT_S} s\n" + cluster.logs())
-        time.sleep(0.3)
+def run_script(cluster, *command):
+    result = subprocess.run(command, env=dict(cluster.env, KVRANK=KVRANK), capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, f"{command}: {result.stderr}"
+    return result.stdout.split()
+
+
+def job_logs(work):
     logs = ""
     for name in sorted(os.listdir(os.path.join(work, "logs"))):
         with open(os.path.join(work, "logs", name), errors="replace") as log:
             logs += f"--- {name}\n{log.read()}"
-    assert state == "COMPLETED", f"merge job {merge_job}: {state} ({reason})\n{logs}"
-    with open(output, "rb") as merged:
+    return logs
+
+
+def wait_for_job(cluster, job):
+    """(state, reason) once `job` ended or can never start; fails after TIMEOUT_S."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        state, reason = cluster.job_state(job)
+        if state in TERMINAL_STATES or reason == "DependencyNeverSatisfied":
+            return state, reason
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job} still {state} ({reason}) after {TIMEOUT_S} s\n" +
+                                 cluster.logs())
+        time.sleep(0.3)
+
+
+def merged_bytes(cluster, work, merge_job):
+    state, reason = wait_for_job(cluster, merge_job)
+    assert state == "COMPLETED", f"merge job {merge_job}: {state} ({reason})\n{job_logs(work)}"
+    with open(os.path.join(work, "all.json"), "rb") as merged:
         return merged.read()
+
+
+def submit(cluster, work, *args):
+    """submit.sh … → (array job, merge job)."""
+    return run_script(cluster, SUBMIT, "--work", work, "-o", os.path.join(work, "all.json"),
+                      *args)
+
+
+def submit_and_merge(cluster, work, *args):
+    """submit.sh … → the merged file's bytes, after the array and merge jobs completed."""
+    _, merge_job = submit(cluster, work, *args)
+    return merged_bytes(cluster, work, merge_job)
+
+
+def rerun_failed_task(cluster, tmp, checkpoint):
+    """A task fails (its checkpoint is not there yet): the merge never starts. Once the checkpoint
+    is in place, rerun-tasks.sh and merge.sh from the work folder finish the run."""
+    late = os.path.join(tmp, "late", os.path.basename(checkpoint) + "-late")  # its own label
+    work = os.path.join(tmp, "rerun")
+    _, merge_job = submit(cluster, work, checkpoint, late)
+    assert wait_for_job(cluster, merge_job) == ("PENDING", "DependencyNeverSatisfied"), \
+        job_logs(work)
+    cluster.slurm("scancel", merge_job)
+    shutil.copytree(checkpoint, late)
+    [rerun_job] = run_script(cluster, os.path.join(work, "rerun-tasks.sh"), "1")
+    [merge_job] = run_script(cluster, os.path.join(work, "merge.sh"), rerun_job)
+    return merged_bytes(cluster, work, merge_job), analyze_single(checkpoint, late)
 
 
 def demo_models():
@@ -247,6 +284,9 @@ def run_tests(tmp):
                                   "--list", sharded_list, "--", *sharded_args)
         assert merged == sharded_expected, "merged sharded JSON differs from a single analyze"
         print(f"ok: {len(sharded)} checkpoints x 2 layer shards, merged == single analyze")
+        merged, expected = rerun_failed_task(cluster, tmp, tiny[2])
+        assert merged == expected, "merged JSON after a rerun differs from a single analyze"
+        print("ok: a failed task rerun with rerun-tasks.sh, merge.sh: merged == single analyze")
 
 
 def main():

@@ -95,7 +95,7 @@ TEST_CASE("merge: the summary is the mean over all merged layers", "[merge]") {
   CHECK(summary["erank_centered_pct_mean"].get<double>() == centered_pct_sum / 4);
 }
 
-TEST_CASE("merge: models in the order they first appear; reprs are separate models", "[merge]") {
+TEST_CASE("merge: models in the order they first appear, each repr a model of its own", "[merge]") {
   const ModelReport b_k = make_model("B", {0, 1}, 2, "k");
   const ModelReport b_v = make_model("B", {0, 1}, 2, "v");
   const json single = to_json({make_model("C", {0, 1}, 2), b_k, b_v, make_model("A", {0, 1}, 2)});
