@@ -160,6 +160,8 @@ LayerShard parse_layer_shard(std::string_view text) {
 }
 
 std::vector<int> shard_layers(const std::vector<int>& layers, LayerShard shard) {
+  if (shard.index < 0 || shard.index >= shard.count)
+    bad_layer_shard(std::to_string(shard.index) + "/" + std::to_string(shard.count));
   const std::size_t count = static_cast<std::size_t>(shard.count);
   const std::size_t index = static_cast<std::size_t>(shard.index);
   const std::size_t base = layers.size() / count;

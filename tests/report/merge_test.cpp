@@ -288,6 +288,12 @@ TEST_CASE("shard_layers: N shards cover every layer once, in order, sizes within
   }
   CHECK(shard_layers({0, 1, 2, 3, 4}, {0, 2}) == std::vector<int>{0, 1, 2});
   CHECK(shard_layers({0, 1, 2, 3, 4}, {1, 2}) == std::vector<int>{3, 4});
+  CHECK(error_message([] {
+          shard_layers({0, 1}, {0, 0});
+        }) == "--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"0/0\"");
+  CHECK(error_message([] {
+          shard_layers({0, 1}, {-1, 2});
+        }) == "--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"-1/2\"");
 }
 
 TEST_CASE("parse_layer_shard: I/N with 0 <= I < N", "[merge][analysis]") {
