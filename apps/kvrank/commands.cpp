@@ -12,6 +12,7 @@
 #include "kvrank/check.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/inspect.hpp"
+#include "kvrank/merge.hpp"
 #include "kvrank/report.hpp"
 #include "kvrank/svg.hpp"
 #include "terminal.hpp"
@@ -95,11 +96,13 @@ void warn_about_zero_heads(const kvrank::ModelReport& model) {
   }
 }
 
+/// A result document as analyze and merge write it (merge's output must match byte for byte).
+std::string json_text(const nlohmann::json& document) { return document.dump(2) + "\n"; }
+
 std::string format_reports(const std::vector<kvrank::ModelReport>& models,
                            const AnalyzeArgs& args) {
-  if (args.format == "json") {
-    return to_json(models, {.include_similarity = args.similarity}).dump(2) + "\n";
-  }
+  if (args.format == "json")
+    return json_text(to_json(models, {.include_similarity = args.similarity}));
   if (args.format == "csv") return kvrank::to_csv(models);
   return kvrank::to_table(models);
 }
@@ -115,6 +118,7 @@ int run_analyze(const AnalyzeArgs& args) {
   kvrank::AnalyzeOptions options;
   for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
   if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
+  if (!args.layer_shard.empty()) options.shard = kvrank::parse_layer_shard(args.layer_shard);
   options.layout = args.layout.overrides();
   options.open = args.layout.open_options();
   options.note = [](const std::string& message) { spdlog::info("{}", message); };
@@ -225,6 +229,15 @@ int run_plot(const PlotArgs& args) {
   }
   write_figure(kvrank::plot_curves_svg(panels, {.metric = args.metric, .title = args.title}),
                args.output);
+  return 0;
+}
+
+int run_merge(const MergeArgs& args) {
+  std::vector<kvrank::ResultPart> parts;
+  for (const auto& path : args.parts) parts.push_back({path, kvrank::read_json_object(path)});
+  kvrank::MergeOptions options;
+  if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
+  emit(json_text(kvrank::merge_results(parts, options)), args.output);
   return 0;
 }
 

@@ -41,6 +41,7 @@ struct AnalyzeArgs {
   std::vector<std::string> labels;
   std::string repr;
   std::string layers;
+  std::string layer_shard;
   std::string format = "table";
   std::string output;
   bool similarity = false;
@@ -73,6 +74,12 @@ struct PlotArgs {
   std::string heatmap_model;
 };
 
+struct MergeArgs {
+  std::vector<std::string> parts;
+  std::string output;
+  std::string layers;
+};
+
 struct BaselineArgs {
   int layers = 0;
   int heads = 1;
@@ -91,6 +98,7 @@ int run_inspect(const InspectArgs& args);
 /// 0 when the results match the golden file, kExitRegression otherwise.
 int run_check(const CheckArgs& args);
 int run_plot(const PlotArgs& args);
+int run_merge(const MergeArgs& args);
 int run_baseline(const BaselineArgs& args);
 int run_synth(SynthArgs args);
 

@@ -29,6 +29,8 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   command->add_option("--label", args.labels, "Label of each model, in order (default: its name)");
   command->add_option("--repr", args.repr, "Head representation(s): qk, ov, k, v (comma list)");
   command->add_option("--layers", args.layers, "Layers to analyse, e.g. 0-11,20");
+  command->add_option("--layer-shard", args.layer_shard,
+                      "Only slice I (0-based) of N of those layers, e.g. 2/8 (see merge)");
   command->add_option("--format", args.format, "Output format")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   command->add_option("-o,--output", args.output, "Write to FILE (atomically) instead of stdout");
@@ -75,6 +77,16 @@ CLI::App* add_plot(CLI::App& app, PlotArgs& args) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--model", args.heatmap_model,
                       "Model label for --heatmap (default: the first)");
+  return command;
+}
+
+CLI::App* add_merge(CLI::App& app, MergeArgs& args) {
+  auto* command = app.add_subcommand(
+      "merge", "Join result files of parts of one run (array tasks, layer shards) into one");
+  command->add_option("parts", args.parts, "Result JSON files, in task order")->required();
+  command->add_option("-o,--output", args.output, "Write to FILE (atomically) instead of stdout");
+  command->add_option("--layers", args.layers,
+                      "The --layers the parts were cut from (default: every layer)");
   return command;
 }
 
@@ -139,12 +151,14 @@ int main(int argc, char** argv) {
   InspectArgs inspect;
   CheckArgs check;
   PlotArgs plot;
+  MergeArgs merge;
   BaselineArgs baseline;
   SynthArgs synth;
   auto* analyze_command = add_analyze(app, analyze);
   auto* inspect_command = add_inspect(app, inspect);
   auto* check_command = add_check(app, check);
   auto* plot_command = add_plot(app, plot);
+  auto* merge_command = add_merge(app, merge);
   auto* baseline_command = add_baseline(app, baseline);
   auto* synth_command = add_synth(app, synth);
 
@@ -156,6 +170,7 @@ int main(int argc, char** argv) {
     if (inspect_command->parsed()) return run_inspect(inspect);
     if (check_command->parsed()) return run_check(check);
     if (plot_command->parsed()) return run_plot(plot);
+    if (merge_command->parsed()) return run_merge(merge);
     if (baseline_command->parsed()) return run_baseline(baseline);
     if (synth_command->parsed()) return run_synth(synth);
     return kExitInternal;

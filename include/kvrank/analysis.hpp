@@ -44,9 +44,23 @@ Summary summarize(const std::vector<LayerMetrics>& layers);
 /// Parses "0-11,20" into sorted unique layer indices; throws kvrank::Error on bad syntax.
 std::vector<int> parse_layer_list(std::string_view text);
 
+/// `--layer-shard I/N`: the I-th (0-based) of N contiguous, near-equal slices of the selected
+/// layers, so that N jobs together analyse each layer once. Slices may be empty (N > layers).
+struct LayerShard {
+  int index = 0;
+  int count = 1;
+};
+
+/// Parses "I/N" (0 ≤ I < N); throws kvrank::Error on bad syntax.
+LayerShard parse_layer_shard(std::string_view text);
+
+/// The layers of `shard`: the first (size % N) slices hold one layer more than the others.
+std::vector<int> shard_layers(const std::vector<int>& layers, LayerShard shard);
+
 struct AnalyzeOptions {
   std::vector<Repr> reprs;                 ///< empty: qk (or k,v for K/V-only inputs)
   std::optional<std::vector<int>> layers;  ///< empty: all; an index ≥ num_layers is an error
+  std::optional<LayerShard> shard;         ///< applied to the selected layers
   LayoutOverrides layout;
   OpenOptions open;
   /// Called after each layer: (layer position, layer count). May be empty.

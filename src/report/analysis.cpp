@@ -44,7 +44,7 @@ std::vector<Repr> choose_reprs(const ModelLayout& layout, const std::filesystem:
   return {Repr::k, Repr::v};
 }
 
-std::vector<int> choose_layers(const ModelLayout& layout, const std::filesystem::path& path,
+std::vector<int> select_layers(const ModelLayout& layout, const std::filesystem::path& path,
                                const AnalyzeOptions& options) {
   std::vector<int> layers;
   if (!options.layers) {
@@ -60,6 +60,25 @@ std::vector<int> choose_layers(const ModelLayout& layout, const std::filesystem:
     layers.push_back(layer);
   }
   return layers;
+}
+
+std::vector<int> choose_layers(const ModelLayout& layout, const std::filesystem::path& path,
+                               const AnalyzeOptions& options) {
+  std::vector<int> layers = select_layers(layout, path, options);
+  return options.shard ? shard_layers(layers, *options.shard) : layers;
+}
+
+[[noreturn]] void bad_layer_shard(std::string_view text) {
+  throw Error("", "--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"" +
+                      std::string(text) + "\"");
+}
+
+int parse_shard_number(std::string_view text, std::string_view whole) {
+  int value = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
+    bad_layer_shard(whole);
+  return value;
 }
 
 ModelReport empty_report(const std::filesystem::path& path, const std::string& label,
@@ -129,6 +148,28 @@ std::vector<int> parse_layer_list(std::string_view text) {
     start = comma + 1;
   }
   return {layers.begin(), layers.end()};
+}
+
+LayerShard parse_layer_shard(std::string_view text) {
+  const std::size_t slash = text.find('/');
+  if (slash == std::string_view::npos) bad_layer_shard(text);
+  const LayerShard shard{parse_shard_number(text.substr(0, slash), text),
+                         parse_shard_number(text.substr(slash + 1), text)};
+  if (shard.index >= shard.count) bad_layer_shard(text);
+  return shard;
+}
+
+std::vector<int> shard_layers(const std::vector<int>& layers, LayerShard shard) {
+  if (shard.index < 0 || shard.index >= shard.count)
+    bad_layer_shard(std::to_string(shard.index) + "/" + std::to_string(shard.count));
+  const std::size_t count = static_cast<std::size_t>(shard.count);
+  const std::size_t index = static_cast<std::size_t>(shard.index);
+  const std::size_t base = layers.size() / count;
+  const std::size_t larger = layers.size() % count;  // the first `larger` shards get one more
+  const std::size_t begin = index * base + std::min(index, larger);
+  const std::size_t size = base + (index < larger ? 1 : 0);
+  return {layers.begin() + static_cast<std::ptrdiff_t>(begin),
+          layers.begin() + static_cast<std::ptrdiff_t>(begin + size)};
 }
 
 std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
