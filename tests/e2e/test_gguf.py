@@ -8,7 +8,7 @@ For every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and representation
      writer in numpy, un-permuted) to 1e-6 — checks the reader, the dequantizers and that the
      permutation leaves the metric unchanged;
   2. faithful: kvrank on x.gguf ≈ kvrank on the original safetensors, within a tolerance that
-     scales with the type's quantization error (see TOLERANCE).
+     scales with the type's quantization error (see tolerance()).
 Plus: inspect lists GGUF types and names; malformed GGUF files exit 2 with one line on stderr.
 
 Run from the repository root: python3 tests/e2e/test_gguf.py path/to/kvrank
@@ -20,6 +20,8 @@ import sys
 import tempfile
 import unittest
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import reference  # noqa: E402
 import write_family_checkpoints as family_writer  # noqa: E402
@@ -29,17 +31,22 @@ KVRANK = None
 
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"]
 REPRS = ["qk", "ov", "k", "v"]
-# |kvrank(GGUF) - kvrank(original)| allowed for erank / erank_centered (heads = 8). A weight's
-# relative quantization error ε (rms, measured on these Gaussian weights: F16 2e-4, BF16 1.7e-3,
-# Q8_0 5.5e-3, Q6_K 2e-2, Q5_K 3.9e-2, Q4_K 7.9e-2, Q4_0 8.7e-2) perturbs each cosine S_ij by
-# about 2ε·(1 - S_ij²)^{1/2} ≤ 2ε; Weyl bounds the eigenvalue shifts by H·max|ΔS| and erank moves
-# by at most about that much again. The tolerances are 2·H·ε rounded up: loose enough for any seed,
-# tight enough that reading the wrong block layout (errors of order 1) fails by far.
-TOLERANCE = {"F32": 1e-6, "F16": 0.005, "BF16": 0.03, "Q8_0": 0.1, "Q6_K": 0.35, "Q5_K": 0.65,
-             "Q4_K": 1.3, "Q4_0": 1.4}
+# |kvrank(GGUF) - kvrank(original)| allowed for erank / erank_centered: H·(4ε² + ε/√d_h), with ε
+# the largest relative (Frobenius) error of a stored weight, measured on the writer's own
+# dequantized weights (F16 2e-4, BF16 1.7e-3, Q8_0 5.5e-3, Q6_K 2e-2, Q5_K 3.9e-2, Q4_K 7.9e-2, Q4_0
+# 8.7e-2 for these Gaussian weights). Independent errors in Q and K inflate every ‖A_h‖² by about
+# 2ε², so cosines of near-parallel heads shrink by ~4ε² (second order: dominant for the 4-bit
+# types); to first order the error's component along another head's form averages over the
+# d·d_h independent entries, ≲ ε/√d_h per cosine. erank moves by at most about H times the largest
+# change of S (Weyl). Measured deviations are 5-25x below this; reading a block layout wrong gives
+# errors of order 1 (and fails the exact test by far).
+def tolerance(epsilon, heads=8, head_dim=32):
+    return heads * (4 * epsilon**2 + epsilon / head_dim**0.5)
+
+
 EXACT = 1e-6  # relative, for kvrank vs the numpy reference on the same (dequantized) weights
 GEOMETRY = dict(family="llama", variant="gqa", heads=8, kv_heads=2, head_dim=32, d_model=256,
-                num_layers=3)
+                num_layers=2)
 
 
 def run(args):
@@ -47,9 +54,20 @@ def run(args):
 
 
 def analyze(path, repr_name):
-    result = run(["analyze", path, "--repr", repr_name, "--format", "json"])
+    return analyze_all(path, [repr_name])[repr_name]
+
+
+def analyze_all(path, reprs=REPRS):
+    """repr → the model's JSON (one kvrank run: --repr takes a list)."""
+    result = run(["analyze", path, "--repr", ",".join(reprs), "--format", "json"])
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)["models"][0]
+    return {model["repr"]: model for model in json.loads(result.stdout)["models"]}
+
+
+def relative_error(held, original):
+    """Largest ‖held - original‖_F / ‖original‖_F over the attention weights."""
+    a, b = reference.load_llama(held)[1], reference.load_llama(original)[1]
+    return max(float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(b[k])) for k in a)
 
 
 def close(a, b, tolerance):
@@ -62,48 +80,53 @@ class GgufTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.dir = cls.tmp.name
         cls.src = os.path.join(cls.dir, "src")
-        family_writer.write_family("llama", cls.src, os.path.join(cls.dir, "ref"), layers=3,
+        family_writer.write_family("llama", cls.src, os.path.join(cls.dir, "ref"), layers=2,
                                    heads=8, kv_heads=2, head_dim=32, d_model=256)
-        cls.original = {r: analyze(cls.src, r) for r in REPRS}
-        cls.gguf, cls.held = {}, {}
+        cls.original = analyze_all(cls.src)
+        cls.gguf, cls.held, cls.results = {}, {}, {}
         for type_name in TYPES:
             cls.gguf[type_name] = os.path.join(cls.dir, f"m-{type_name}.gguf")
             cls.held[type_name] = os.path.join(cls.dir, f"held-{type_name}")
             write_gguf.convert(cls.src, cls.gguf[type_name], type_name,
                                dequantized=cls.held[type_name], vocabulary_size=500)
+            cls.results[type_name] = analyze_all(cls.gguf[type_name])
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
     def test_geometry_from_metadata(self):
-        model = analyze(self.gguf["Q4_K"], "qk")
+        model = self.results["Q4_K"]["qk"]
         for key, value in GEOMETRY.items():
             self.assertEqual(model[key], value, key)
 
     def test_exact_against_reference_on_the_held_weights(self):
-        for type_name in TYPES:
-            for repr_name in REPRS:
-                with self.subTest(type=type_name, repr=repr_name):
-                    got = analyze(self.gguf[type_name], repr_name)["layers"]
-                    want = reference.cmd_llama(self.held[type_name], repr_name)
-                    self.assertEqual(len(got), len(want))
-                    for g, w in zip(got, want):
-                        for key in ("erank", "erank_centered", "mean_similarity"):
-                            self.assertTrue(close(g[key], w[key], EXACT),
-                                            f"layer {g['layer']} {key}: {g[key]} vs {w[key]}")
-                        self.assertEqual(g["pcs_90"], w["pcs_90"])
-                        for a, b in zip(g["head_norm"], w["head_norm"]):
-                            self.assertTrue(close(a, b, EXACT), f"head_norm {a} vs {b}")
+        # qk and ov read all four projections; k and v once more on one block type (the naive
+        # reference builds every d×d form and is the slow part of this test).
+        cases = [(t, r) for t in TYPES for r in ("qk", "ov")] + [("Q4_K", "k"), ("Q4_K", "v")]
+        for type_name, repr_name in cases:
+            with self.subTest(type=type_name, repr=repr_name):
+                got = self.results[type_name][repr_name]["layers"]
+                want = reference.cmd_llama(self.held[type_name], repr_name)
+                self.assertEqual(len(got), len(want))
+                for g, w in zip(got, want):
+                    for key in ("erank", "erank_centered", "mean_similarity"):
+                        self.assertTrue(close(g[key], w[key], EXACT),
+                                        f"layer {g['layer']} {key}: {g[key]} vs {w[key]}")
+                    self.assertEqual(g["pcs_90"], w["pcs_90"])
+                    for a, b in zip(g["head_norm"], w["head_norm"]):
+                        self.assertTrue(close(a, b, EXACT), f"head_norm {a} vs {b}")
 
     def test_faithful_to_the_original_checkpoint(self):
         for type_name in TYPES:
+            allowed = 1e-6 if type_name == "F32" else tolerance(
+                relative_error(self.held[type_name], self.src))
             for repr_name in REPRS:
                 with self.subTest(type=type_name, repr=repr_name):
-                    got = analyze(self.gguf[type_name], repr_name)["layers"]
+                    got = self.results[type_name][repr_name]["layers"]
                     for g, w in zip(got, self.original[repr_name]["layers"]):
                         for key in ("erank", "erank_centered"):
-                            self.assertLessEqual(abs(g[key] - w[key]), TOLERANCE[type_name],
+                            self.assertLessEqual(abs(g[key] - w[key]), allowed,
                                                  f"layer {g['layer']} {key}")
 
     def test_unpermuted_qwen2_and_alignment_64_read_the_same(self):
@@ -121,17 +144,18 @@ class GgufTest(unittest.TestCase):
         subprocess.run([sys.executable, script, "mla", src, ref, "--layers", "2", "--heads", "4",
                         "--hidden", "64", "--kv-lora-rank", "32", "--q-lora-rank", "32",
                         "--nope", "8", "--rope", "4", "--v-head-dim", "8"], check=True)
-        for type_name, tolerance in (("F32", 1e-6), ("Q8_0", TOLERANCE["Q8_0"])):
+        want_all = analyze_all(src)
+        for type_name, allowed in (("F32", 1e-6), ("Q8_0", tolerance(6e-3, 4, 12))):
             with self.subTest(type=type_name):
                 path = os.path.join(self.dir, f"mla-{type_name}.gguf")
                 write_gguf.convert(src, path, type_name, arch="deepseek2", vocabulary_size=10)
+                got_all = analyze_all(path)
                 for repr_name in REPRS:
-                    got, want = analyze(path, repr_name), analyze(src, repr_name)
+                    got, want = got_all[repr_name], want_all[repr_name]
                     for key in ("family", "variant", "heads", "head_dim", "mla_kv_lora_rank"):
                         self.assertEqual(got[key], want[key], key)
                     for g, w in zip(got["layers"], want["layers"]):
-                        self.assertLessEqual(abs(g["erank"] - w["erank"]),
-                                             tolerance * max(1.0, w["erank"]), repr_name)
+                        self.assertLessEqual(abs(g["erank"] - w["erank"]), allowed, repr_name)
 
     def test_inspect_lists_gguf_names_and_types(self):
         result = run(["inspect", self.gguf["Q4_K"], "--format", "json"])
