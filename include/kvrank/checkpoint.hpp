@@ -5,7 +5,9 @@
 //  - a folder with `model.safetensors`, or `model.safetensors.index.json` and its shards (every
 //    tensor the index maps must exist in the shard it names; a missing shard is an error naming the
 //    index and the shard), or any other `*.safetensors` files;
-//  - a `.npy` file (tensor name = file stem), an `.npz` archive, or a folder of them.
+//  - a `.npy` file (tensor name = file stem), an `.npz` archive, or a folder of them;
+//  - a `.gguf` file (gguf.hpp): attention tensors under their Hugging Face names, and a config
+//    synthesized from its metadata (config_path() is then the GGUF file itself).
 // `config.json` is read from the folder (or from beside a single file) when present.
 //
 // Opening parses headers only; tensor data is touched when a caller converts a view (to_f32 /

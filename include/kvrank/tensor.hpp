@@ -14,8 +14,8 @@
 namespace kvrank {
 
 /// Points into memory owned by the Checkpoint (a memory map or an inflated NPZ member) and is valid
-/// as long as that Checkpoint lives. `bytes.size() == numel() * dtype_size(dtype)` always holds:
-/// readers check it before creating a view.
+/// as long as that Checkpoint lives. `bytes.size() == checked_byte_count(shape, dtype)` always
+/// holds (numel() * dtype_size(dtype) for element types): readers check it before creating a view.
 struct TensorView {
   std::string name;
   std::string file;  ///< the file it lives in, for error messages
@@ -23,14 +23,20 @@ struct TensorView {
   std::vector<std::int64_t> shape;   ///< as stored (C order unless fortran_order)
   bool fortran_order = false;        ///< NPY only: the bytes are column-major
   std::span<const std::byte> bytes;  ///< exactly the tensor's data
+  /// The name in the file when the reader renamed the tensor (GGUF attention tensors carry their
+  /// Hugging Face names, e.g. `blk.0.attn_q.weight` becomes
+  /// `model.layers.0.self_attn.q_proj.weight`).
+  std::string stored_name;
 
   std::int64_t numel() const noexcept;
   /// "[3, 64]"
   std::string shape_string() const;
 };
 
-/// numel(shape) × dtype_size(dtype), or nullopt when it does not fit in 64 bits (a shape with a
-/// zero extent is 0 bytes whatever its other extents). Readers use it to validate claimed sizes.
+/// numel(shape) × dtype_size(dtype) (for a block type: numel / dtype_block_elements(dtype) blocks),
+/// or nullopt when it does not fit in 64 bits or a block type's last extent is not a whole number
+/// of blocks (a shape with a zero extent is 0 bytes whatever its other extents). Readers use it to
+/// validate claimed sizes.
 std::optional<std::uint64_t> checked_byte_count(const std::vector<std::int64_t>& shape,
                                                 DType dtype) noexcept;
 

@@ -9,6 +9,7 @@
 
 #include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
+#include "kvrank/gguf.hpp"
 #include "kvrank/mapped_file.hpp"
 #include "kvrank/safetensors.hpp"
 
@@ -52,6 +53,9 @@ class CheckpointLoader {
                    const OpenOptions& options)
       : tensors_(tensors), maps_(maps), owned_(owned), options_(options) {}
 
+  /// The config a GGUF file's metadata stands for (a GGUF file carries no config.json).
+  std::optional<nlohmann::json> gguf_config;
+
   void add_file(const fs::path& path) {
     if (has_extension(path, ".safetensors")) {
       add_safetensors(path);
@@ -61,10 +65,12 @@ class CheckpointLoader {
       add_npz(path);
     } else if (is_index_file(path)) {
       add_index(path);
+    } else if (has_extension(path, ".gguf")) {
+      add_gguf(path);
     } else {
       throw Error(path.string(),
                   "unsupported file type (expected .safetensors, .safetensors.index.json, .npy, "
-                  ".npz, or a folder)");
+                  ".npz, .gguf, or a folder)");
     }
   }
 
@@ -100,6 +106,14 @@ class CheckpointLoader {
     SafetensorsFile file = parse_safetensors(map(path).bytes(), path.string());
     for (TensorView& tensor : file.tensors) tensors_.push_back(std::move(tensor));
     return first;
+  }
+
+  void add_gguf(const fs::path& path) {
+    GgufCheckpoint gguf =
+        gguf_checkpoint(parse_gguf(map(path).bytes(), path.string()), path.string());
+    for (TensorView& tensor : gguf.tensors) tensors_.push_back(std::move(tensor));
+    owned_.insert(owned_.end(), gguf.owned.begin(), gguf.owned.end());
+    gguf_config = std::move(gguf.config);
   }
 
   void add_npy(const fs::path& path) {
@@ -186,7 +200,10 @@ Checkpoint Checkpoint::open(const fs::path& path, const OpenOptions& options) {
   }
 
   const fs::path config = (is_folder ? path : path.parent_path()) / kConfigName;
-  if (fs::is_regular_file(config)) {
+  if (loader.gguf_config) {
+    checkpoint.config_ = std::move(loader.gguf_config);
+    checkpoint.config_path_ = path;
+  } else if (fs::is_regular_file(config)) {
     checkpoint.config_ = read_json_object(config);
     checkpoint.config_path_ = config;
   }

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "io/ggml_blocks.hpp"
+
 namespace kvrank {
 namespace {
 
@@ -13,9 +15,10 @@ struct DTypeInfo {
   std::string_view name;
   std::size_t size;
   bool is_float;
+  std::size_t block_elements = 1;  // > 1: a GGML block type, spelled by dtype_name() only
 };
 
-constexpr std::array<DTypeInfo, 15> kDTypes{{
+constexpr std::array<DTypeInfo, 20> kDTypes{{
     {DType::F64, "F64", 8, true},
     {DType::F32, "F32", 4, true},
     {DType::F16, "F16", 2, true},
@@ -31,6 +34,11 @@ constexpr std::array<DTypeInfo, 15> kDTypes{{
     {DType::U32, "U32", 4, false},
     {DType::I64, "I64", 8, false},
     {DType::U64, "U64", 8, false},
+    {DType::Q8_0, "Q8_0", detail::kQ8_0Bytes, true, detail::kQ8_0Elements},
+    {DType::Q4_0, "Q4_0", detail::kQ4_0Bytes, true, detail::kQ4_0Elements},
+    {DType::Q4_K, "Q4_K", detail::kQ4_KBytes, true, detail::kSuperBlockElements},
+    {DType::Q5_K, "Q5_K", detail::kQ5_KBytes, true, detail::kSuperBlockElements},
+    {DType::Q6_K, "Q6_K", detail::kQ6_KBytes, true, detail::kSuperBlockElements},
 }};
 
 constexpr const DTypeInfo& info(DType dtype) noexcept {
@@ -109,11 +117,12 @@ void convert_by_table(const std::array<float, 256>& table, const std::byte* raw,
 
 bool is_float_dtype(DType dtype) noexcept { return info(dtype).is_float; }
 std::size_t dtype_size(DType dtype) noexcept { return info(dtype).size; }
+std::size_t dtype_block_elements(DType dtype) noexcept { return info(dtype).block_elements; }
 std::string_view dtype_name(DType dtype) noexcept { return info(dtype).name; }
 
 std::optional<DType> any_dtype_from_name(std::string_view name) noexcept {
   for (const DTypeInfo& entry : kDTypes) {
-    if (entry.name == name) return entry.dtype;
+    if (entry.name == name && entry.block_elements == 1) return entry.dtype;
   }
   return std::nullopt;
 }
@@ -194,6 +203,13 @@ void convert_to_f32(DType dtype, std::span<const std::byte> raw, std::span<float
       return;
     case DType::U64:
       convert_by_value<std::uint64_t>(data, out);
+      return;
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      detail::dequantize_blocks(dtype, raw, out);
       return;
   }
 }

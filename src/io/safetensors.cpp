@@ -217,6 +217,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> file_bytes,
         .shape = std::move(entry.shape),
         .fortran_order = false,
         .bytes = file_bytes.subspan(data_start + entry.begin, entry.end - entry.begin),
+        .stored_name = {},
     });
   }
   return result;

@@ -145,11 +145,15 @@ std::string TensorView::shape_string() const { return join_indices(shape); }
 std::optional<std::uint64_t> checked_byte_count(const std::vector<std::int64_t>& shape,
                                                 DType dtype) noexcept {
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  // A block type stores each row (the last axis) as whole blocks of `block` elements.
+  const std::uint64_t block = dtype_block_elements(dtype);
+  if (block > 1 && (shape.empty() || shape.back() % static_cast<std::int64_t>(block) != 0))
+    return std::nullopt;
   std::uint64_t bytes = dtype_size(dtype);
-  for (std::int64_t extent : shape) {
-    if (extent < 0 || __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(extent), &bytes)) {
-      return std::nullopt;
-    }
+  for (std::size_t axis = 0; axis < shape.size(); ++axis) {
+    std::uint64_t extent = static_cast<std::uint64_t>(shape[axis]);
+    if (axis + 1 == shape.size()) extent /= block;
+    if (shape[axis] < 0 || __builtin_mul_overflow(bytes, extent, &bytes)) return std::nullopt;
   }
   return bytes;
 }

@@ -12,8 +12,8 @@ namespace kvrank {
 namespace {
 
 // Name components that precede a layer number: `model.layers.12.`, `transformer.h.3.`,
-// `gpt_neox.layers.0.`, `blocks.5.`.
-constexpr std::string_view kLayerContainers[] = {"layers", "layer", "h", "blocks", "block"};
+// `gpt_neox.layers.0.`, `blocks.5.`, GGUF's `blk.7.`.
+constexpr std::string_view kLayerContainers[] = {"layers", "layer", "h", "blocks", "block", "blk"};
 
 bool all_digits(std::string_view text) {
   return !text.empty() && text.size() <= 9 &&
@@ -90,11 +90,14 @@ nlohmann::json report_json(const InspectReport& report) {
   checkpoint["total_bytes"] = total_bytes(report.tensors);
   nlohmann::json tensors = nlohmann::json::array();
   for (const TensorView& tensor : report.tensors) {
+    const nlohmann::json stored =
+        tensor.stored_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(tensor.stored_name);
     tensors.push_back({{"name", tensor.name},
                        {"dtype", dtype_name(tensor.dtype)},
                        {"shape", tensor.shape},
                        {"bytes", tensor.bytes.size()},
-                       {"layer", optional_int(layer_of(tensor.name))}});
+                       {"layer", optional_int(layer_of(tensor.name))},
+                       {"stored_name", stored}});
   }
   checkpoint["tensors"] = std::move(tensors);
   return checkpoint;
@@ -138,7 +141,9 @@ void write_tensors(std::ostringstream& out, const std::vector<TensorView>& tenso
     dtype.resize(dtype_width, ' ');
     shape.resize(shape_width, ' ');
     out << "    " << name << "  " << dtype << "  " << shape << "  "
-        << human_bytes(tensor.bytes.size()) << "\n";
+        << human_bytes(tensor.bytes.size());
+    if (!tensor.stored_name.empty()) out << "  (" << tensor.stored_name << " in the file)";
+    out << "\n";
   }
 }
 

@@ -1,0 +1,592 @@
+#include "kvrank/gguf.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/error.hpp"
+#include "support/catch.hpp"
+#include "support/test_util.hpp"
+
+namespace kvrank {
+namespace {
+
+// GGUF metadata value types and GGML tensor types used below (ggml docs/gguf.md).
+constexpr std::uint32_t kU8 = 0, kU32 = 4, kF32 = 6, kBool = 7, kString = 8, kArray = 9;
+constexpr std::uint32_t kI32 = 5, kU64 = 10;
+constexpr std::uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ3_K = 11;
+
+// Builds a GGUF image field by field, little-endian, exactly as the format lays it out.
+class Image {
+ public:
+  Image& raw(const void* data, std::size_t size) {
+    const auto* bytes = static_cast<const std::byte*>(data);
+    bytes_.insert(bytes_.end(), bytes, bytes + size);
+    return *this;
+  }
+  template <typename T>
+  Image& put(T value) {
+    return raw(&value, sizeof value);
+  }
+  Image& string(const std::string& text) {
+    put<std::uint64_t>(text.size());
+    return raw(text.data(), text.size());
+  }
+  Image& header(std::uint64_t tensors, std::uint64_t kvs, std::uint32_t version = 3) {
+    raw("GGUF", 4);
+    put(version);
+    put(tensors);
+    return put(kvs);
+  }
+  Image& kv_u32(const std::string& key, std::uint32_t value) {
+    string(key);
+    put(kU32);
+    return put(value);
+  }
+  Image& kv_string(const std::string& key, const std::string& value) {
+    string(key);
+    put(kString);
+    return string(value);
+  }
+  Image& tensor(const std::string& name, std::vector<std::uint64_t> ne, std::uint32_t type,
+                std::uint64_t offset) {
+    string(name);
+    put<std::uint32_t>(static_cast<std::uint32_t>(ne.size()));
+    for (std::uint64_t extent : ne) put(extent);
+    put(type);
+    return put(offset);
+  }
+  Image& align(std::size_t alignment = 32) {
+    bytes_.resize((bytes_.size() + alignment - 1) / alignment * alignment, std::byte{0});
+    return *this;
+  }
+  Image& zeros(std::size_t count) {
+    bytes_.resize(bytes_.size() + count, std::byte{0});
+    return *this;
+  }
+  std::size_t size() const { return bytes_.size(); }
+  const std::vector<std::byte>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+GgufFile parse(const Image& image) { return parse_gguf(image.bytes(), "m.gguf"); }
+
+void check_error(const Image& image, const std::string& message) {
+  CHECK_THROWS_WITH(parse(image), message);
+}
+
+// A llama GGUF: one layer, 2 heads of head_dim 2, d_model 4, F32 weights [out, in] = [4, 4]
+// (K and V [2, 4] for one KV head), values 0, 1, 2, ... per tensor.
+Image llama_image(const std::string& arch = "llama", std::uint32_t q_type = kTypeF32) {
+  Image image;
+  image.header(5, 6)
+      .kv_string("general.architecture", arch)
+      .kv_u32(arch + ".block_count", 1)
+      .kv_u32(arch + ".embedding_length", 4)
+      .kv_u32(arch + ".attention.head_count", 2)
+      .kv_u32(arch + ".attention.head_count_kv", 1)
+      .kv_u32(arch + ".attention.key_length", 2);
+  image.tensor("blk.0.attn_q.weight", {4, 4}, q_type, 0)
+      .tensor("blk.0.attn_k.weight", {4, 2}, kTypeF32, 64)
+      .tensor("blk.0.attn_v.weight", {4, 2}, kTypeF32, 96)
+      .tensor("blk.0.attn_output.weight", {4, 4}, kTypeF32, 128)
+      .tensor("token_embd.weight", {4, 3}, kTypeF32, 192)
+      .align();
+  for (int tensor = 0; tensor < 5; ++tensor) {
+    const int count = tensor == 0 || tensor == 3 ? 16 : tensor == 4 ? 12 : 8;
+    for (int i = 0; i < count; ++i) image.put(static_cast<float>(i));
+    if (tensor < 4) image.align();  // no padding after the last tensor: every prefix is short
+  }
+  return image;
+}
+
+}  // namespace
+
+TEST_CASE("gguf: header, metadata and tensor views in PyTorch order", "[readers][gguf]") {
+  Image image;
+  image.header(2, 5)
+      .kv_string("general.architecture", "llama")
+      .kv_u32("llama.block_count", 3)
+      .string("tokenizer.ggml.tokens")
+      .put(kArray)
+      .put(kString)
+      .put<std::uint64_t>(2)
+      .string("a")
+      .string("bc")
+      .string("llama.rope.freq_base")
+      .put(kF32)
+      .put(10000.0f)
+      .string("flag")
+      .put(kBool)
+      .put<std::uint8_t>(1);
+  image.tensor("w", {3, 2}, kTypeF16, 0).tensor("q", {32, 1}, kTypeQ8_0, 32).align();
+  const std::size_t data_start = image.size();
+  image.zeros(32 + 34);
+  const GgufFile file = parse(image);
+  CHECK(file.version == 3);
+  CHECK(file.alignment == 32);
+  CHECK(file.metadata.at("general.architecture") == "llama");
+  CHECK(file.metadata.at("llama.block_count") == 3);
+  CHECK(file.metadata.at("llama.rope.freq_base") == 10000.0);
+  CHECK(file.metadata.at("flag") == true);
+  CHECK(file.metadata.at("tokenizer.ggml.tokens") ==
+        nlohmann::json{{"array_of", "string"}, {"length", 2}});
+  REQUIRE(file.tensors.size() == 2);
+  const TensorView& w = file.tensors[0];
+  CHECK(w.name == "w");
+  CHECK(w.dtype == DType::F16);
+  CHECK(w.shape == std::vector<std::int64_t>{2, 3});  // ne [3, 2] = 2 rows of 3
+  CHECK(w.bytes.data() == image.bytes().data() + data_start);
+  CHECK(w.bytes.size() == 12);
+  const TensorView& q = file.tensors[1];
+  CHECK(q.dtype == DType::Q8_0);
+  CHECK(q.shape == std::vector<std::int64_t>{1, 32});
+  CHECK(q.bytes.size() == 34);
+  CHECK(q.bytes.data() == image.bytes().data() + data_start + 32);
+}
+
+TEST_CASE("gguf: general.alignment, version 2, short numeric arrays kept", "[readers][gguf]") {
+  Image image;
+  image.header(1, 2, 2)
+      .kv_u32("general.alignment", 64)
+      .string("llama.attention.head_count")
+      .put(kArray)
+      .put(kI32)
+      .put<std::uint64_t>(2)
+      .put<std::int32_t>(8)
+      .put<std::int32_t>(8);
+  image.tensor("t", {2}, kTypeF32, 64).align(64).zeros(72);
+  const GgufFile file = parse(image);
+  CHECK(file.version == 2);
+  CHECK(file.alignment == 64);
+  CHECK(file.metadata.at("llama.attention.head_count") == nlohmann::json{8, 8});
+  CHECK(file.tensors[0].bytes.data() == image.bytes().data() + image.size() - 8);
+}
+
+TEST_CASE("gguf: tensors of types kvrank does not dequantize are listed, not refused",
+          "[readers][gguf]") {
+  Image image;
+  image.header(1, 0).tensor("blk.0.ffn_up.weight", {256, 2}, kTypeQ3_K, 0).align().zeros(220);
+  const GgufFile file = parse(image);
+  CHECK(file.tensors.empty());
+  REQUIRE(file.unsupported.size() == 1);
+  CHECK(file.unsupported[0].name == "blk.0.ffn_up.weight");
+  CHECK(file.unsupported[0].ggml_type == "Q3_K");
+}
+
+TEST_CASE("gguf: every malformed header is an error with its reason", "[readers][gguf]") {
+  check_error(Image().raw("GGU", 3), "m.gguf: not a GGUF file (it does not start with \"GGUF\")");
+  check_error(Image().raw("GGML", 4).zeros(20),
+              "m.gguf: not a GGUF file (it does not start with \"GGUF\")");
+  check_error(Image().header(0, 0, 1),
+              "m.gguf: GGUF version 1 is not supported (expected version 2 or 3)");
+  check_error(Image().header(0, 0, 0x03000000),
+              "m.gguf: big-endian GGUF file (version field 50331648); kvrank reads little-endian "
+              "GGUF only");
+  check_error(Image().header(0, 0, 4), "m.gguf: unknown GGUF version 4 (expected 2 or 3)");
+  check_error(Image().raw("GGUF", 4).put<std::uint32_t>(3).put<std::uint32_t>(0),
+              "m.gguf: truncated: tensor count at byte 8 needs 8 bytes, the file has 4 left");
+  check_error(Image().header(1ull << 40, 0),
+              "m.gguf: tensor count 1099511627776 is more than the 8 bytes left in the file can "
+              "hold");
+  check_error(Image().header(0, 2).zeros(20),
+              "m.gguf: metadata count 2 is more than the 20 bytes left in the file can hold");
+}
+
+TEST_CASE("gguf: every malformed metadata entry is an error with its reason", "[readers][gguf]") {
+  check_error(Image().header(0, 1).string("k").put(kU32),
+              "m.gguf: truncated: metadata value at byte 37 needs 4 bytes, the file has 0 left");
+  check_error(Image().header(0, 1).string("k").put<std::uint32_t>(13).zeros(4),
+              "m.gguf: metadata \"k\": unknown value type 13");
+  check_error(Image().header(0, 1).put<std::uint64_t>(70000).zeros(70000),
+              "m.gguf: metadata key at byte 24 is 70000 bytes long (the limit is 65535)");
+  check_error(Image().header(0, 1).put<std::uint64_t>(10).raw("ab", 2).zeros(3),
+              "m.gguf: truncated: metadata key at byte 32 needs 10 bytes, the file has 5 left");
+  check_error(Image().header(0, 1).string("k").put(kString).put<std::uint64_t>(1ull << 62),
+              "m.gguf: truncated: metadata string at byte 45 needs 4611686018427387904 bytes, the "
+              "file has 0 left");
+  check_error(Image().header(0, 1).string("\xff").put(kU8).put<std::uint8_t>(0),
+              "m.gguf: metadata key is not valid UTF-8 (byte 0 of 1)");
+  check_error(Image().header(0, 1).string("k").put(kString).string("\xc3"),
+              "m.gguf: metadata \"k\" is not valid UTF-8 (byte 0 of 1)");
+  check_error(Image().header(0, 2).kv_u32("k", 1).kv_u32("k", 2),
+              "m.gguf: metadata \"k\": appears more than once in the metadata");
+  check_error(Image().header(0, 1).string("k").put(kBool).put<std::uint8_t>(2).zeros(8),
+              "m.gguf: metadata \"k\": bool value 2 is not 0 or 1");
+  check_error(
+      Image().header(0, 1).string("k").put(kArray).put(kArray).put<std::uint64_t>(0).zeros(8),
+      "m.gguf: metadata \"k\": nested arrays are not supported");
+  check_error(Image()
+                  .header(0, 1)
+                  .string("k")
+                  .put(kArray)
+                  .put(kU64)
+                  .put<std::uint64_t>(1ull << 61)
+                  .zeros(8),
+              "m.gguf: metadata \"k\": array of 2305843009213693952 uint64 values is longer than "
+              "the 8 bytes left in the file");
+  check_error(Image().header(0, 1).string("general.alignment").put(kU64).put<std::uint64_t>(64),
+              "m.gguf: metadata \"general.alignment\": expected a uint32, found uint64");
+  check_error(Image().header(0, 1).kv_u32("general.alignment", 48),
+              "m.gguf: metadata \"general.alignment\": 48 is not a power of two");
+  check_error(Image().header(0, 1).kv_u32("general.alignment", 0),
+              "m.gguf: metadata \"general.alignment\": 0 is not a power of two");
+}
+
+TEST_CASE("gguf: every malformed tensor info is an error naming the tensor", "[readers][gguf]") {
+  check_error(Image().header(1, 0).tensor("t", {1, 1, 1, 1, 1}, kTypeF32, 0),
+              "m.gguf: t: has 5 dimensions (GGUF allows at most 4)");
+  check_error(Image().header(1, 0).tensor("t", {1ull << 63}, kTypeF32, 0),
+              "m.gguf: t: dimension 0 is 9223372036854775808 (more than 2^63 - 1)");
+  check_error(Image().header(1, 0).tensor("t", {4}, 4, 0), "m.gguf: t: unknown GGML type 4");
+  check_error(Image().header(1, 0).tensor("t", {4}, 99, 0), "m.gguf: t: unknown GGML type 99");
+  check_error(Image().header(1, 0).tensor("t", {4}, kTypeF32, 16),
+              "m.gguf: t: data offset 16 is not a multiple of the alignment 32");
+  check_error(Image().header(1, 0).tensor("t", {100}, kTypeQ4_K, 0),
+              "m.gguf: t: ne[0] = 100 is not a whole number of Q4_K blocks (256 values)");
+  check_error(Image().header(1, 0).tensor("t", {}, kTypeQ8_0, 0),
+              "m.gguf: t: a 0-dimensional tensor cannot be of block type Q8_0");
+  check_error(Image().header(1, 0).tensor("t", {1ull << 62, 1ull << 62}, kTypeF32, 0),
+              "m.gguf: t: dims [4611686018427387904, 4611686018427387904] of F32 overflow 64-bit "
+              "sizes");
+  check_error(Image().header(2, 0).tensor("t", {4}, kTypeF32, 0).tensor("t", {4}, kTypeF32, 32),
+              "m.gguf: t: tensor name appears more than once");
+  check_error(Image().header(1, 0).put<std::uint64_t>(1).raw("\x80", 1).zeros(24),
+              "m.gguf: tensor name is not valid UTF-8 (byte 0 of 1)");
+  check_error(
+      Image().header(1, 0).tensor("t", {4}, kTypeF32, 0).align().zeros(15),
+      "m.gguf: t: data at offset 0 (16 bytes) runs past the end of the file (79 bytes, data "
+      "section from byte 64; file truncated?)");
+  check_error(Image().header(1, 0).tensor("t", {4}, kTypeF32, 1ull << 63),
+              "m.gguf: t: data at offset 9223372036854775808 (16 bytes) runs past the end of the "
+              "file (57 bytes, data section from byte 64; file truncated?)");
+  check_error(Image()
+                  .header(2, 0)
+                  .tensor("a", {16}, kTypeF32, 0)
+                  .tensor("b", {4}, kTypeF32, 32)
+                  .align()
+                  .zeros(64),
+              "m.gguf: b: data at offset 32 overlaps tensor \"a\" (which ends at offset 64)");
+  check_error(Image().header(1, 0).tensor("t", {4}, kTypeF32, 0).zeros(0),
+              "m.gguf: t: data at offset 0 (16 bytes) runs past the end of the file (57 bytes, "
+              "data section from byte 64; file truncated?)");
+  check_error(Image().header(1, 0).string("t").put<std::uint32_t>(1),
+              "m.gguf: tensor count 1 is more than the 21 bytes left in the file can hold");
+}
+
+TEST_CASE("gguf: every prefix of a valid file is refused as truncated, never read past",
+          "[readers][gguf]") {
+  const Image full = llama_image();
+  const std::vector<std::byte>& bytes = full.bytes();
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    std::span<const std::byte> prefix(bytes.data(), size);
+    CHECK_THROWS_AS(parse_gguf(prefix, "m.gguf"), Error);
+  }
+  CHECK_NOTHROW(parse_gguf(bytes, "m.gguf"));
+}
+
+TEST_CASE("gguf: a llama GGUF opens as a Hugging Face checkpoint with a synthesized config",
+          "[readers][gguf]") {
+  test::TempDir dir;
+  test::write_file(dir / "m.gguf", llama_image().bytes());
+  const Checkpoint checkpoint = Checkpoint::open(dir / "m.gguf");
+  REQUIRE(checkpoint.config());
+  CHECK(*checkpoint.config() == nlohmann::json{{"model_type", "llama"},
+                                               {"num_attention_heads", 2},
+                                               {"num_key_value_heads", 1},
+                                               {"head_dim", 2},
+                                               {"hidden_size", 4},
+                                               {"num_hidden_layers", 1}});
+  CHECK(checkpoint.config_path() == dir / "m.gguf");
+  const TensorView& q = checkpoint.at("model.layers.0.self_attn.q_proj.weight");
+  CHECK(q.stored_name == "blk.0.attn_q.weight");
+  CHECK(q.shape == std::vector<std::int64_t>{4, 4});
+  CHECK(to_f32(q)[5] == 5.0f);
+  CHECK(checkpoint.at("model.layers.0.self_attn.k_proj.weight").shape ==
+        std::vector<std::int64_t>{2, 4});
+  CHECK(checkpoint.find("model.layers.0.self_attn.o_proj.weight"));
+  const TensorView& embedding = checkpoint.at("token_embd.weight");
+  CHECK(embedding.stored_name.empty());
+  CHECK(embedding.shape == std::vector<std::int64_t>{3, 4});
+}
+
+TEST_CASE("gguf: architecture and hyperparameter errors name the file and key", "[readers][gguf]") {
+  test::TempDir dir;
+  const auto open_error = [&](const Image& image) -> std::string {
+    test::write_file(dir / "m.gguf", image.bytes());
+    try {
+      (void)Checkpoint::open(dir / "m.gguf");
+    } catch (const Error& error) {
+      return error.what();
+    }
+    return "no error";
+  };
+  const std::string file = (dir / "m.gguf").string();
+  CHECK(open_error(llama_image("mamba")) ==
+        file +
+            ": GGUF architecture \"mamba\" is not supported (kvrank reads llama, qwen2, qwen2moe, "
+            "qwen3, qwen3moe, gemma, gemma2, gemma3, olmo2, phi3, starcoder2, granite, deepseek2)");
+  CHECK(open_error(Image().header(0, 0)) ==
+        file + ": metadata has no \"general.architecture\" string");
+  CHECK(open_error(Image().header(0, 1).kv_string("general.architecture", "llama")) ==
+        file +
+            ": metadata has no \"llama.attention.head_count\" (needed for the attention "
+            "geometry)");
+  Image strings;
+  strings.header(0, 2)
+      .kv_string("general.architecture", "qwen2")
+      .kv_string("qwen2.attention.head_count", "8");
+  CHECK(open_error(strings) ==
+        file +
+            ": metadata \"qwen2.attention.head_count\": expected a non-negative integer, "
+            "found \"8\"");
+  Image per_layer;
+  per_layer.header(0, 2).kv_string("general.architecture", "llama");
+  per_layer.string("llama.attention.head_count_kv").put(kArray).put(kU32).put<std::uint64_t>(2);
+  per_layer.put<std::uint32_t>(8).put<std::uint32_t>(4);
+  CHECK(open_error(per_layer) ==
+        file +
+            ": metadata \"llama.attention.head_count_kv\": per-layer values [8,4] are not "
+            "supported");
+  CHECK(open_error(llama_image("llama", kTypeQ3_K)).find("m.gguf: blk.0.attn_q.weight: ") !=
+        std::string::npos);
+}
+
+TEST_CASE("gguf: an attention tensor of a type kvrank cannot dequantize is refused by name",
+          "[readers][gguf]") {
+  Image image;
+  image.header(1, 5)
+      .kv_string("general.architecture", "llama")
+      .kv_u32("llama.block_count", 1)
+      .kv_u32("llama.embedding_length", 256)
+      .kv_u32("llama.attention.head_count", 1)
+      .kv_u32("llama.attention.key_length", 1);
+  image.tensor("blk.0.attn_k.weight", {256, 1}, kTypeQ3_K, 0).align().zeros(110);
+  test::TempDir dir;
+  test::write_file(dir / "m.gguf", image.bytes());
+  CHECK_THROWS_WITH(Checkpoint::open(dir / "m.gguf"),
+                    (dir / "m.gguf").string() +
+                        ": blk.0.attn_k.weight: GGML type Q3_K is not supported by kvrank (it "
+                        "dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K)");
+}
+
+TEST_CASE("gguf: Gemma's 1 + w norm gains are shifted back, deepseek2 maps to MLA fields",
+          "[readers][gguf]") {
+  test::TempDir dir;
+  Image gemma;
+  gemma.header(1, 5)
+      .kv_string("general.architecture", "gemma3")
+      .kv_u32("gemma3.block_count", 1)
+      .kv_u32("gemma3.embedding_length", 4)
+      .kv_u32("gemma3.attention.head_count", 1)
+      .kv_u32("gemma3.attention.key_length", 2);
+  gemma.tensor("blk.0.attn_q_norm.weight", {2}, kTypeF32, 0).align();
+  gemma.put(1.5f).put(0.25f);
+  test::write_file(dir / "g.gguf", gemma.bytes());
+  const Checkpoint g = Checkpoint::open(dir / "g.gguf");
+  CHECK(g.config()->at("model_type") == "gemma3_text");
+  const TensorView& gain = g.at("model.layers.0.self_attn.q_norm.weight");
+  CHECK(gain.stored_name == "blk.0.attn_q_norm.weight");
+  CHECK(to_f32(gain) == std::vector<float>{0.5f, -0.75f});
+
+  Image mla;
+  mla.header(0, 9)
+      .kv_string("general.architecture", "deepseek2")
+      .kv_u32("deepseek2.block_count", 2)
+      .kv_u32("deepseek2.embedding_length", 64)
+      .kv_u32("deepseek2.attention.head_count", 4)
+      .kv_u32("deepseek2.attention.kv_lora_rank", 16)
+      .kv_u32("deepseek2.attention.q_lora_rank", 0)
+      .kv_u32("deepseek2.rope.dimension_count", 4)
+      .kv_u32("deepseek2.attention.key_length", 12)
+      .kv_u32("deepseek2.attention.value_length", 6);
+  test::write_file(dir / "d.gguf", mla.bytes());
+  CHECK(*Checkpoint::open(dir / "d.gguf").config() == nlohmann::json{{"model_type", "deepseek_v2"},
+                                                                     {"kv_lora_rank", 16},
+                                                                     {"qk_rope_head_dim", 4},
+                                                                     {"qk_nope_head_dim", 8},
+                                                                     {"v_head_dim", 6},
+                                                                     {"num_attention_heads", 4},
+                                                                     {"hidden_size", 64},
+                                                                     {"num_hidden_layers", 2}});
+}
+
+// ---- dequantization, one hand-computed block per type -------------------------------------------
+
+namespace {
+
+std::uint16_t half_bits(float value) {  // exact for the values used below
+  if (value == 0.5f) return 0x3800;
+  if (value == 0.25f) return 0x3400;
+  if (value == 2.0f) return 0x4000;
+  if (value == 1.0f) return 0x3C00;
+  FAIL("no half spelling for this value");
+  return 0;
+}
+
+TensorView block_view(DType dtype, std::int64_t elements, const std::vector<std::uint8_t>& raw) {
+  TensorView view;
+  view.name = "t";
+  view.file = "m.gguf";
+  view.dtype = dtype;
+  view.shape = {1, elements};
+  view.bytes =
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(raw.data()), raw.size());
+  REQUIRE(checked_byte_count(view.shape, dtype) == raw.size());
+  return view;
+}
+
+void put_half(std::vector<std::uint8_t>& raw, std::size_t at, float value) {
+  const std::uint16_t bits = half_bits(value);
+  raw[at] = static_cast<std::uint8_t>(bits & 0xFF);
+  raw[at + 1] = static_cast<std::uint8_t>(bits >> 8);
+}
+
+}  // namespace
+
+TEST_CASE("gguf dequantization: Q8_0 is d times the int8 values", "[readers][gguf][dequant]") {
+  std::vector<std::uint8_t> raw(34);
+  put_half(raw, 0, 0.5f);
+  for (int i = 0; i < 32; ++i)
+    raw[2 + i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(i - 16));
+  const std::vector<float> values = to_f32(block_view(DType::Q8_0, 32, raw));
+  for (int i = 0; i < 32; ++i) CHECK(values[i] == 0.5f * static_cast<float>(i - 16));
+}
+
+TEST_CASE("gguf dequantization: Q4_0 is d times (nibble - 8), low nibbles first",
+          "[readers][gguf][dequant]") {
+  std::vector<std::uint8_t> raw(18);
+  put_half(raw, 0, 2.0f);
+  for (int j = 0; j < 16; ++j) raw[2 + j] = static_cast<std::uint8_t>(j | ((15 - j) << 4));
+  const std::vector<float> values = to_f32(block_view(DType::Q4_0, 32, raw));
+  for (int j = 0; j < 16; ++j) {
+    CHECK(values[j] == 2.0f * static_cast<float>(j - 8));
+    CHECK(values[16 + j] == 2.0f * static_cast<float>(7 - j));
+  }
+}
+
+namespace {
+
+// The 12 packed bytes of eight 6-bit (scale, min) pairs, as ggml's get_scale_min_k4 unpacks them.
+void pack_k_scales(std::vector<std::uint8_t>& raw, std::size_t at, const int (&scale)[8],
+                   const int (&min)[8]) {
+  for (int j = 0; j < 4; ++j) {
+    raw[at + j] = static_cast<std::uint8_t>((scale[j] & 63) | ((scale[j + 4] >> 4) << 6));
+    raw[at + j + 4] = static_cast<std::uint8_t>((min[j] & 63) | ((min[j + 4] >> 4) << 6));
+    raw[at + j + 8] = static_cast<std::uint8_t>((scale[j + 4] & 0xF) | ((min[j + 4] & 0xF) << 4));
+  }
+}
+
+constexpr int kScales[8] = {1, 2, 3, 63, 17, 33, 48, 62};
+constexpr int kMins[8] = {0, 5, 63, 1, 40, 16, 31, 57};
+
+// Value l of sub-block s in the Q4_K/Q5_K tests: a pattern using every nibble.
+int k_nibble(int s, int l) { return (l + 3 * s) % 16; }
+
+}  // namespace
+
+TEST_CASE("gguf dequantization: Q4_K sub-blocks use their 6-bit scales and mins",
+          "[readers][gguf][dequant]") {
+  std::vector<std::uint8_t> raw(144);
+  put_half(raw, 0, 0.5f);   // d
+  put_half(raw, 2, 0.25f);  // dmin
+  pack_k_scales(raw, 4, kScales, kMins);
+  for (int s = 0; s < 8; ++s) {
+    for (int l = 0; l < 32; ++l) {
+      std::uint8_t& byte = raw[16 + 32 * (s / 2) + l];
+      byte = static_cast<std::uint8_t>(byte | (k_nibble(s, l) << (4 * (s % 2))));
+    }
+  }
+  const std::vector<float> values = to_f32(block_view(DType::Q4_K, 256, raw));
+  for (int s = 0; s < 8; ++s) {
+    for (int l = 0; l < 32; ++l) {
+      const float expected =
+          0.5f * static_cast<float>(kScales[s]) * static_cast<float>(k_nibble(s, l)) -
+          0.25f * static_cast<float>(kMins[s]);
+      CHECK(values[32 * s + l] == expected);
+    }
+  }
+}
+
+TEST_CASE("gguf dequantization: Q5_K adds bit s of qh[l] as 16", "[readers][gguf][dequant]") {
+  std::vector<std::uint8_t> raw(176);
+  put_half(raw, 0, 0.25f);
+  put_half(raw, 2, 1.0f);
+  pack_k_scales(raw, 4, kScales, kMins);
+  const auto high = [](int s, int l) { return (l + s) % 3 == 0 ? 1 : 0; };
+  for (int s = 0; s < 8; ++s) {
+    for (int l = 0; l < 32; ++l) {
+      std::uint8_t& byte = raw[48 + 32 * (s / 2) + l];
+      byte = static_cast<std::uint8_t>(byte | (k_nibble(s, l) << (4 * (s % 2))));
+      raw[16 + l] = static_cast<std::uint8_t>(raw[16 + l] | (high(s, l) << s));
+    }
+  }
+  const std::vector<float> values = to_f32(block_view(DType::Q5_K, 256, raw));
+  for (int s = 0; s < 8; ++s) {
+    for (int l = 0; l < 32; ++l) {
+      const int q = k_nibble(s, l) + 16 * high(s, l);
+      const float expected = 0.25f * static_cast<float>(kScales[s]) * static_cast<float>(q) -
+                             1.0f * static_cast<float>(kMins[s]);
+      CHECK(values[32 * s + l] == expected);
+    }
+  }
+}
+
+TEST_CASE("gguf dequantization: Q6_K is d times int8 scale times (6-bit value - 32)",
+          "[readers][gguf][dequant]") {
+  // Value v (0..255) gets the 6-bit code (v * 7) % 64 and sub-block v / 16 the scale 8 - v / 16·3.
+  const auto code = [](int v) { return (v * 7) % 64; };
+  const auto scale = [](int sub) { return 8 - 3 * sub; };  // from 8 down to -37: signed
+  std::vector<std::uint8_t> raw(210);
+  for (int v = 0; v < 256; ++v) {
+    const int half = v / 128, k = (v % 128) / 32, l = v % 32;
+    std::uint8_t& low = raw[64 * half + l + 32 * (k % 2)];
+    low = static_cast<std::uint8_t>(low | ((code(v) & 0xF) << (k < 2 ? 0 : 4)));
+    std::uint8_t& high = raw[128 + 32 * half + l];
+    high = static_cast<std::uint8_t>(high | ((code(v) >> 4) << (2 * k)));
+  }
+  for (int sub = 0; sub < 16; ++sub)
+    raw[192 + sub] = static_cast<std::uint8_t>(static_cast<std::int8_t>(scale(sub)));
+  put_half(raw, 208, 0.5f);
+  const std::vector<float> values = to_f32(block_view(DType::Q6_K, 256, raw));
+  for (int v = 0; v < 256; ++v) {
+    const float expected =
+        0.5f * static_cast<float>(scale(v / 16)) * static_cast<float>(code(v) - 32);
+    CHECK(values[v] == expected);
+  }
+}
+
+TEST_CASE("gguf dequantization: rows of several blocks, and a NaN scale is refused by name",
+          "[readers][gguf][dequant]") {
+  std::vector<std::uint8_t> raw(2 * 34);
+  put_half(raw, 0, 1.0f);
+  put_half(raw, 34, 2.0f);
+  raw[2] = 3;
+  raw[34 + 2 + 31] = 0xFF;  // -1
+  std::vector<float> values = to_f32(block_view(DType::Q8_0, 64, raw));
+  CHECK(values[0] == 3.0f);
+  CHECK(values[63] == -2.0f);
+  raw[34] = 0x00;
+  raw[35] = 0x7E;  // f16 NaN
+  CHECK_THROWS_WITH(
+      to_f32(block_view(DType::Q8_0, 64, raw)),
+      "m.gguf: t: contains NaN at element 32 (index [0, 32]) (expected finite values)");
+}
+
+TEST_CASE("gguf dequantization: block types are not dtype names in other formats",
+          "[readers][gguf][dequant]") {
+  CHECK(dtype_name(DType::Q4_K) == "Q4_K");
+  CHECK_FALSE(any_dtype_from_name("Q4_K"));
+  CHECK_FALSE(dtype_from_name("Q8_0"));
+  CHECK(dtype_block_elements(DType::Q6_K) == 256);
+  CHECK(dtype_block_elements(DType::F16) == 1);
+  CHECK_FALSE(checked_byte_count({2, 100}, DType::Q8_0));
+  CHECK(checked_byte_count({2, 64}, DType::Q8_0) == 4 * 34);
+  CHECK(checked_byte_count({0, 100}, DType::Q8_0) == 0);
+}
+
+}  // namespace kvrank
