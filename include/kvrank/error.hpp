@@ -5,6 +5,8 @@
 // one, and what is wrong (expected vs found). Only apps/kvrank/main.cpp catches it, prints
 //   kvrank: error: <file>[: <tensor>]: <what is wrong>
 // and exits with code 2. Any other exception escaping the library is an internal error (exit 3).
+// what() is one printable line: control characters in names are escaped (kvrank/text.hpp);
+// file(), tensor() and detail() keep the raw text.
 #pragma once
 
 #include <stdexcept>

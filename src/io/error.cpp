@@ -2,15 +2,20 @@
 
 #include <utility>
 
+#include "kvrank/text.hpp"
+
 namespace kvrank {
 namespace {
 
+// Names in a message come from files and the command line: escaped, so that a tensor name cannot
+// write to the terminal or forge a second line (printable() is idempotent, so rethrowing a what()
+// is safe).
 std::string format_message(const std::string& file, const std::string& tensor,
                            const std::string& detail) {
   std::string message;
   if (!file.empty()) message += file + ": ";
   if (!tensor.empty()) message += tensor + ": ";
-  return message + detail;
+  return printable(message + detail);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kvrank/error.hpp"
+#include "kvrank/text.hpp"
 
 namespace kvrank {
 
@@ -141,8 +142,14 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
   return violations;
 }
 
-std::string format_violations(const std::vector<Violation>& violations) {
-  if (violations.empty()) return "";
+std::string format_violations(const std::vector<Violation>& raw_violations) {
+  if (raw_violations.empty()) return "";
+  // Labels come from the result files: escaped, so that they cannot write to the terminal.
+  std::vector<Violation> violations = raw_violations;
+  for (Violation& v : violations) {
+    v.label = printable(v.label);
+    v.repr = printable(v.repr);
+  }
   std::size_t label_width = 5;
   std::size_t repr_width = 4;
   std::size_t metric_width = 6;

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kvrank/error.hpp"
+#include "kvrank/text.hpp"
 
 namespace kvrank {
 namespace {
@@ -104,7 +105,7 @@ nlohmann::json report_json(const InspectReport& report) {
 }
 
 void write_summary(std::ostringstream& out, const InspectReport& report) {
-  out << report.path << "\n";
+  out << printable(report.path) << "\n";  // names are escaped: this text is for a terminal
   if (const auto& layout = report.layout) {
     out << "  family " << layout->family << ", variant " << layout->variant << "\n"
         << "  heads " << layout->heads << ", kv_heads " << layout->kv_heads << ", head_dim "
@@ -122,7 +123,7 @@ void write_summary(std::ostringstream& out, const InspectReport& report) {
 void write_tensors(std::ostringstream& out, const std::vector<TensorView>& tensors) {
   std::size_t name_width = 0, dtype_width = 0, shape_width = 0;
   for (const TensorView& tensor : tensors) {
-    name_width = std::max(name_width, tensor.name.size());
+    name_width = std::max(name_width, printable(tensor.name).size());
     dtype_width = std::max(dtype_width, dtype_name(tensor.dtype).size());
     shape_width = std::max(shape_width, tensor.shape_string().size());
   }
@@ -136,7 +137,8 @@ void write_tensors(std::ostringstream& out, const std::vector<TensorView>& tenso
       group = layer;
       first = false;
     }
-    std::string name = tensor.name, dtype(dtype_name(tensor.dtype)), shape = tensor.shape_string();
+    std::string name = printable(tensor.name), dtype(dtype_name(tensor.dtype));
+    std::string shape = tensor.shape_string();
     name.resize(name_width, ' ');
     dtype.resize(dtype_width, ' ');
     shape.resize(shape_width, ' ');

@@ -1,0 +1,36 @@
+// Text that came from outside (file names, tensor names, labels) made safe for where it goes.
+//
+// Names in checkpoints and result files are arbitrary bytes. Printed raw they can move the cursor,
+// recolour or clear a terminal, forge extra log lines (a newline), or reverse what follows (Unicode
+// bidi controls); written into SVG or JSON they can make the document invalid. Every message, log
+// line and terminal table passes through printable(); the SVG writer uses decode_utf8() to keep
+// only characters XML 1.0 allows.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace kvrank {
+
+/// One character of a UTF-8 text, as decoded by decode_utf8.
+struct Utf8Char {
+  char32_t code_point = 0;  ///< the character; for an invalid byte, the byte's value
+  std::size_t length = 1;   ///< bytes it takes (1 for an invalid byte)
+  bool valid = true;        ///< false: the byte at `at` does not start a well-formed character
+};
+
+/// Decodes the character starting at text[at] (precondition: at < text.size()). Strict RFC 3629:
+/// overlong forms, surrogates (U+D800–U+DFFF), code points above U+10FFFF and truncated sequences
+/// are invalid, one byte at a time.
+Utf8Char decode_utf8(std::string_view text, std::size_t at);
+
+/// `text` with everything a terminal would act on made visible: \n, \r, \t, other C0 controls and
+/// DEL as \xNN, invalid UTF-8 bytes as \xNN, C1 controls, line/paragraph separators and bidi
+/// controls as \u{NNNN}. Valid printable UTF-8 is kept as is, and so is the backslash, which makes
+/// the function idempotent: a message escaped twice (an Error rethrown with another's what())
+/// reads the same.
+///   printable("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
+std::string printable(std::string_view text);
+
+}  // namespace kvrank
