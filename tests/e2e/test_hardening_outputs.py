@@ -21,6 +21,8 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 
+import numpy as np
+
 KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from write_test_files import safetensors_bytes  # noqa: E402  (the independent numpy writer)
@@ -530,6 +532,27 @@ class Class15TerminalInjection(OutputTestCase):
         self.assert_ok(result)
         self.assert_clean(result.stdout + result.stderr)
         self.assertIn(b"extra\\x1b[31m.\\rbias", result.stdout)
+
+    def test_log_line_naming_a_label(self):
+        # One layer of a 2-head llama whose head 0 is all zero: analyze warns, naming the label.
+        folder = self.path("zero-head")
+        os.mkdir(folder)
+        rng = np.random.default_rng(5)
+        weights = {name: rng.standard_normal((16, 16)).astype("<f4") for name in "qkvo"}
+        weights["q"][:8] = 0  # head 0's query rows
+        tensors = [("model.layers.0.self_attn.%s_proj.weight" % name, "F32", (16, 16),
+                    weights[name].tobytes()) for name in "qkvo"]
+        with open(os.path.join(folder, "model.safetensors"), "wb") as handle:
+            handle.write(safetensors_bytes(tensors))
+        with open(os.path.join(folder, "config.json"), "w") as handle:
+            json.dump({"model_type": "llama", "hidden_size": 16, "num_attention_heads": 2,
+                       "num_key_value_heads": 2, "num_hidden_layers": 1}, handle)
+        result = run("analyze", folder, "--label", "evil\x1b[2J\nkvrank: error: forged")
+        self.assert_ok(result)
+        self.assert_clean(result.stderr)
+        lines = result.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("evil\\x1b[2J\\nkvrank: error: forged: layer 0: head(s) 0", lines[0])
 
     def test_labels_in_table_and_check_output(self):
         folder = synth(self.path("ckpt"))
