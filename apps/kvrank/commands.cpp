@@ -4,17 +4,21 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
+#include <algorithm>
 #include <filesystem>
-#include <iostream>
+#include <optional>
+#include <thread>
 
 #include "kvrank/analysis.hpp"
+#include "kvrank/atomic_file.hpp"
 #include "kvrank/check.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/inspect.hpp"
 #include "kvrank/merge.hpp"
+#include "kvrank/png.hpp"
 #include "kvrank/report.hpp"
 #include "kvrank/svg.hpp"
+#include "kvrank/text.hpp"
 #include "terminal.hpp"
 
 namespace fs = std::filesystem;
@@ -24,12 +28,41 @@ namespace {
 
 // ---- output ------------------------------------------------------------------------------------
 
-/// Data goes to stdout, or to `path` written atomically (a failed run leaves no partial file).
-void emit(const std::string& content, const std::string& path) {
-  if (path.empty() || path == "-") {
-    std::cout << content << std::flush;
-  } else {
-    kvrank::write_file_atomically(path, content);
+/// Where the data goes: stdout, or `-o FILE` (none, or "-": stdout). The file is claimed when the
+/// command starts — a wrong -o fails at once rather than after the analysis — and published whole
+/// by emit(); a failed or interrupted run leaves no partial file (atomic_file.hpp).
+class Destination {
+ public:
+  Destination(const std::string& path, const std::vector<fs::path>& inputs) {
+    if (!path.empty() && path != "-") file_.emplace(path, inputs);
+  }
+
+  void emit(const std::string& content) {
+    if (!file_) return kvrank::write_stdout(content);
+    file_->write(content);
+    file_->commit();
+  }
+
+  /// The claimed file; nullptr when the data goes to stdout.
+  kvrank::OutputFile* file() { return file_ ? &*file_ : nullptr; }
+
+ private:
+  std::optional<kvrank::OutputFile> file_;
+};
+
+std::vector<fs::path> as_paths(const std::vector<std::string>& names) {
+  return {names.begin(), names.end()};
+}
+
+/// More threads than 4 × the processors only cost memory and start-up (100000 crashed OpenMP, 64
+/// under a memory limit hung it): refused, with the limit, before any thread exists.
+void check_thread_count(int threads) {
+  const unsigned processors = std::max(1u, std::thread::hardware_concurrency());
+  const long long limit = 4LL * processors;
+  if (threads > limit) {
+    throw kvrank::Error("", "--threads " + std::to_string(threads) + ": at most " +
+                                std::to_string(limit) + " (4 × the " + std::to_string(processors) +
+                                " processors of this machine)");
   }
 }
 
@@ -96,13 +129,11 @@ void warn_about_zero_heads(const kvrank::ModelReport& model) {
   }
 }
 
-/// A result document as analyze and merge write it (merge's output must match byte for byte).
-std::string json_text(const nlohmann::json& document) { return document.dump(2) + "\n"; }
-
 std::string format_reports(const std::vector<kvrank::ModelReport>& models,
                            const AnalyzeArgs& args) {
-  if (args.format == "json")
-    return json_text(to_json(models, {.include_similarity = args.similarity}));
+  if (args.format == "json") {
+    return to_json_text(to_json(models, {.include_similarity = args.similarity}));
+  }
   if (args.format == "csv") return kvrank::to_csv(models);
   return kvrank::to_table(models);
 }
@@ -114,6 +145,10 @@ int run_analyze(const AnalyzeArgs& args) {
     throw kvrank::Error("", "--label given " + std::to_string(args.labels.size()) + " times for " +
                                 std::to_string(args.paths.size()) + " input(s)");
   }
+  check_thread_count(args.threads);
+  std::vector<fs::path> inputs = as_paths(args.paths);
+  if (!args.layout.map_file.empty()) inputs.push_back(args.layout.map_file);
+  Destination destination(args.output, inputs);
   kvrank::set_compute_threads(args.threads);
   kvrank::AnalyzeOptions options;
   for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
@@ -139,7 +174,7 @@ int run_analyze(const AnalyzeArgs& args) {
     models.push_back(
         kvrank::fully_redundant_baseline(models.front().num_layers, models.front().heads));
   }
-  emit(format_reports(models, args), args.output);
+  destination.emit(format_reports(models, args));
   return 0;
 }
 
@@ -149,7 +184,8 @@ int run_inspect(const InspectArgs& args) {
     const auto checkpoint = kvrank::Checkpoint::open(path, args.layout.open_options());
     reports.push_back(kvrank::inspect_checkpoint(checkpoint, args.layout.overrides()));
   }
-  std::cout << (args.format == "json" ? to_json(reports).dump(2) + "\n" : kvrank::to_text(reports));
+  kvrank::write_stdout(args.format == "json" ? to_json_text(to_json(reports))
+                                             : kvrank::to_text(reports));
   return 0;
 }
 
@@ -170,33 +206,28 @@ int run_check(const CheckArgs& args) {
     (void)kvrank::metric_value({}, metric);  // validate names
   const auto violations = kvrank::check_reports(
       read_results(args.current), read_results(args.golden), options, args.current, args.golden);
+  const std::string current = kvrank::printable(args.current);
+  const std::string golden = kvrank::printable(args.golden);
   if (violations.empty()) {
-    std::cout << "kvrank check: " << args.current << " matches " << args.golden
-              << " within tolerance\n";
+    kvrank::write_stdout("kvrank check: " + current + " matches " + golden + " within tolerance\n");
     return 0;
   }
-  std::cout << kvrank::format_violations(violations);
-  std::cout << "kvrank check: " << violations.size() << " regression(s) against " << args.golden
-            << "\n";
+  kvrank::write_stdout(kvrank::format_violations(violations) +
+                       "kvrank check: " + std::to_string(violations.size()) +
+                       " regression(s) against " + golden + "\n");
   return kExitRegression;
 }
 
 namespace {
 
-/// SVG, or PNG through rsvg-convert when the output name ends in .png.
-void write_figure(const std::string& svg, const std::string& output) {
-  if (fs::path(output).extension() != ".png") {
-    emit(svg, output);
+/// SVG, or PNG through rsvg-convert when the output name ends in .png (never "-": a file).
+void write_figure(const std::string& svg, const std::string& output, Destination& destination) {
+  if (fs::path(output).extension() != ".png" || destination.file() == nullptr) {
+    destination.emit(svg);
     return;
   }
-  const fs::path svg_path = fs::path(output).replace_extension(".svg");
-  kvrank::write_file_atomically(svg_path, svg);
-  const std::string command =
-      "rsvg-convert -f png -o '" + output + "' '" + svg_path.string() + "' 2>/dev/null";
-  if (std::system(command.c_str()) != 0) {
-    throw kvrank::Error(output, "cannot render PNG (is rsvg-convert installed?); the SVG is at " +
-                                    svg_path.string());
-  }
+  kvrank::render_png(svg, *destination.file());
+  destination.file()->commit();
 }
 
 const kvrank::ModelReport& pick_model(const std::vector<kvrank::ModelReport>& models,
@@ -211,6 +242,7 @@ const kvrank::ModelReport& pick_model(const std::vector<kvrank::ModelReport>& mo
 }  // namespace
 
 int run_plot(const PlotArgs& args) {
+  Destination destination(args.output, as_paths(args.inputs));
   if (args.heatmap_layer) {
     const auto models = read_results(args.inputs.front());
     const auto& model = pick_model(models, args.heatmap_model, args.inputs.front());
@@ -220,15 +252,15 @@ int run_plot(const PlotArgs& args) {
     } catch (const kvrank::Error& e) {  // the plotter knows the model, not the file it came from
       throw kvrank::Error(args.inputs.front(), e.what());
     }
-    write_figure(svg, args.output);
+    write_figure(svg, args.output, destination);
     return 0;
   }
   std::vector<kvrank::Panel> panels;
   for (const auto& input : args.inputs) {
-    panels.push_back({fs::path(input).stem().string(), read_results(input)});
+    panels.push_back({fs::path(input).stem().string(), read_results(input), input});
   }
   write_figure(kvrank::plot_curves_svg(panels, {.metric = args.metric, .title = args.title}),
-               args.output);
+               args.output, destination);
   return 0;
 }
 
@@ -237,15 +269,18 @@ int run_merge(const MergeArgs& args) {
   for (const auto& path : args.parts) parts.push_back({path, kvrank::read_json_object(path)});
   kvrank::MergeOptions options;
   if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
-  emit(json_text(kvrank::merge_results(parts, options)), args.output);
+  Destination destination(args.output, as_paths(args.parts));
+  // Written as analyze writes results (to_json_text), so a merge matches a whole run byte for byte.
+  destination.emit(kvrank::to_json_text(kvrank::merge_results(parts, options)));
   return 0;
 }
 
 int run_baseline(const BaselineArgs& args) {
+  Destination destination(args.output, {});
   AnalyzeArgs as_analyze;
   as_analyze.format = args.format;
-  emit(format_reports({kvrank::fully_redundant_baseline(args.layers, args.heads)}, as_analyze),
-       args.output);
+  destination.emit(
+      format_reports({kvrank::fully_redundant_baseline(args.layers, args.heads)}, as_analyze));
   return 0;
 }
 

@@ -36,7 +36,7 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   command->add_option("-o,--output", args.output, "Write to FILE (atomically) instead of stdout");
   command->add_flag("--similarity", args.similarity, "Include each layer's H×H similarity (JSON)");
   command->add_flag("--with-baseline", args.with_baseline, "Add the fully-redundant series");
-  command->add_option("--threads", args.threads, "Threads (default: all cores)")
+  command->add_option("--threads", args.threads, "Threads (default: all cores; at most 4 × cores)")
       ->check(CLI::NonNegativeNumber);
   args.layout.add_to(*command);
   return command;

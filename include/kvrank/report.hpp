@@ -16,6 +16,10 @@ struct ReportOptions {
 };
 
 nlohmann::json to_json(const std::vector<ModelReport>& models, const ReportOptions& options = {});
+/// A JSON document as text: indented by 2, with a final newline. JSON text is UTF-8, so a string
+/// that is not (a file name in another encoding, a label from the command line) has its bad bytes
+/// replaced by U+FFFD rather than failing the run.
+std::string to_json_text(const nlohmann::json& document);
 std::string to_csv(const std::vector<ModelReport>& models);
 std::string to_table(const std::vector<ModelReport>& models);
 

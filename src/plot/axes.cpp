@@ -1,6 +1,7 @@
 // Axes of the figures (svg.hpp): matplotlib-like limits, nice ticks, labels.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 
@@ -11,9 +12,19 @@ namespace kvrank::plot_detail {
 // Axes
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// More ticks than fit on an axis are never drawn, whatever the data: this bounds the loops below.
+constexpr std::size_t kMaxTicks = 25;
+
+}  // namespace
+
 /// Matplotlib-like limits (data ± 5 %) and "nice" ticks (1, 2, 2.5, 5 × 10^k) inside them.
 Axis value_axis(double data_min, double data_max, int target_ticks) {
-  if (!(data_max - data_min > 1e-12)) {
+  // A spread below 1e-9 of the values' size is round-off, not a trend, and ticks that close could
+  // not even be stepped through in a double (1e17 + 4 == 1e17): drawn as a flat line.
+  const double scale = std::max(std::fabs(data_min), std::fabs(data_max));
+  if (!(data_max - data_min > std::max(1e-12, 1e-9 * scale))) {
     const double half = std::max(0.5, std::fabs(data_min) * 0.1);
     data_min -= half;
     data_max += half;
@@ -35,8 +46,11 @@ Axis value_axis(double data_min, double data_max, int target_ticks) {
   const double extra_decimal = nice == 2.5 ? 1 : 0;
   axis.decimals =
       static_cast<int>(std::max(0.0, -std::floor(std::log10(step) + 1e-9) + extra_decimal));
-  for (double tick = std::ceil(axis.low / step - 1e-9) * step; tick <= axis.high + 1e-9 * step;
-       tick += step) {
+  // Ticks as multiples k·step (no running sum, whose round-off could stall or drift).
+  const double last = std::floor(axis.high / step + 1e-9);
+  for (double k = std::ceil(axis.low / step - 1e-9); k <= last && axis.ticks.size() < kMaxTicks;
+       ++k) {
+    const double tick = k * step;
     axis.ticks.push_back(std::fabs(tick) < 1e-12 * step ? 0.0 : tick);
   }
   return axis;
@@ -44,10 +58,11 @@ Axis value_axis(double data_min, double data_max, int target_ticks) {
 
 namespace {
 
-/// Integer tick step for a layer span: 1, 2, 5, 10, 20, 50 … giving at most 10 ticks.
-int layer_step(int span) {
-  for (int magnitude = 1;; magnitude *= 10) {
-    for (int multiple : {1, 2, 5}) {
+/// Integer tick step for a layer span: 1, 2, 5, 10, 20, 50 … giving at most 10 ticks. In 64 bits:
+/// a span of layer indices (any two ints) reaches 2^32, and 10^10 must not overflow.
+std::int64_t layer_step(std::int64_t span) {
+  for (std::int64_t magnitude = 1;; magnitude *= 10) {
+    for (std::int64_t multiple : {1, 2, 5}) {
       if (span / (multiple * magnitude) + 1 <= 10) return multiple * magnitude;
     }
   }
@@ -58,18 +73,20 @@ int layer_step(int span) {
 /// Layer axis: limits 5 % beyond the first and last layer, integer ticks.
 Axis layer_axis(int first, int last) {
   Axis axis;
-  const double margin = first == last ? 0.5 : 0.05 * (last - first);
+  const std::int64_t span = std::int64_t{last} - first;
+  const double margin = first == last ? 0.5 : 0.05 * static_cast<double>(span);
   axis.low = first - margin;
   axis.high = last + margin;
-  const int step = layer_step(last - first);
-  for (int tick = (first / step) * step; tick <= last; tick += step) {
-    if (tick >= first) axis.ticks.push_back(tick);
+  const std::int64_t step = layer_step(span);
+  for (std::int64_t tick = (first / step) * step; tick <= last && axis.ticks.size() < kMaxTicks;
+       tick += step) {
+    if (tick >= first) axis.ticks.push_back(static_cast<double>(tick));
   }
   return axis;
 }
 
 std::string tick_label(double value, int decimals) {
-  char buffer[32];
+  char buffer[512];  // room for any double in fixed notation (DBL_MAX has 309 digits)
   std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
   std::string label = buffer;
   // A tiny negative value must not print as "-0.00".

@@ -1,6 +1,8 @@
 // Rank curves (svg.hpp): one panel per input file, one series per model, a shared legend.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 
@@ -93,6 +95,24 @@ std::pair<int, int> layer_range(const Panel& panel) {
   }
   if (first > last) return {0, 1};
   return {first, last};
+}
+
+/// last − first of a panel's layers, in 64 bits (two ints can be 2^32 apart).
+std::int64_t layer_span(const Panel& panel) {
+  const auto [first, last] = layer_range(panel);
+  return std::int64_t{last} - first;
+}
+
+/// The value axis of a panel; values too far apart for a double (±1e308) are an error naming the
+/// panel's file, as they would give infinite or NaN coordinates.
+Axis checked_value_axis(const Panel& panel, const std::string& metric, double low, double high) {
+  Axis axis = value_axis(low, high, 8);
+  if (std::isfinite(axis.low) && std::isfinite(axis.high) && std::isfinite(axis.high - axis.low)) {
+    return axis;
+  }
+  char range[96];
+  std::snprintf(range, sizeof range, "values from %g to %g", low, high);
+  throw Error(panel.source, metric + " " + range + " are too far apart to plot");
 }
 
 std::string axes_and_grid(const Frame& frame, const std::string& y_label) {
@@ -202,8 +222,7 @@ std::string panel_svg(const Panel& panel, const Frame& frame, const PlotOptions&
         kBaselineLabel);
     *drew_baseline = true;
   }
-  const auto [first, last] = layer_range(panel);
-  const double marker_radius = last - first > 20 ? 2.4 : 3.3;
+  const double marker_radius = layer_span(panel) > 20 ? 2.4 : 3.3;
   for (const ModelReport& model : panel.models) {
     if (!is_baseline(model)) {
       out += model_series(frame, model, options.metric, styles.at(model.label), marker_radius);
@@ -277,11 +296,8 @@ std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions&
   std::vector<std::string> order;
   const auto styles = assign_styles(panels, &order);
   Layout layout;
-  int widest_span = 0;
-  for (const Panel& panel : panels) {
-    const auto [first, last] = layer_range(panel);
-    widest_span = std::max(widest_span, last - first);
-  }
+  std::int64_t widest_span = 0;
+  for (const Panel& panel : panels) widest_span = std::max(widest_span, layer_span(panel));
   layout.plot_width = widest_span > 20 ? 520 : 420;
   layout.figure_title = options.title.empty() ? 0 : 34;
 
@@ -303,7 +319,7 @@ std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions&
     frame.x = layer_axis(first, last);
     const bool at_one = has_fully_redundant_line(options.metric);
     const auto [low, high] = value_range(panel, options.metric, at_one);
-    frame.y = value_axis(low, high, 8);
+    frame.y = checked_value_axis(panel, options.metric, low, high);
     body += panel_svg(panel, frame, options, styles, &drew_baseline, &baseline_label);
   }
   if (drew_baseline) {

@@ -91,6 +91,21 @@ std::string colour_bar(const ColourMap& map, double left, double top, double hei
   return out + "</g>\n";
 }
 
+/// A similarity is a cosine: a value outside [-1, 1] (beyond round-off) means a damaged file, and
+/// would silently be drawn in the end colour of the map.
+void check_cosines(const ModelReport& model, int layer_index, const MatrixD& similarity) {
+  for (Index i = 0; i < similarity.rows(); ++i) {
+    for (Index j = 0; j < similarity.cols(); ++j) {
+      const double value = similarity(i, j);
+      if (std::fabs(value) <= 1 + 1e-6) continue;
+      char found[96];
+      std::snprintf(found, sizeof found, "similarity[%td][%td] = %g", i, j, value);
+      throw Error("", "model \"" + model.label + "\" layer " + std::to_string(layer_index) + ": " +
+                          found + " is not a cosine (outside [-1, 1])");
+    }
+  }
+}
+
 }  // namespace
 
 std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const std::string& title) {
@@ -104,6 +119,7 @@ std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const st
     throw Error("", "model \"" + model.label + "\" layer " + std::to_string(layer_index) +
                         " has no similarity matrix (run analyze with --similarity)");
   }
+  check_cosines(model, layer_index, similarity);
   const Index heads = similarity.rows();
   // Cosines of QK forms can be negative: then a diverging map over [-1, 1], else viridis [0, 1].
   const bool negative = similarity.minCoeff() < -1e-12;

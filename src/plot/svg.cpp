@@ -16,33 +16,58 @@
 #include <cstdio>
 
 #include "kvrank/error.hpp"
+#include "kvrank/text.hpp"
 #include "plot/svg_detail.hpp"
 
 namespace kvrank {
 
+namespace {
+
+// XML 1.0 § 2.2 Char. decode_utf8 already excludes surrogates and anything above U+10FFFF.
+bool allowed_in_xml(char32_t c) {
+  return c == 0x9 || c == 0xA || c == 0xD || (c >= 0x20 && c <= 0xD7FF) ||
+         (c >= 0xE000 && c <= 0xFFFD) || c >= 0x10000;
+}
+
+const char* xml_entity(char32_t c) {
+  switch (c) {
+    case '&':
+      return "&amp;";
+    case '<':
+      return "&lt;";
+    case '>':
+      return "&gt;";
+    case '"':
+      return "&quot;";
+    case '\'':
+      return "&apos;";
+    case '\t':
+      return "&#9;";
+    case '\n':
+      return "&#10;";
+    case '\r':
+      return "&#13;";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
 std::string xml_escape(std::string_view text) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
+  for (std::size_t at = 0; at < text.size();) {
+    const Utf8Char c = decode_utf8(text, at);
+    if (!c.valid || !allowed_in_xml(c.code_point)) {
+      out += kReplacement;
+    } else if (const char* entity = xml_entity(c.code_point)) {
+      out += entity;
+    } else {
+      out.append(text, at, c.length);
     }
+    at += c.length;
   }
   return out;
 }

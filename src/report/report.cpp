@@ -87,6 +87,10 @@ json to_json(const std::vector<ModelReport>& models, const ReportOptions& option
   };
 }
 
+std::string to_json_text(const json& document) {
+  return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
 // ----------------------------------------------------------------------------------------------
 // JSON reader
 // ----------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kvrank/report.hpp"
+#include "kvrank/text.hpp"
 
 namespace kvrank {
 
@@ -41,7 +42,8 @@ std::string join_ints(const std::vector<int>& values) {
 }
 
 std::string model_heading(const ModelReport& model) {
-  std::string text = model.label + "  (" + model.family + ", " + model.variant;
+  // The table is for a terminal: a label (a file name by default) is shown escaped.
+  std::string text = printable(model.label) + "  (" + model.family + ", " + model.variant;
   if (model.lrkv_rank) text += " r=" + std::to_string(*model.lrkv_rank);
   if (model.mla_kv_lora_rank) text += " kv_lora_rank=" + std::to_string(*model.mla_kv_lora_rank);
   text += ")  heads " + std::to_string(model.heads) + "  kv_heads " +

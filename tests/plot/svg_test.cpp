@@ -3,6 +3,7 @@
 #include "kvrank/svg.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "kvrank/error.hpp"
 #include "support/catch.hpp"
@@ -235,6 +236,104 @@ TEST_CASE("heatmap: zero heads are skipped in the head labels", "[svg]") {
   // Cell annotations: -0.001 is shown as 0.00, never as "-0.00".
   CHECK(std::count(texts.begin(), texts.end(), "0.00") == 6);
   CHECK(std::count(texts.begin(), texts.end(), "-0.00") == 0);
+}
+
+}  // namespace kvrank
+
+// ---- issue 9, class 5: bounded ticks, validated ranges, well-formed XML on any input ----------
+
+namespace kvrank {
+namespace {
+
+/// A model whose layers `layers` take the values `values` of erank and erank_pct.
+ModelReport model_with(const std::vector<int>& layers, const std::vector<double>& values,
+                       const std::string& label = "m") {
+  ModelReport report = model(label, "mha", static_cast<int>(layers.size()), 1.0, 0.0);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    report.layers[i].layer = layers[i];
+    report.layers[i].erank = report.layers[i].erank_pct = values[i];
+  }
+  return report;
+}
+
+std::size_t count_texts(const json& svg) { return svg["texts"].size(); }
+
+}  // namespace
+
+TEST_CASE("xml_escape keeps only characters XML 1.0 allows", "[svg]") {
+  CHECK(xml_escape("a\x01"
+                   "b\x1b[31m") ==
+        "a\xef\xbf\xbd"
+        "b\xef\xbf\xbd[31m");  // U+FFFD
+  CHECK(xml_escape("bad \xff\xc0\xaf byte") == "bad \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd byte");
+  CHECK(xml_escape("\xef\xbf\xbe") == "\xef\xbf\xbd");  // U+FFFE is not an XML character
+  CHECK(xml_escape("tab\tline\ncr\r") == "tab&#9;line&#10;cr&#13;");  // kept in attributes too
+  CHECK(xml_escape("\xf0\x9f\x98\x80 \xc2\x85") == "\xf0\x9f\x98\x80 \xc2\x85");
+}
+
+TEST_CASE("curves: values closer than double precision give a bounded axis", "[svg]") {
+  for (const char* metric : {"erank", "erank_pct"}) {
+    const Panel panel{"p", {model_with({0, 1}, {1e17, 1e17 + 32})}, "r.json"};
+    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric}));
+    CHECK(count_texts(svg) < 60);
+    for (const json& marker : svg["series"][0]["markers"])
+      CHECK(std::isfinite(marker[1].get<double>()));
+  }
+}
+
+TEST_CASE("curves: layer indices near INT_MAX give a bounded axis", "[svg]") {
+  constexpr int kMax = std::numeric_limits<int>::max();
+  const std::vector<std::vector<int>> cases = {{0, kMax}, {kMax - 1, kMax}, {-kMax - 1, kMax}};
+  for (const auto& layers : cases) {
+    const Panel panel{"p", {model_with(layers, {2.0, 3.0})}, "r.json"};
+    const json svg = parse_svg(plot_curves_svg({panel}, {}));
+    CHECK(count_texts(svg) < 60);
+    REQUIRE(svg["series"][0]["markers"].size() == 2);
+  }
+}
+
+TEST_CASE("curves: a value range wider than a double holds is an error naming the file", "[svg]") {
+  const Panel panel{"p", {model_with({0, 1}, {1e308, -1e308})}, "dir/r.json"};
+  try {
+    plot_curves_svg({panel}, {.metric = "erank_pct"});
+    FAIL("no error");
+  } catch (const Error& error) {
+    CHECK(std::string(error.what()) ==
+          "dir/r.json: erank_pct values from -1e+308 to 1e+308 are too far apart to plot");
+  }
+  const Panel single{"p", {model_with({0}, {1e308})}, "r.json"};  // one huge value still plots
+  CHECK(parse_svg(plot_curves_svg({single}, {}))["series"][0]["markers"].size() == 1);
+}
+
+TEST_CASE("curves and heatmap: control characters in names give well-formed XML", "[svg]") {
+  const std::string evil = "m\x01\x1b[2J\xff\xef\xbf\xbe <&> \"'";
+  const Panel panel{
+      "t\x02"
+      "itle",
+      {model_with({0, 1}, {2.0, 3.0}, evil)},
+      "r.json"};
+  const json svg = parse_svg(plot_curves_svg({panel}, {.title = evil}));
+  REQUIRE(svg["series"].size() == 1);
+  const std::string replaced = "m\xef\xbf\xbd\xef\xbf\xbd[2J\xef\xbf\xbd\xef\xbf\xbd <&> \"'";
+  CHECK(svg["series"][0]["label"] == replaced);
+  CHECK(svg["panels"] == json::array({"t\xef\xbf\xbditle"}));
+
+  ModelReport heat = model_with({0}, {2.0}, evil);
+  heat.repr = "q\x1bk";
+  heat.layers[0].similarity = MatrixD{{1.0, 0.5}, {0.5, 1.0}};
+  CHECK(parse_svg(plot_heatmap_svg(heat, 0, ""))["cells"].size() == 4);
+}
+
+TEST_CASE("heatmap: a similarity outside [-1, 1] is an error", "[svg]") {
+  ModelReport heat = model_with({3}, {2.0});
+  heat.layers[0].similarity = MatrixD{{1.0, 1e308}, {1e308, 1.0}};
+  try {
+    plot_heatmap_svg(heat, 3, "");
+    FAIL("no error");
+  } catch (const Error& error) {
+    CHECK(std::string(error.what()) ==
+          "model \"m\" layer 3: similarity[0][1] = 1e+308 is not a cosine (outside [-1, 1])");
+  }
 }
 
 }  // namespace kvrank
