@@ -44,6 +44,12 @@ std::vector<fs::path> files_with_extension(const fs::path& folder, std::string_v
   return files;
 }
 
+bool starts_with_gguf_magic(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, sizeof magic) && std::string_view(magic, sizeof magic) == "GGUF";
+}
+
 // Builds a Checkpoint's catalogue file by file, filling the members Checkpoint::open hands it.
 class CheckpointLoader {
  public:
@@ -65,8 +71,8 @@ class CheckpointLoader {
       add_npz(path);
     } else if (is_index_file(path)) {
       add_index(path);
-    } else if (has_extension(path, ".gguf")) {
-      add_gguf(path);
+    } else if (has_extension(path, ".gguf") || starts_with_gguf_magic(path)) {
+      add_gguf(path);  // Ollama keeps GGUF files as extension-less blobs (sha256-...)
     } else {
       throw Error(path.string(),
                   "unsupported file type (expected .safetensors, .safetensors.index.json, .npy, "

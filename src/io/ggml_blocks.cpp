@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace kvrank::detail {
 namespace {
@@ -98,29 +99,24 @@ void dequantize_q6_k(const std::byte* block, float* out) noexcept {
   }
 }
 
+using BlockDecoder = void (*)(const std::byte*, float*) noexcept;
+
+BlockDecoder decoder_of(DType dtype) noexcept {
+  constexpr std::pair<DType, BlockDecoder> kDecoders[] = {
+      {DType::Q8_0, dequantize_q8_0}, {DType::Q4_0, dequantize_q4_0},
+      {DType::Q4_K, dequantize_q4_k}, {DType::Q5_K, dequantize_q5_k},
+      {DType::Q6_K, dequantize_q6_k},
+  };
+  for (const auto& [type, decode] : kDecoders)
+    if (type == dtype) return decode;
+  return nullptr;
+}
+
 }  // namespace
 
 void dequantize_blocks(DType dtype, std::span<const std::byte> raw, std::span<float> out) noexcept {
-  void (*decode)(const std::byte*, float*) noexcept = nullptr;
-  switch (dtype) {
-    case DType::Q8_0:
-      decode = dequantize_q8_0;
-      break;
-    case DType::Q4_0:
-      decode = dequantize_q4_0;
-      break;
-    case DType::Q4_K:
-      decode = dequantize_q4_k;
-      break;
-    case DType::Q5_K:
-      decode = dequantize_q5_k;
-      break;
-    case DType::Q6_K:
-      decode = dequantize_q6_k;
-      break;
-    default:
-      return;
-  }
+  const BlockDecoder decode = decoder_of(dtype);
+  if (!decode) return;
   const std::size_t elements = dtype_block_elements(dtype), bytes = dtype_size(dtype);
   for (std::size_t block = 0; block * elements < out.size(); ++block) {
     decode(raw.data() + block * bytes, out.data() + block * elements);

@@ -238,10 +238,20 @@ void check_mla_kv_b(const GgufCheckpoint& result, const std::string& file_name) 
   }
 }
 
+// llama-gguf-split writes a model as N files whose first holds the metadata; kvrank reads one file.
+void check_not_split(const GgufFile& file, const std::string& file_name) {
+  const std::optional<int> count = Hyperparameters(file, file_name).integer("split.count");
+  if (count && *count > 1) {
+    throw Error(file_name, "this is one part of a GGUF split into " + std::to_string(*count) +
+                               " files; merge them first (llama-gguf-split --merge)");
+  }
+}
+
 }  // namespace
 
 GgufCheckpoint gguf_checkpoint(GgufFile file, const std::string& file_name) {
   GgufCheckpoint result;
+  check_not_split(file, file_name);
   result.config = synthesize_config(file, file_name);
   check_attention_types(file, file_name);
   const bool gemma = result.config["model_type"].get<std::string>().starts_with("gemma");

@@ -15,7 +15,7 @@ namespace {
 
 // GGUF metadata value types and GGML tensor types used below (ggml docs/gguf.md).
 constexpr std::uint32_t kU8 = 0, kU32 = 4, kF32 = 6, kBool = 7, kString = 8, kArray = 9;
-constexpr std::uint32_t kI32 = 5, kU64 = 10;
+constexpr std::uint32_t kU16 = 2, kI32 = 5, kU64 = 10;
 constexpr std::uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ3_K = 11;
 
 // Builds a GGUF image field by field, little-endian, exactly as the format lays it out.
@@ -50,6 +50,15 @@ class Image {
     put(kString);
     return string(value);
   }
+  /// Five entries: general.architecture, and one layer of `heads` heads of `head_dim`.
+  Image& hyperparameters(const std::string& arch, std::uint32_t d_model, std::uint32_t heads,
+                         std::uint32_t head_dim) {
+    return kv_string("general.architecture", arch)
+        .kv_u32(arch + ".block_count", 1)
+        .kv_u32(arch + ".embedding_length", d_model)
+        .kv_u32(arch + ".attention.head_count", heads)
+        .kv_u32(arch + ".attention.key_length", head_dim);
+  }
   Image& tensor(const std::string& name, std::vector<std::uint64_t> ne, std::uint32_t type,
                 std::uint64_t offset) {
     string(name);
@@ -83,13 +92,7 @@ void check_error(const Image& image, const std::string& message) {
 // (K and V [2, 4] for one KV head), values 0, 1, 2, ... per tensor.
 Image llama_image(const std::string& arch = "llama", std::uint32_t q_type = kTypeF32) {
   Image image;
-  image.header(5, 6)
-      .kv_string("general.architecture", arch)
-      .kv_u32(arch + ".block_count", 1)
-      .kv_u32(arch + ".embedding_length", 4)
-      .kv_u32(arch + ".attention.head_count", 2)
-      .kv_u32(arch + ".attention.head_count_kv", 1)
-      .kv_u32(arch + ".attention.key_length", 2);
+  image.header(5, 6).hyperparameters(arch, 4, 2, 2).kv_u32(arch + ".attention.head_count_kv", 1);
   image.tensor("blk.0.attn_q.weight", {4, 4}, q_type, 0)
       .tensor("blk.0.attn_k.weight", {4, 2}, kTypeF32, 64)
       .tensor("blk.0.attn_v.weight", {4, 2}, kTypeF32, 96)
@@ -312,6 +315,10 @@ TEST_CASE("gguf: a llama GGUF opens as a Hugging Face checkpoint with a synthesi
   const TensorView& embedding = checkpoint.at("token_embd.weight");
   CHECK(embedding.stored_name.empty());
   CHECK(embedding.shape == std::vector<std::int64_t>{3, 4});
+
+  // Ollama's blobs have no extension: the magic bytes tell.
+  test::write_file(dir / "sha256-0123", llama_image().bytes());
+  CHECK(Checkpoint::open(dir / "sha256-0123").find("model.layers.0.self_attn.v_proj.weight"));
 }
 
 TEST_CASE("gguf: architecture and hyperparameter errors name the file and key", "[readers][gguf]") {
@@ -354,17 +361,18 @@ TEST_CASE("gguf: architecture and hyperparameter errors name the file and key", 
             "supported");
   CHECK(open_error(llama_image("llama", kTypeQ3_K)).find("m.gguf: blk.0.attn_q.weight: ") !=
         std::string::npos);
+  Image split;
+  split.header(0, 2).kv_string("general.architecture", "llama");
+  split.string("split.count").put(kU16).put<std::uint16_t>(3);
+  CHECK(open_error(split) == file +
+                                 ": this is one part of a GGUF split into 3 files; merge them "
+                                 "first (llama-gguf-split --merge)");
 }
 
 TEST_CASE("gguf: an attention tensor of a type kvrank cannot dequantize is refused by name",
           "[readers][gguf]") {
   Image image;
-  image.header(1, 5)
-      .kv_string("general.architecture", "llama")
-      .kv_u32("llama.block_count", 1)
-      .kv_u32("llama.embedding_length", 256)
-      .kv_u32("llama.attention.head_count", 1)
-      .kv_u32("llama.attention.key_length", 1);
+  image.header(1, 5).hyperparameters("llama", 256, 1, 1);
   image.tensor("blk.0.attn_k.weight", {256, 1}, kTypeQ3_K, 0).align().zeros(110);
   test::TempDir dir;
   test::write_file(dir / "m.gguf", image.bytes());
@@ -378,12 +386,7 @@ TEST_CASE("gguf: Gemma's 1 + w norm gains are shifted back, deepseek2 maps to ML
           "[readers][gguf]") {
   test::TempDir dir;
   Image gemma;
-  gemma.header(1, 5)
-      .kv_string("general.architecture", "gemma3")
-      .kv_u32("gemma3.block_count", 1)
-      .kv_u32("gemma3.embedding_length", 4)
-      .kv_u32("gemma3.attention.head_count", 1)
-      .kv_u32("gemma3.attention.key_length", 2);
+  gemma.header(1, 5).hyperparameters("gemma3", 4, 1, 2);
   gemma.tensor("blk.0.attn_q_norm.weight", {2}, kTypeF32, 0).align();
   gemma.put(1.5f).put(0.25f);
   test::write_file(dir / "g.gguf", gemma.bytes());
@@ -413,6 +416,28 @@ TEST_CASE("gguf: Gemma's 1 + w norm gains are shifted back, deepseek2 maps to ML
                                                                      {"num_attention_heads", 4},
                                                                      {"hidden_size", 64},
                                                                      {"num_hidden_layers", 2}});
+
+  // llama.cpp's MLA-absorbing converter: key/value_length are the latent sizes, the per-head sizes
+  // are in *_mla; V3's sigmoid expert gating names the family.
+  Image absorbed;
+  absorbed.header(0, 11)
+      .kv_string("general.architecture", "deepseek2")
+      .kv_u32("deepseek2.block_count", 2)
+      .kv_u32("deepseek2.embedding_length", 64)
+      .kv_u32("deepseek2.attention.head_count", 4)
+      .kv_u32("deepseek2.attention.kv_lora_rank", 16)
+      .kv_u32("deepseek2.attention.q_lora_rank", 24)
+      .kv_u32("deepseek2.rope.dimension_count", 4)
+      .kv_u32("deepseek2.attention.key_length", 20)
+      .kv_u32("deepseek2.attention.key_length_mla", 12)
+      .kv_u32("deepseek2.attention.value_length_mla", 6)
+      .kv_u32("deepseek2.expert_gating_func", 2);
+  test::write_file(dir / "v3.gguf", absorbed.bytes());
+  const nlohmann::json v3 = *Checkpoint::open(dir / "v3.gguf").config();
+  CHECK(v3.at("model_type") == "deepseek_v3");
+  CHECK(v3.at("q_lora_rank") == 24);
+  CHECK(v3.at("qk_nope_head_dim") == 8);
+  CHECK(v3.at("v_head_dim") == 6);
 }
 
 // ---- dequantization, one hand-computed block per type -------------------------------------------
