@@ -36,8 +36,8 @@ NO_KERNEL = ("kvrank: error: KVRANK_GRAM_BACKEND=bf16: this kvrank has no bf16 G
              "needs oneDNN at build time and a CPU with AVX512-BF16); use auto or f32\n")
 
 
-def run(args, backend, threads=None):
-    env = dict(os.environ, KVRANK_GRAM_BACKEND=backend)
+def run(args, backend, threads=None, **environment):
+    env = dict(os.environ, KVRANK_GRAM_BACKEND=backend, **environment)
     extra = ["--threads", str(threads)] if threads else []
     return subprocess.run([KVRANK] + args + extra, capture_output=True, text=True, env=env)
 
@@ -94,6 +94,24 @@ class GramBackends(unittest.TestCase):
                     self.check_metrics(bf16, expected, f"{family} bf16 vs reference")
         if not kernel:
             self.skipTest("no bf16 Gram kernel in this build or on this CPU (its error was checked)")
+
+    def test_cpu_without_bf16_falls_back_to_f32(self):
+        # ONEDNN_MAX_CPU_ISA caps the ISA oneDNN reports, as on a CPU without AVX512-BF16.
+        no_bf16 = dict(ONEDNN_MAX_CPU_ISA="AVX2")
+        with tempfile.TemporaryDirectory() as tmp:
+            out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+            # 512 × 512 rows of d 512: large enough for auto to take the bf16 kernel when it can.
+            writer.write_family("llama", out, ref, dtype="BF16", seed=5, layers=1, heads=8,
+                                head_dim=64, d_model=512)
+            args = ["analyze", out, "--format", "json"]
+            result = run(args, "bf16", **no_bf16)
+            self.assertEqual((result.returncode, result.stdout, result.stderr), (2, "", NO_KERNEL))
+            f32 = json.loads(run(args, "f32").stdout)["models"]
+            capped = run(args, "auto", **no_bf16)
+            self.assertEqual(capped.returncode, 0, capped.stderr)
+            self.assertEqual(json.loads(capped.stdout)["models"], f32)  # the f32 path, bit for bit
+            if bf16_kernel_available(out):  # uncapped, auto takes the kernel: other round-off
+                self.assertNotEqual(json.loads(run(args, "auto").stdout)["models"], f32)
 
     def test_wrong_backend_name_is_a_usage_error(self):
         with tempfile.TemporaryDirectory() as tmp:
