@@ -2,7 +2,9 @@
 # Benchmark of SPEC.md §4: `kvrank analyze` on bf16 checkpoints of the reference shapes, next to
 #   - the floor: the two float32 SYRKs per layer through the same BLAS (bench/floor.cpp),
 #   - a straightforward numpy implementation of §1 (scripts/bench_numpy.py, explicit d×d heads),
-# measured in the same run on the same machine. Prints a markdown table.
+# measured in the same run on the same machine. Prints a markdown table. `kvrank analyze` forms the
+# Grams of these bf16 weights with the bf16 kernel where it is available (gram_backend.hpp); the
+# 2.5B shape also gets a row with it turned off (KVRANK_GRAM_BACKEND=f32).
 #
 #   scripts/bench.sh            128M, 2.5B and Llama-2-7B shapes (about 15 minutes on 2 cores)
 #   scripts/bench.sh --quick    the 128M shape only
@@ -67,6 +69,15 @@ for shape in "${shapes[@]}"; do
   ratio=$(awk -v a="$kvrank_s" -v b="$floor_s" 'BEGIN { printf "%.2f", a / b }')
   rows+=("| $name ($layers × d $d, $heads heads) | $kvrank_s | $floor_s | $ratio | $numpy_cell | $numpy_ratio | $((rss_kb / 1024)) |")
   echo "${rows[-1]}" >&2
+  if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
+    echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
+    KVRANK_GRAM_BACKEND=f32 /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze \
+      "$ckpt" --format json --threads "$threads" -o "$tmp/result.json"
+    read -r f32_s rss_kb <"$tmp/time.txt"
+    ratio=$(awk -v a="$f32_s" -v b="$floor_s" 'BEGIN { printf "%.2f", a / b }')
+    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $ratio | — | — | $((rss_kb / 1024)) |")
+    echo "${rows[-1]}" >&2
+  fi
   rm -rf "$ckpt"
 done
 

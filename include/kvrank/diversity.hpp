@@ -10,7 +10,8 @@
 //   HeadFactors f = ...;                 // from families.hpp, or built by hand in tests
 //   LayerMetrics m = analyze_layer(f);   // m.erank, m.erank_centered, m.similarity, ...
 //
-// Grams of the bases are float32 SYRKs (OpenBLAS when available); everything after that — the H×H
+// Grams of the bases are float32 SYRKs (OpenBLAS when available), or bf16 matmuls with float32
+// accumulation when the rows are bf16 (gram_backend.hpp); everything after that — the H×H
 // similarity, the d_h×d_h blocks for per-head singular values, all eigenproblems — is in double.
 //
 // Where SPEC.md is silent (documented choices):

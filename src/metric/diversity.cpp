@@ -28,6 +28,8 @@
 #include <string>
 #include <utility>
 
+#include "kvrank/gram_backend.hpp"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -73,15 +75,17 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
     gram.setZero();
     return;
   }
+  if (!bf16_gram_upper(basis, gram)) {  // bf16 weights: see gram_backend.hpp
 #ifdef KVRANK_HAVE_OPENBLAS
-  // Row-major lower triangle of basis·basisᵀ = column-major upper triangle of `gram`.
-  cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), 1.0f, basis.data(), static_cast<blasint>(n), 0.0f,
-              gram.data(), static_cast<blasint>(m));
+    // Row-major lower triangle of basis·basisᵀ = column-major upper triangle of `gram`.
+    cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, static_cast<blasint>(m),
+                static_cast<blasint>(n), 1.0f, basis.data(), static_cast<blasint>(n), 0.0f,
+                gram.data(), static_cast<blasint>(m));
 #else
-  gram.setZero();
-  gram.selfadjointView<Eigen::Upper>().rankUpdate(basis);
+    gram.setZero();
+    gram.selfadjointView<Eigen::Upper>().rankUpdate(basis);
 #endif
+  }
   // Mirror the upper triangle into the lower one, in tiles so that the strided reads stay in cache.
   constexpr Index kTile = 64;
 #pragma omp parallel for schedule(dynamic) if (m >= 1024)

@@ -1,0 +1,183 @@
+// The Gram backends of gram_backend.hpp: selection, and the bf16 kernel on oneDNN.
+//
+// The bf16 Gram. G = B·Bᵀ is symmetric, so only its upper triangle is formed, one column tile at a
+// time: columns [j0, j1) of the upper triangle, rows [0, j1), are the product
+//   B[j0:j1] · B[0:j1]ᵀ      (tile × j1, reduction over the d columns of B)
+// and the column-major block of `gram` at column j0 is, read row-major with stride m, exactly that
+// product's row-major layout — so oneDNN writes it in place, and the tile's diagonal block (both of
+// its triangles) is the only redundant work: m²d/2 + m·tile·d/2 multiply-adds in all.
+#include "kvrank/gram_backend.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kvrank/error.hpp"
+
+#ifdef KVRANK_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace kvrank {
+namespace {
+
+constexpr const char* kBackendVariable = "KVRANK_GRAM_BACKEND";
+
+// Below this many multiply-adds (m²·d) `auto` keeps the f32 path: oneDNN's per-call set-up and its
+// first-call JIT cost more than the bf16 kernel saves on a small Gram.
+constexpr double kMinAutoWork = 256.0 * 256.0 * 256.0;
+
+// -1: not chosen yet (read KVRANK_GRAM_BACKEND at the first use); else a GramBackend.
+std::atomic<int> chosen_backend{-1};
+
+void require_supported(GramBackend backend, const std::string& origin) {
+  if (backend == GramBackend::bf16 && !bf16_gram_supported()) {
+    throw Error("", origin +
+                        "bf16: this kvrank has no bf16 Gram kernel (it needs oneDNN at build time "
+                        "and a CPU with AVX512-BF16); use auto or f32");
+  }
+}
+
+constexpr std::uint32_t kLowHalf = 0xFFFFu;
+
+std::uint32_t bits_of(float value) noexcept { return std::bit_cast<std::uint32_t>(value); }
+
+#ifdef KVRANK_HAVE_DNNL
+
+// Column tile of the triangle. Measured on AMX and AVX512-BF16 (d 768 – 4096): 256 is within a
+// few per cent of the best tile at every size, and keeps the redundant diagonal work at 256/m.
+constexpr Index kTile = 256;
+
+/// Whether a loop over `count` floats is worth a parallel region (as diversity.cpp's rule).
+bool worth_threads(Index count) { return count >= (Index(1) << 20); }
+
+/// The high halves of `rows` into `out` (row-major, same shape); false when some value has a
+/// non-zero low half (not a bf16), in which case `out` holds garbage. A float32 basis is usually
+/// caught by its first row, before the full pass.
+bool pack_bf16(const RowMatrixF& rows, std::vector<std::uint16_t>& out) {
+  const Index count = rows.size();
+  const float* in = rows.data();
+  std::uint32_t low = 0;
+  for (Index i = 0; i < std::min(count, rows.cols()); ++i) low |= bits_of(in[i]) & kLowHalf;
+  if (low != 0) return false;
+  out.resize(static_cast<std::size_t>(count));
+  std::uint16_t* packed = out.data();
+#pragma omp parallel for reduction(| : low) schedule(static) if (worth_threads(count))
+  for (Index i = 0; i < count; ++i) {
+    const std::uint32_t bits = bits_of(in[i]);
+    low |= bits & kLowHalf;
+    packed[i] = static_cast<std::uint16_t>(bits >> 16);
+  }
+  return low == 0;
+}
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// dst (rows × cols, row-major with leading dimension ld) = a · bᵀ for row-major bf16 a
+/// (rows × depth) and b (cols × depth). oneDNN's primitive cache keeps the JIT-compiled kernel of
+/// every shape seen, so a model's layers compile it once.
+void matmul_abt(const std::uint16_t* a, const std::uint16_t* b, float* dst, Index rows, Index cols,
+                Index depth, Index ld, dnnl::stream& stream) {
+  using dnnl::memory;
+  const memory::desc a_desc({rows, depth}, memory::data_type::bf16, memory::dims{depth, 1});
+  const memory::desc b_desc({depth, cols}, memory::data_type::bf16, memory::dims{1, depth});
+  const memory::desc dst_desc({rows, cols}, memory::data_type::f32, memory::dims{ld, 1});
+  const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a_desc, b_desc, dst_desc),
+                                                cpu_engine());
+  // oneDNN takes non-const handles but does not write to the inputs.
+  memory a_memory(a_desc, cpu_engine(), const_cast<std::uint16_t*>(a));
+  memory b_memory(b_desc, cpu_engine(), const_cast<std::uint16_t*>(b));
+  memory dst_memory(dst_desc, cpu_engine(), dst);
+  const dnnl::matmul product(descriptor);
+  product.execute(
+      stream, {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, dst_memory}});
+}
+
+void triangle_bf16(const std::vector<std::uint16_t>& packed, Index m, Index d, MatrixF& gram) {
+  dnnl::stream stream(cpu_engine());
+  for (Index j0 = 0; j0 < m; j0 += kTile) {
+    const Index tile = std::min(kTile, m - j0);
+    matmul_abt(packed.data() + j0 * d, packed.data(), gram.data() + j0 * m, tile, j0 + tile, d, m,
+               stream);
+  }
+  stream.wait();
+}
+
+#endif  // KVRANK_HAVE_DNNL
+
+}  // namespace
+
+GramBackend parse_gram_backend(std::string_view name) {
+  if (name == "auto") return GramBackend::automatic;
+  if (name == "f32") return GramBackend::f32;
+  if (name == "bf16") return GramBackend::bf16;
+  throw Error("", std::string(kBackendVariable) + ": expected auto, f32 or bf16, found \"" +
+                      std::string(name) + "\"");
+}
+
+void set_gram_backend(GramBackend backend) {
+  require_supported(backend, "set_gram_backend: ");
+  chosen_backend.store(static_cast<int>(backend));
+}
+
+GramBackend gram_backend() {
+  const int chosen = chosen_backend.load();
+  if (chosen >= 0) return static_cast<GramBackend>(chosen);
+  const char* text = std::getenv(kBackendVariable);
+  const GramBackend backend = text ? parse_gram_backend(text) : GramBackend::automatic;
+  require_supported(backend, std::string(kBackendVariable) + "=");
+  chosen_backend.store(static_cast<int>(backend));
+  return backend;
+}
+
+bool bf16_gram_supported() {
+#ifdef KVRANK_HAVE_DNNL
+  static const bool supported = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & bf16) == bf16;  // the ISA values nest: AMX includes AVX512-BF16
+  }();
+  return supported;
+#else
+  return false;
+#endif
+}
+
+bool is_bf16_exact(const RowMatrixF& rows) noexcept {
+  std::uint32_t low = 0;
+  const float* values = rows.data();
+  for (Index i = 0; i < rows.size(); ++i) low |= bits_of(values[i]) & kLowHalf;
+  return low == 0;
+}
+
+bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
+  const GramBackend backend = gram_backend();
+  if (backend == GramBackend::f32 || !bf16_gram_supported()) return false;
+  const Index m = basis.rows();
+  const Index d = basis.cols();
+  const double work = static_cast<double>(m) * static_cast<double>(m) * static_cast<double>(d);
+  if (backend == GramBackend::automatic && work < kMinAutoWork) return false;
+#ifdef KVRANK_HAVE_DNNL
+  // Per-thread buffer, reused layer after layer (as diversity.cpp's Gram workspaces).
+  thread_local std::vector<std::uint16_t> packed;
+  if (!pack_bf16(basis, packed)) return false;
+  try {
+    triangle_bf16(packed, m, d, gram);
+  } catch (const dnnl::error&) {
+    return false;  // no kernel for this shape after all: the f32 path overwrites the triangle
+  }
+  return true;
+#else
+  (void)gram;
+  return false;
+#endif
+}
+
+}  // namespace kvrank

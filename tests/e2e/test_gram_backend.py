@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""End-to-end: the Gram backends (include/kvrank/gram_backend.hpp) on BF16 checkpoints of three dense
+layouts (llama GQA, gpt2's transposed fused c_attn, falcon's grouped fused query_key_value), written
+by scripts/write_family_checkpoints.py. KVRANK_GRAM_BACKEND=bf16 (the oneDNN kernel), =f32 (the
+OpenBLAS fallback) and =auto must each match scripts/reference.py, and bf16 must match f32 to 1e-5
+relative; a wrong value of the variable is a usage error. Where this build or CPU has no bf16 kernel,
+asking for it must fail with the documented message, and the comparison is reported as skipped.
+
+Run from the repository root: python3 tests/e2e/test_gram_backend.py path/to/kvrank
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import reference  # noqa: E402  (scripts/reference.py: the naive numpy metric)
+import write_family_checkpoints as writer  # noqa: E402
+
+KVRANK = None  # set in main
+
+# 8 heads of 40: query rows 320, two column tiles of the bf16 kernel (one partial). gpt2 and falcon
+# take head_dim = d_model / heads, hence their d_model 320; llama's head_dim is explicit, and its small
+# d_model keeps scripts/reference.py (explicit d×d heads) fast. The f32 path of every family is
+# checked against the reference in test_families.py; here bf16 is checked against f32 everywhere and
+# against the reference on llama.
+CASES = [
+    ("llama", dict(heads=8, kv_heads=2, head_dim=40, d_model=64), True),
+    ("gpt2", dict(heads=8, d_model=320), False),
+    ("falcon_new", dict(heads=8, kv_heads=4, d_model=320), False),
+]
+REPRS = ["qk", "ov", "k"]
+NO_KERNEL = ("kvrank: error: KVRANK_GRAM_BACKEND=bf16: this kvrank has no bf16 Gram kernel (it "
+             "needs oneDNN at build time and a CPU with AVX512-BF16); use auto or f32\n")
+
+
+def run(args, backend, threads=None, **environment):
+    env = dict(os.environ, KVRANK_GRAM_BACKEND=backend, **environment)
+    extra = ["--threads", str(threads)] if threads else []
+    return subprocess.run([KVRANK] + args + extra, capture_output=True, text=True, env=env)
+
+
+def analyze(path, backend, threads=None):
+    result = run(["analyze", path, "--repr", ",".join(REPRS), "--format", "json"], backend, threads)
+    assert result.returncode == 0, f"KVRANK_GRAM_BACKEND={backend} failed:\n{result.stderr}"
+    return json.loads(result.stdout)["models"]
+
+
+def close(found, expected):
+    return abs(found - expected) <= 1e-5 * abs(expected) + 1e-6
+
+
+def bf16_kernel_available(path):
+    result = run(["analyze", path, "--format", "json"], "bf16")
+    if result.returncode == 0:
+        return True
+    assert result.returncode == 2 and result.stderr == NO_KERNEL and result.stdout == "", result.stderr
+    return False
+
+
+class GramBackends(unittest.TestCase):
+    def check_metrics(self, got_models, want_models, where):
+        for got, want in zip(got_models, want_models):
+            self.assertEqual(len(got["layers"]), len(want["layers"]), where)
+            for a, b in zip(got["layers"], want["layers"]):
+                at = f"{where} {got['repr']} layer {b['layer']}"
+                self.assertEqual(a["pcs_90"], b["pcs_90"], at)
+                for key in ("erank", "erank_centered", "mean_similarity"):
+                    self.assertTrue(close(a[key], b[key]), f"{at}: {key} {a[key]!r} vs {b[key]!r}")
+                for key in ("head_erank", "head_norm"):
+                    for x, y in zip(a[key], b[key]):
+                        self.assertTrue(close(x, y), f"{at}: {key} {a[key]!r} vs {b[key]!r}")
+
+    def test_backends_agree_on_bf16_checkpoints(self):
+        kernel = None
+        for family, kwargs, with_reference in CASES:
+            with self.subTest(family=family), tempfile.TemporaryDirectory() as tmp:
+                out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+                writer.write_family(family, out, ref, dtype="BF16", seed=11, layers=2, **kwargs)
+                if kernel is None:
+                    kernel = bf16_kernel_available(out)
+                f32 = analyze(out, "f32")
+                self.check_metrics(analyze(out, "auto"), f32, f"{family} auto vs f32")
+                if not kernel:
+                    continue
+                bf16 = analyze(out, "bf16")
+                self.check_metrics(bf16, f32, f"{family} bf16 vs f32")
+                self.check_metrics(analyze(out, "bf16", threads=1), bf16, f"{family} bf16 1 thread")
+                if with_reference:
+                    expected = [{"repr": r, "layers": reference.cmd_heads(os.path.join(ref, r + ".npz"))}
+                                for r in REPRS]
+                    self.check_metrics(bf16, expected, f"{family} bf16 vs reference")
+        if not kernel:
+            self.skipTest("no bf16 Gram kernel in this build or on this CPU (its error was checked)")
+
+    def test_cpu_without_bf16_falls_back_to_f32(self):
+        # ONEDNN_MAX_CPU_ISA caps the ISA oneDNN reports, as on a CPU without AVX512-BF16.
+        no_bf16 = dict(ONEDNN_MAX_CPU_ISA="AVX2")
+        with tempfile.TemporaryDirectory() as tmp:
+            out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+            # 512 × 512 rows of d 512: large enough for auto to take the bf16 kernel when it can.
+            writer.write_family("llama", out, ref, dtype="BF16", seed=5, layers=1, heads=8,
+                                head_dim=64, d_model=512)
+            args = ["analyze", out, "--format", "json"]
+            result = run(args, "bf16", **no_bf16)
+            self.assertEqual((result.returncode, result.stdout, result.stderr), (2, "", NO_KERNEL))
+            f32 = json.loads(run(args, "f32").stdout)["models"]
+            capped = run(args, "auto", **no_bf16)
+            self.assertEqual(capped.returncode, 0, capped.stderr)
+            self.assertEqual(json.loads(capped.stdout)["models"], f32)  # the f32 path, bit for bit
+            if bf16_kernel_available(out):  # uncapped, auto takes the kernel: other round-off
+                self.assertNotEqual(json.loads(run(args, "auto").stdout)["models"], f32)
+
+    def test_wrong_backend_name_is_a_usage_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+            writer.write_family("llama", out, ref, dtype="BF16", seed=3, layers=1, heads=4)
+            result = run(["analyze", out, "--format", "json"], "fast")
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertEqual(result.stdout, "")
+            self.assertEqual(result.stderr, "kvrank: error: KVRANK_GRAM_BACKEND: expected auto, f32 "
+                                            "or bf16, found \"fast\"\n")
+
+
+def main():
+    global KVRANK
+    if len(sys.argv) < 2:
+        print("usage: test_gram_backend.py path/to/kvrank", file=sys.stderr)
+        return 2
+    KVRANK = os.path.abspath(sys.argv.pop(1))
+    program = unittest.main(exit=False, verbosity=1)
+    return 0 if program.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
