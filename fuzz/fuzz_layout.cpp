@@ -22,13 +22,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A folder of this process's own, removed at exit (libFuzzer ends with exit()).
+class WorkFolder {
+ public:
+  WorkFolder()
+      : path_(fs::temp_directory_path() / ("kvrank-fuzz-layout-" + std::to_string(getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~WorkFolder() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
 const fs::path& work_folder() {
-  static const fs::path folder = [] {
-    fs::path path = fs::temp_directory_path() / ("kvrank-fuzz-layout-" + std::to_string(getpid()));
-    fs::create_directories(path);
-    return path;
-  }();
-  return folder;
+  static const WorkFolder folder;
+  return folder.path();
 }
 
 void write(const fs::path& path, std::string_view bytes) {
