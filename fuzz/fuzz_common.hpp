@@ -13,7 +13,7 @@ namespace kvrank::fuzz {
 /// expected outcome; anything else escaping, or a sanitizer report, is a bug.
 inline void exercise(const TensorView& tensor) {
   // The view's size invariant must hold for every tensor a reader hands out.
-  if (tensor.bytes.size() != checked_byte_count(tensor.shape, tensor.dtype)) {
+  if (tensor.byte_size() != checked_byte_count(tensor.shape, tensor.dtype)) {
     __builtin_trap();
   }
   try {

@@ -14,6 +14,7 @@
 // to_matrix), so peak memory is what the caller converts at once.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -59,12 +60,17 @@ class Checkpoint {
   std::filesystem::path config_path_;
   std::optional<nlohmann::json> config_;
   std::vector<TensorView> tensors_;
-  std::vector<std::shared_ptr<const MappedFile>> maps_;                 // keep the views valid
-  std::vector<std::shared_ptr<std::vector<std::byte>>> owned_buffers_;  // inflated NPZ members
+  std::vector<std::shared_ptr<const MappedFile>> maps_;  // keep the views valid
 };
 
-/// Reads a JSON object from `path` (config.json, an index, a --map file). Throws kvrank::Error
-/// naming the file if it is unreadable, not JSON, or not an object.
+/// The largest JSON file read_json_object() reads (a result JSON with --similarity of a large
+/// model is tens of MB; configs and indexes are smaller).
+inline constexpr std::size_t kMaxJsonFileBytes = std::size_t{256} << 20;
+
+/// Reads a JSON object from `path` (config.json, an index, a --map file, a result JSON). Throws
+/// kvrank::Error naming the file if it is not a regular file, larger than kMaxJsonFileBytes,
+/// unreadable, not strict JSON (json_strict: UTF-8, no duplicate keys, at most 64 levels deep), or
+/// not an object.
 nlohmann::json read_json_object(const std::filesystem::path& path);
 
 }  // namespace kvrank

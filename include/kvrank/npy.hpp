@@ -8,7 +8,8 @@
 // that follow (no more, no less).
 //
 // NPZ: a zip archive of .npy members, stored or deflated (zlib). Sizes claimed by the archive are
-// checked against the file and a deflate-ratio bound before anything is allocated.
+// checked against the file and a deflate-ratio bound before anything is allocated; a deflated
+// member is inflated only when its tensor is converted, into exactly the size its header implies.
 #pragma once
 
 #include <cstddef>
@@ -30,10 +31,10 @@ TensorView parse_npy(std::span<const std::byte> bytes, const std::string& file_n
                      const std::string& tensor_name, const NpyOptions& options = {});
 
 /// One member of an .npz archive. A stored member's bytes point into the archive; a deflated
-/// member's bytes are inflated into `owned` (the view points there).
+/// member's data is `tensor.deferred`: only its NPY header is inflated when the archive is read,
+/// the rest when the tensor is converted (so unused members cost nothing).
 struct NpzMember {
   TensorView tensor;
-  std::shared_ptr<std::vector<std::byte>> owned;
 };
 
 /// Reads every member of an .npz archive; tensor names are the member names without ".npy".

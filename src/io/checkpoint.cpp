@@ -1,12 +1,11 @@
 #include "kvrank/checkpoint.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
-#include <sstream>
 
+#include "io/guarded_read.hpp"
 #include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/gguf.hpp"
@@ -23,6 +22,15 @@ constexpr const char* kConfigName = "config.json";
 
 bool has_extension(const fs::path& path, std::string_view extension) {
   return path.extension() == extension;
+}
+
+// A shard name of an index must stay inside the index's folder: no absolute path, no "..", like
+// the Hugging Face loaders (an index from the Hub must not make kvrank read /etc/… or ../…).
+bool is_inside_folder(const std::string& shard_name) {
+  const fs::path shard(shard_name);
+  if (shard_name.empty() || shard.is_absolute() || shard.has_root_path()) return false;
+  return std::none_of(shard.begin(), shard.end(),
+                      [](const fs::path& part) { return part == ".."; });
 }
 
 bool is_index_file(const fs::path& path) {
@@ -54,10 +62,8 @@ bool starts_with_gguf_magic(const fs::path& path) {
 class CheckpointLoader {
  public:
   CheckpointLoader(std::vector<TensorView>& tensors,
-                   std::vector<std::shared_ptr<const MappedFile>>& maps,
-                   std::vector<std::shared_ptr<std::vector<std::byte>>>& owned,
-                   const OpenOptions& options)
-      : tensors_(tensors), maps_(maps), owned_(owned), options_(options) {}
+                   std::vector<std::shared_ptr<const MappedFile>>& maps, const OpenOptions& options)
+      : tensors_(tensors), maps_(maps), options_(options) {}
 
   /// The config a GGUF file's metadata stands for (a GGUF file carries no config.json).
   std::optional<nlohmann::json> gguf_config;
@@ -129,7 +135,6 @@ class CheckpointLoader {
 
   void add_npz(const fs::path& path) {
     for (NpzMember& member : parse_npz(map(path).bytes(), path.string(), options_.npy)) {
-      if (member.owned) owned_.push_back(member.owned);
       tensors_.push_back(std::move(member.tensor));
     }
   }
@@ -149,6 +154,11 @@ class CheckpointLoader {
                     "weight_map value is not a file name (found " + detail::json_kind(shard) + ")");
       }
       const std::string shard_name = shard.get<std::string>();
+      if (!is_inside_folder(shard_name)) {
+        throw Error(index_name, tensor,
+                    "weight_map names shard \"" + shard_name +
+                        "\", which is not a file name inside the index's folder");
+      }
       if (!tensors_by_shard.contains(shard_name) &&
           !fs::is_regular_file(index_path.parent_path() / shard_name)) {
         throw Error(index_name,
@@ -173,7 +183,6 @@ class CheckpointLoader {
 
   std::vector<TensorView>& tensors_;
   std::vector<std::shared_ptr<const MappedFile>>& maps_;
-  std::vector<std::shared_ptr<std::vector<std::byte>>>& owned_;
   const OpenOptions& options_;
 };
 
@@ -186,8 +195,7 @@ Checkpoint Checkpoint::open(const fs::path& path, const OpenOptions& options) {
   const fs::file_status status = fs::status(path, error);
   if (!fs::exists(status)) throw Error(path.string(), "no such file or folder");
 
-  CheckpointLoader loader(checkpoint.tensors_, checkpoint.maps_, checkpoint.owned_buffers_,
-                          options);
+  CheckpointLoader loader(checkpoint.tensors_, checkpoint.maps_, options);
   const bool is_folder = fs::is_directory(status);
   if (is_folder) {
     loader.add_folder(path);
@@ -229,6 +237,10 @@ const TensorView& Checkpoint::at(std::string_view name) const {
 }
 
 void Checkpoint::release(const TensorView& tensor) const noexcept {
+  if (tensor.deferred) {
+    tensor.deferred->release();
+    return;
+  }
   for (const auto& map : maps_) {
     std::span<const std::byte> bytes = map->bytes();
     // std::less: a total order even for pointers into different buffers.
@@ -242,13 +254,16 @@ void Checkpoint::release(const TensorView& tensor) const noexcept {
 }
 
 nlohmann::json read_json_object(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string(), "cannot open the file for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(path.string(), "cannot read the file");
-  nlohmann::json value =
-      detail::parse_json_strict<nlohmann::json>(text.str(), path.string(), "file");
+  // MappedFile refuses what is not a regular file (a FIFO without a writer, /dev/zero) without
+  // blocking; the size is known before anything is read.
+  const MappedFile file(path);
+  if (file.bytes().size() > kMaxJsonFileBytes) {
+    throw Error(path.string(),
+                "is " + std::to_string(file.bytes().size()) + " bytes, more than the " +
+                    std::to_string(kMaxJsonFileBytes >> 20) + " MiB kvrank reads as a JSON file");
+  }
+  const std::string text = detail::guarded_text_copy(file.bytes(), path.string());
+  nlohmann::json value = detail::parse_json_strict(text, path.string(), "file");
   if (!value.is_object()) {
     throw Error(path.string(), "expected a JSON object, found " + detail::json_kind(value));
   }

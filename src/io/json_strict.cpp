@@ -38,23 +38,76 @@ std::string strip_exception_id(const std::string& message) {
              : message;
 }
 
-template <typename Json>
-std::string kind_of(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::object:
-      return "object";
-    case Json::value_t::array:
-      return "array";
-    case Json::value_t::string:
-      return "string";
-    case Json::value_t::boolean:
-      return "boolean";
-    case Json::value_t::null:
-      return "null";
-    default:
-      return "number";
+// Whether byte `c` continues a UTF-8 sequence (10xxxxxx).
+bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+// A SAX pass over the text that builds nothing: it refuses nesting deeper than kMaxJsonDepth and
+// a key seen twice in one object, and records the top-level keys in order.
+class StrictChecker {
+ public:
+  using Json = nlohmann::json;
+  StrictChecker(const std::string& file_name, std::string_view what,
+                std::vector<std::string>* top_level_keys)
+      : file_(file_name), what_(what), top_level_keys_(top_level_keys) {}
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(Json::number_integer_t) { return true; }
+  bool number_unsigned(Json::number_unsigned_t) { return true; }
+  bool number_float(Json::number_float_t, const Json::string_t&) { return true; }
+  bool string(Json::string_t&) { return true; }
+  bool binary(Json::binary_t&) { return true; }
+  bool start_object(std::size_t) {
+    open(true);
+    return true;
   }
-}
+  bool end_object() {
+    close();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    open(false);
+    return true;
+  }
+  bool end_array() {
+    close();
+    return true;
+  }
+
+  bool key(Json::string_t& key) {
+    if (!object_keys_.back().insert(key).second) {
+      if (containers_.size() == 1)
+        throw Error(file_, key, "appears more than once in the " + what_);
+      throw Error(file_, "duplicate key \"" + key + "\" in the " + what_);
+    }
+    if (top_level_keys_ && containers_.size() == 1) top_level_keys_->push_back(key);
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) {
+    throw Error(file_, what_ + " is not valid JSON: " + strip_exception_id(error.what()));
+  }
+
+ private:
+  void open(bool is_object) {
+    if (containers_.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
+      throw Error(file_, what_ + " nests deeper than " + std::to_string(kMaxJsonDepth) +
+                             " levels of objects and arrays");
+    }
+    containers_.push_back(is_object);
+    if (is_object) object_keys_.emplace_back();
+  }
+  void close() {
+    if (containers_.back()) object_keys_.pop_back();
+    containers_.pop_back();
+  }
+
+  const std::string& file_;
+  std::string what_;
+  std::vector<std::string>* top_level_keys_;
+  std::vector<bool> containers_;                    // open containers, innermost last: object?
+  std::vector<std::set<std::string>> object_keys_;  // keys of each open object
+};
 
 }  // namespace
 
@@ -68,46 +121,51 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view text) noexcept {
   return std::nullopt;
 }
 
-std::string json_kind(const nlohmann::ordered_json& value) { return kind_of(value); }
-std::string json_kind(const nlohmann::json& value) { return kind_of(value); }
+std::string json_kind(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::object:
+      return "object";
+    case nlohmann::json::value_t::array:
+      return "array";
+    case nlohmann::json::value_t::string:
+      return "string";
+    case nlohmann::json::value_t::boolean:
+      return "boolean";
+    case nlohmann::json::value_t::null:
+      return "null";
+    default:
+      return "number";
+  }
+}
 
-template <typename Json>
-Json parse_json_strict(std::string_view text, const std::string& file_name, std::string_view what) {
+std::string json_excerpt(const nlohmann::json& value, std::size_t limit) {
+  // Parsed values are valid UTF-8 and at most kMaxJsonDepth deep, so dump() neither throws nor
+  // recurses far; it can be long (a 10 MB array), hence the cut, made at a character boundary.
+  std::string text = value.dump();
+  if (text.size() <= limit) return text;
+  std::size_t cut = limit;
+  while (cut > 0 && is_continuation(text[cut])) --cut;
+  text.resize(cut);
+  return text + "...";
+}
+
+nlohmann::json parse_json_strict(std::string_view text, const std::string& file_name,
+                                 std::string_view what, std::vector<std::string>* top_level_keys) {
+  using Json = nlohmann::json;
   if (auto bad = first_invalid_utf8(text)) {
     throw Error(file_name, std::string(what) + " is not valid UTF-8 (byte " + std::to_string(*bad) +
                                " of the " + std::string(what) + ")");
   }
-  // One set of keys per open object; a key seen twice in the same object is an error.
-  std::vector<std::set<std::string>> open_objects;
-  auto track_keys = [&](int /*depth*/, nlohmann::detail::parse_event_t event, Json& parsed) {
-    using Event = nlohmann::detail::parse_event_t;
-    if (event == Event::object_start) {
-      open_objects.emplace_back();
-    } else if (event == Event::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == Event::key && !open_objects.empty()) {
-      const std::string& key = parsed.template get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second) {
-        if (open_objects.size() == 1) {
-          throw Error(file_name, key, "appears more than once in the " + std::string(what));
-        }
-        throw Error(file_name, "duplicate key \"" + key + "\" in the " + std::string(what));
-      }
-    }
-    return true;
-  };
+  // Two linear passes. nlohmann's callback parser would do the checks in one, but it rescans the
+  // enclosing object at every object end: quadratic, minutes for a header of 300,000 tensors.
+  StrictChecker checker(file_name, what, top_level_keys);
   try {
-    return Json::parse(text.begin(), text.end(), track_keys);
-  } catch (const typename Json::exception& error) {
+    Json::sax_parse(text.begin(), text.end(), &checker);
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::exception& error) {
     throw Error(file_name,
                 std::string(what) + " is not valid JSON: " + strip_exception_id(error.what()));
   }
 }
-
-template nlohmann::json parse_json_strict<nlohmann::json>(std::string_view, const std::string&,
-                                                          std::string_view);
-template nlohmann::ordered_json parse_json_strict<nlohmann::ordered_json>(std::string_view,
-                                                                          const std::string&,
-                                                                          std::string_view);
 
 }  // namespace kvrank::detail

@@ -1,8 +1,11 @@
 #include "kvrank/npy.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 
@@ -194,45 +197,57 @@ std::uint64_t read_le(std::span<const std::byte> bytes, std::size_t offset, int 
   return value;
 }
 
-TensorView parse_npy_in(std::span<const std::byte> bytes, const Context& context,
-                        const std::string& tensor_name, const NpyOptions& options) {
-  if (bytes.size() < 10) {
-    throw context.error("file is " + std::to_string(bytes.size()) +
+// Where an NPY image's data lies: `view` has everything but the bytes.
+struct NpyLayout {
+  TensorView view;
+  std::uint64_t data_start = 0;
+  std::uint64_t data_size = 0;
+};
+
+// Parses the header of an NPY image of `total` bytes, of which `prefix` holds the first ones (at
+// least min(total, 12) and the whole header), and checks that the data fills the rest exactly.
+NpyLayout parse_npy_layout(std::span<const std::byte> prefix, std::uint64_t total,
+                           const Context& context, const std::string& tensor_name,
+                           const NpyOptions& options) {
+  if (total < 10) {
+    throw context.error("file is " + std::to_string(total) +
                         " bytes, too small for an NPY header (at least 10)");
   }
-  if (std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0) {
+  if (std::memcmp(prefix.data(), kMagic.data(), kMagic.size()) != 0) {
     throw context.error("not an NPY file (the first bytes are not \\x93NUMPY)");
   }
-  const int major = static_cast<int>(bytes[6]), minor = static_cast<int>(bytes[7]);
+  const int major = static_cast<int>(prefix[6]), minor = static_cast<int>(prefix[7]);
   if (major < 1 || major > 3 || minor != 0) {
     throw context.error("unsupported NPY version " + std::to_string(major) + "." +
                         std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
   }
   const std::size_t length_width = major == 1 ? 2 : 4;
   const std::size_t header_start = 8 + length_width;
-  if (bytes.size() < header_start) {
+  if (total < header_start) {
     throw context.error("file ends inside the NPY header length");
   }
-  const std::uint64_t header_length = read_le(bytes, 8, static_cast<int>(length_width));
+  const std::uint64_t header_length = read_le(prefix, 8, static_cast<int>(length_width));
   if (header_length > kMaxNpyHeader) {
     throw context.error("NPY header length " + std::to_string(header_length) +
                         " exceeds the limit of " + std::to_string(kMaxNpyHeader) + " bytes");
   }
-  if (header_length > bytes.size() - header_start) {
+  if (header_length > total - header_start) {
     throw context.error("NPY header length " + std::to_string(header_length) +
-                        " runs past the end of the file (" +
-                        std::to_string(bytes.size() - header_start) + " bytes follow)");
+                        " runs past the end of the file (" + std::to_string(total - header_start) +
+                        " bytes follow)");
   }
-  std::string_view text(reinterpret_cast<const char*>(bytes.data() + header_start), header_length);
+  std::string_view text(reinterpret_cast<const char*>(prefix.data() + header_start), header_length);
   Header header = HeaderParser(text, context).parse();
   const DType dtype = parse_descr(header.descr, options, context);
 
   const std::optional<std::uint64_t> byte_count = checked_byte_count(header.shape, dtype);
   if (!byte_count) throw context.error("shape overflows 64-bit sizes");
+  NpyLayout layout;
+  layout.data_start = header_start + header_length;
+  layout.data_size = *byte_count;
   const std::uint64_t expected = *byte_count;
-  const std::uint64_t data_start = header_start + header_length;
-  const std::uint64_t found = bytes.size() - data_start;
-  TensorView view;
+  const std::uint64_t found = total - layout.data_start;
+  TensorView& view = layout.view;
   view.shape = std::move(header.shape);
   if (found < expected) {
     throw context.error("data is truncated: shape " + view.shape_string() + " of '" + header.descr +
@@ -248,8 +263,66 @@ TensorView parse_npy_in(std::span<const std::byte> bytes, const Context& context
   view.file = context.file;
   view.dtype = dtype;
   view.fortran_order = header.fortran_order && view.shape.size() >= 2;
-  view.bytes = bytes.subspan(data_start, expected);
-  return view;
+  return layout;
+}
+
+TensorView parse_npy_in(std::span<const std::byte> bytes, const Context& context,
+                        const std::string& tensor_name, const NpyOptions& options) {
+  NpyLayout layout = parse_npy_layout(bytes, bytes.size(), context, tensor_name, options);
+  layout.view.bytes = bytes.subspan(layout.data_start, layout.data_size);
+  return std::move(layout.view);
+}
+
+// A deflated NPZ member, inflated (and its CRC checked) when its data is first needed.
+class InflatedMember final : public DeferredBytes {
+ public:
+  InflatedMember(detail::ZipMember member, std::string file_name, std::string tensor_name,
+                 std::uint64_t data_start, std::uint64_t data_size)
+      : member_(std::move(member)),
+        file_(std::move(file_name)),
+        tensor_(std::move(tensor_name)),
+        data_start_(data_start),
+        data_size_(data_size) {}
+
+  std::size_t size() const noexcept override { return data_size_; }
+
+  std::span<const std::byte> get() const override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!inflated_) {
+      // The member is inflated into exactly its claimed size, which the header has been checked
+      // against: nothing beyond the tensor's own bytes is ever allocated.
+      inflated_ = std::make_unique<std::vector<std::byte>>(detail::inflate_member(member_, file_));
+    }
+    return std::span<const std::byte>(*inflated_).subspan(data_start_, data_size_);
+  }
+
+  void release() const noexcept override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    inflated_.reset();
+  }
+
+ private:
+  detail::ZipMember member_;
+  std::string file_;
+  std::string tensor_;
+  std::uint64_t data_start_;
+  std::uint64_t data_size_;
+  mutable std::mutex mutex_;
+  mutable std::unique_ptr<std::vector<std::byte>> inflated_;
+};
+
+// The first bytes of a deflated member, enough to hold its NPY header (or all of it when shorter).
+std::vector<std::byte> inflate_npy_header(const detail::ZipMember& member,
+                                          const std::string& file_name) {
+  constexpr std::size_t kUsualHeader = 4096;  // numpy writes headers of 128 bytes or so
+  std::vector<std::byte> prefix = detail::inflate_member(member, file_name, kUsualHeader);
+  if (prefix.size() < 12 || std::memcmp(prefix.data(), kMagic.data(), kMagic.size()) != 0)
+    return prefix;  // parse_npy_layout() reports what is wrong
+  const int length_width = static_cast<int>(prefix[6]) == 1 ? 2 : 4;
+  const std::uint64_t header_end =
+      8 + length_width + std::min<std::uint64_t>(read_le(prefix, 8, length_width), kMaxNpyHeader);
+  if (header_end <= prefix.size()) return prefix;
+  return detail::inflate_member(member, file_name, header_end);
 }
 
 }  // namespace
@@ -268,16 +341,20 @@ std::vector<NpzMember> parse_npz(std::span<const std::byte> bytes, const std::st
       throw Error(file_name, member.name, "member is not an .npy array");
     }
     const std::string tensor_name = member.name.substr(0, member.name.size() - 4);
+    const Context context{file_name, tensor_name};
     NpzMember result;
-    std::span<const std::byte> npy = member.data;
     if (member.method == 0) {
       detail::verify_stored_member(member, file_name);
+      result.tensor = parse_npy_in(member.data, context, tensor_name, options);
     } else {
-      result.owned =
-          std::make_shared<std::vector<std::byte>>(detail::inflate_member(member, file_name));
-      npy = *result.owned;
+      // Only the header is inflated now; the data when a tensor is converted (DeferredBytes).
+      const std::vector<std::byte> prefix = inflate_npy_header(member, file_name);
+      NpyLayout layout =
+          parse_npy_layout(prefix, member.uncompressed_size, context, tensor_name, options);
+      result.tensor = std::move(layout.view);
+      result.tensor.deferred = std::make_shared<InflatedMember>(
+          member, file_name, tensor_name, layout.data_start, layout.data_size);
     }
-    result.tensor = parse_npy_in(npy, Context{file_name, tensor_name}, tensor_name, options);
     members.push_back(std::move(result));
   }
   return members;

@@ -7,13 +7,14 @@
 #include <string_view>
 #include <tuple>
 
+#include "io/guarded_read.hpp"
 #include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
 
 namespace kvrank {
 namespace {
 
-using Json = nlohmann::ordered_json;  // keeps header order for SafetensorsFile::tensors
+using Json = nlohmann::json;
 
 // Valid safetensors dtypes kvrank cannot even list (sub-byte or complex); anything else not in
 // any_dtype_from_name() is unknown.
@@ -66,7 +67,8 @@ std::vector<std::int64_t> parse_shape(const Json& value, const std::string& file
                                       const std::string& name) {
   auto invalid = [&] {
     return Error(file, name,
-                 "\"shape\" is not a list of non-negative integers (found " + value.dump() + ")");
+                 "\"shape\" is not a list of non-negative integers (found " +
+                     detail::json_excerpt(value) + ")");
   };
   if (!value.is_array()) throw invalid();
   std::vector<std::int64_t> shape;
@@ -92,7 +94,8 @@ Entry parse_entry(const std::string& name, const Json& entry, const std::string&
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned()) {
     throw Error(file, name,
-                "\"data_offsets\" is not two unsigned integers (found " + offsets.dump() + ")");
+                "\"data_offsets\" is not two unsigned integers (found " +
+                    detail::json_excerpt(offsets) + ")");
   }
   parsed.begin = offsets[0].get<std::uint64_t>();
   parsed.end = offsets[1].get<std::uint64_t>();
@@ -189,15 +192,19 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> file_bytes,
                                " runs past the end of the file (" + std::to_string(file_size - 8) +
                                " bytes follow the size field)");
   }
-  std::string_view header_text(reinterpret_cast<const char*>(file_bytes.data() + 8), header_size);
-  Json header = detail::parse_json_strict<Json>(header_text, file_name, "header");
+  // A copy, guarded: the file may be shrinking under its memory map while it is opened.
+  const std::string header_text =
+      detail::guarded_text_copy(file_bytes.subspan(8, header_size), file_name);
+  std::vector<std::string> header_order;  // SafetensorsFile::tensors keep the header's order
+  Json header = detail::parse_json_strict(header_text, file_name, "header", &header_order);
   if (!header.is_object()) {
     throw Error(file_name, "header is not a JSON object (found " + detail::json_kind(header) + ")");
   }
 
   SafetensorsFile result;
   std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
+  for (const std::string& name : header_order) {
+    const Json& value = header.at(name);
     if (name == "__metadata__") {
       result.metadata = parse_metadata(value, file_name);
     } else {
@@ -217,6 +224,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> file_bytes,
         .shape = std::move(entry.shape),
         .fortran_order = false,
         .bytes = file_bytes.subspan(data_start + entry.begin, entry.end - entry.begin),
+        .deferred = nullptr,
         .stored_name = {},
     });
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "io/guarded_read.hpp"
 #include "kvrank/error.hpp"
 
 namespace kvrank {
@@ -49,7 +50,11 @@ std::int64_t first_non_finite(std::span<const float> values) noexcept {
 // The value a converted element came from, for an F64 element that overflowed float32.
 double source_f64(const TensorView& tensor, std::int64_t storage_index) {
   double value;
-  std::memcpy(&value, tensor.bytes.data() + storage_index * 8, sizeof value);
+  const std::span<const std::byte> raw = tensor.data();
+  if (!detail::guarded_read(
+          [&] { std::memcpy(&value, raw.data() + storage_index * 8, sizeof value); })) {
+    throw Error(tensor.file, tensor.name, detail::kFileShrank);
+  }
   return value;
 }
 
@@ -110,6 +115,16 @@ void fortran_to_c(std::span<const float> in, std::span<float> out,
   }
 }
 
+// convert_to_f32() of the tensor's bytes, which may be a memory map: a SIGBUS (the file shrank
+// under the map) becomes an Error naming the file instead of killing the process.
+void convert_guarded(const TensorView& tensor, std::span<float> out) {
+  const DType dtype = tensor.dtype;
+  const std::span<const std::byte> raw = tensor.data();
+  if (!detail::guarded_read([&] { convert_to_f32(dtype, raw, out); })) {
+    throw Error(tensor.file, tensor.name, detail::kFileShrank);
+  }
+}
+
 // Converts into `out` (numel floats) in C order and checks every value is finite.
 void convert_checked(const TensorView& tensor, std::span<float> out) {
   if (!is_float_dtype(tensor.dtype)) {
@@ -120,10 +135,10 @@ void convert_checked(const TensorView& tensor, std::span<float> out) {
   }
   if (tensor.fortran_order && tensor.shape.size() >= 2) {
     std::vector<float> column_major(out.size());
-    convert_to_f32(tensor.dtype, tensor.bytes, column_major);
+    convert_guarded(tensor, column_major);
     fortran_to_c(column_major, out, tensor.shape);
   } else {
-    convert_to_f32(tensor.dtype, tensor.bytes, out);
+    convert_guarded(tensor, out);
   }
   std::int64_t bad = first_non_finite(out);
   if (bad >= 0) throw_non_finite(tensor, out, bad);

@@ -271,7 +271,8 @@ void verify_stored_member(const ZipMember& member, const std::string& file_name)
   check_crc(member, member.data, file_name);
 }
 
-std::vector<std::byte> inflate_member(const ZipMember& member, const std::string& file_name) {
+std::vector<std::byte> inflate_member(const ZipMember& member, const std::string& file_name,
+                                      std::uint64_t limit) {
   const std::uint64_t claimed = member.uncompressed_size;
   const std::uint64_t compressed = member.data.size();
   if (claimed > compressed * kMaxDeflateRatio + 1024) {
@@ -280,15 +281,18 @@ std::vector<std::byte> inflate_member(const ZipMember& member, const std::string
                     std::to_string(compressed) + " compressed bytes, more than deflate's " +
                     std::to_string(kMaxDeflateRatio) + ":1 maximum");
   }
-  std::vector<std::byte> output(claimed);
+  const bool whole = limit >= claimed;
+  std::vector<std::byte> output(whole ? claimed : limit);
   Inflater inflater;
   z_stream& stream = inflater.stream();
   std::uint64_t consumed = 0, produced = 0;
   unsigned char probe = 0;  // one byte of room past the claimed size, to detect longer streams
   for (;;) {
+    if (!whole && produced == limit) return output;  // the prefix asked for
     const auto in_chunk = static_cast<uInt>(std::min(compressed - consumed, kZlibChunk));
     const bool full = produced == claimed;
-    const auto out_chunk = full ? 1u : static_cast<uInt>(std::min(claimed - produced, kZlibChunk));
+    const auto out_chunk =
+        full ? 1u : static_cast<uInt>(std::min(output.size() - produced, kZlibChunk));
     stream.next_in =
         reinterpret_cast<Bytef*>(const_cast<std::byte*>(member.data.data() + consumed));
     stream.avail_in = in_chunk;

@@ -33,7 +33,10 @@ std::vector<ZipMember> read_zip_directory(std::span<const std::byte> bytes,
 /// Verifies a stored member's CRC (its bytes are `member.data`). Throws kvrank::Error.
 void verify_stored_member(const ZipMember& member, const std::string& file_name);
 
-/// Inflates a deflated member into exactly `uncompressed_size` bytes and verifies its CRC.
-std::vector<std::byte> inflate_member(const ZipMember& member, const std::string& file_name);
+/// Inflates a deflated member into exactly `uncompressed_size` bytes and verifies its CRC. With
+/// `limit` below that size, inflates only the first `limit` bytes (a member's header) and stops:
+/// the CRC cannot be checked then, and the rest of the stream is not read.
+std::vector<std::byte> inflate_member(const ZipMember& member, const std::string& file_name,
+                                      std::uint64_t limit = UINT64_MAX);
 
 }  // namespace kvrank::detail

@@ -13,6 +13,7 @@
 // Reported: family "activations", d_model = T (the dimension A_h acts on), variant from H and
 // H_kv. Without `layers.{i}.q` only `k` and `v` can be analysed (has_queries = false); `ov` never
 // (no output projection is captured).
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,12 +35,24 @@ struct CaptureShape {
 
 CaptureShape capture_shape(const TensorView& tensor) {
   const auto& s = tensor.shape;
+  if (s.size() != 3 && s.size() != 4) {
+    throw Error(tensor.file, tensor.name,
+                "expected captured activations of shape [T, heads, head_dim] or "
+                "[batch, heads, T, head_dim], found " +
+                    tensor.shape_string());
+  }
+  // No tokens means no attention pattern to compare: refused rather than reported as erank 0.
+  // A non-empty tensor's extents are bounded by its bytes, so the products below cannot overflow.
+  if (tensor.numel() == 0) {
+    throw Error(tensor.file, tensor.name,
+                "holds no activations (shape " + tensor.shape_string() +
+                    "): expected at least one token, head and head dimension");
+  }
+  if (s[1] > std::numeric_limits<int>::max()) {
+    throw Error(tensor.file, tensor.name, "too many heads: shape " + tensor.shape_string());
+  }
   if (s.size() == 3) return {s[0], static_cast<int>(s[1]), s[2]};
-  if (s.size() == 4) return {s[0] * s[2], static_cast<int>(s[1]), s[3]};
-  throw Error(tensor.file, tensor.name,
-              "expected captured activations of shape [T, heads, head_dim] or "
-              "[batch, heads, T, head_dim], found " +
-                  tensor.shape_string());
+  return {s[0] * s[2], static_cast<int>(s[1]), s[3]};
 }
 
 std::string name_of(const ModelLayout& layout, int layer, const char* which) {

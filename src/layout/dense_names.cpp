@@ -2,9 +2,10 @@
 // layouts as data (DenseSpec), found by their tensor names.
 #include <algorithm>
 #include <array>
-#include <regex>
+#include <string_view>
 
 #include "layout/dense.hpp"
+#include "layout/layer_scan.hpp"
 
 namespace kvrank::dense {
 
@@ -31,38 +32,51 @@ std::string layer_name(const std::string& name_template, int layer) {
 std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
                                                    const std::string& name_template) {
   const auto slot = name_template.find(kLayerSlot);
-  const std::string prefix = name_template.substr(0, slot);
-  const std::string suffix = name_template.substr(slot + kLayerSlot.size());
+  const std::string_view prefix = std::string_view(name_template).substr(0, slot);
+  const std::string_view suffix = std::string_view(name_template).substr(slot + kLayerSlot.size());
   std::optional<std::pair<int, int>> range;
   for (const TensorView& tensor : checkpoint.tensors()) {
-    const std::string& name = tensor.name;
-    if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
-        !name.ends_with(suffix))
-      continue;
-    const std::string digits =
-        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.size() > 6 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    const int layer = std::stoi(digits);
-    if (!range) range = {layer, layer};
-    range->first = std::min(range->first, layer);
-    range->second = std::max(range->second, layer);
+    const std::optional<int> layer = detail::template_layer(tensor, prefix, suffix);
+    if (!layer) continue;
+    if (!range) range = {*layer, *layer};
+    range->first = std::min(range->first, *layer);
+    range->second = std::max(range->second, *layer);
   }
   return range;
 }
 
 namespace {
 
-/// The template of the first tensor whose whole name matches `pattern` (group 1 = layer index).
-std::optional<std::string> find_template(const Checkpoint& checkpoint, const std::regex& pattern) {
-  std::smatch match;
+/// A family's marker tensor, `<outer><stem><layer><suffix>`: <outer> is empty or `outer` (or, when
+/// `outer` is kAnyOuter, anything ending in '.'), <suffix> one of `suffixes`. Matched in one pass
+/// over the name (no regex: names are untrusted and may be 100,000 characters long).
+struct MarkerName {
+  std::string_view outer;
+  std::string_view stem;
+  std::array<std::string_view, 4> suffixes;  // unused ones empty
+};
+constexpr std::string_view kAnyOuter = "*";
+
+/// The template of `tensor` when its name has the marker's form ("{i}" in place of the layer).
+std::optional<std::string> marker_template(const TensorView& tensor, const MarkerName& marker) {
+  for (std::string_view suffix : marker.suffixes) {
+    if (suffix.empty()) continue;
+    const auto split = detail::split_layer_name(tensor.name, suffix);
+    if (!split || !split->before.ends_with(marker.stem)) continue;
+    const std::string_view outer =
+        split->before.substr(0, split->before.size() - marker.stem.size());
+    const bool outer_fits =
+        outer.empty() || (marker.outer == kAnyOuter ? outer.back() == '.' : outer == marker.outer);
+    if (!outer_fits || !detail::layer_index(tensor, split->digits)) continue;
+    return std::string(split->before) + std::string(kLayerSlot) + std::string(suffix);
+  }
+  return std::nullopt;
+}
+
+/// The template of the first tensor (in name order) that is a marker.
+std::optional<std::string> find_template(const Checkpoint& checkpoint, const MarkerName& marker) {
   for (const TensorView& tensor : checkpoint.tensors()) {
-    if (!std::regex_match(tensor.name, match, pattern)) continue;
-    std::string name_template = tensor.name;
-    name_template.replace(static_cast<std::size_t>(match.position(1)),
-                          static_cast<std::size_t>(match.length(1)), kLayerSlot);
-    return name_template;
+    if (auto name_template = marker_template(tensor, marker)) return name_template;
   }
   return std::nullopt;
 }
@@ -71,7 +85,7 @@ std::optional<std::string> find_template(const Checkpoint& checkpoint, const std
 
 struct FusedFamily {
   const char* family;
-  const char* pattern;  // the fused tensor; group 1 = layer index
+  MarkerName marker;  // the fused tensor
   const char* fused_part;
   const char* output_part;
   const char* order;
@@ -79,14 +93,25 @@ struct FusedFamily {
 };
 
 constexpr std::array<FusedFamily, 4> kFusedFamilies{{
-    {"phi3", R"((?:.*\.)?layers\.(\d+)\.self_attn\.qkv_proj\.weight)", "qkv_proj", "o_proj",
-     "stacked", false},
-    {"gpt2", R"((?:transformer\.)?h\.(\d+)\.attn\.c_attn\.weight)", "c_attn", "c_proj", "stacked",
-     true},
-    {"gpt_neox", R"((?:gpt_neox\.)?layers\.(\d+)\.attention\.query_key_value\.weight)",
-     "query_key_value", "dense", "grouped", false},
-    {"falcon", R"((?:transformer\.)?h\.(\d+)\.self_attention\.query_key_value\.weight)",
-     "query_key_value", "dense", "grouped", false},
+    {"phi3",
+     {kAnyOuter, "layers.", {".self_attn.qkv_proj.weight"}},
+     "qkv_proj",
+     "o_proj",
+     "stacked",
+     false},
+    {"gpt2", {"transformer.", "h.", {".attn.c_attn.weight"}}, "c_attn", "c_proj", "stacked", true},
+    {"gpt_neox",
+     {"gpt_neox.", "layers.", {".attention.query_key_value.weight"}},
+     "query_key_value",
+     "dense",
+     "grouped",
+     false},
+    {"falcon",
+     {"transformer.", "h.", {".self_attention.query_key_value.weight"}},
+     "query_key_value",
+     "dense",
+     "grouped",
+     false},
 }};
 
 bool template_present(const Checkpoint& checkpoint, const std::string& name_template) {
@@ -96,8 +121,11 @@ bool template_present(const Checkpoint& checkpoint, const std::string& name_temp
 /// Llama-like: separate q/k/v/o projections, found by their key projection (K/V-only inputs such
 /// as NPY folders of `layers.{i}.k_proj` have no queries).
 std::optional<DenseSpec> find_llama(const Checkpoint& checkpoint) {
-  static const std::regex pattern(R"((?:.*\.)?layers\.(\d+)\.(?:self_attn\.)?k_proj(?:\.weight)?)");
-  const auto key_template = find_template(checkpoint, pattern);
+  constexpr MarkerName kKey{
+      kAnyOuter,
+      "layers.",
+      {".self_attn.k_proj.weight", ".self_attn.k_proj", ".k_proj.weight", ".k_proj"}};
+  const auto key_template = find_template(checkpoint, kKey);
   if (!key_template) return std::nullopt;
   DenseSpec spec{"llama", {}, "", false};
   for (const char* role : {"q", "k", "v", "o"}) {
@@ -113,7 +141,7 @@ std::optional<DenseSpec> find_llama(const Checkpoint& checkpoint) {
 }
 
 std::optional<DenseSpec> find_fused(const Checkpoint& checkpoint, const FusedFamily& family) {
-  const auto fused_template = find_template(checkpoint, std::regex(family.pattern));
+  const auto fused_template = find_template(checkpoint, family.marker);
   if (!fused_template) return std::nullopt;
   DenseSpec spec{family.family, {{"qkv", *fused_template}}, family.order, family.in_out};
   std::string output = replace_last(*fused_template, family.fused_part, family.output_part);

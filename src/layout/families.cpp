@@ -19,9 +19,11 @@
 #include <limits>
 #include <utility>
 
+#include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
+#include "layout/layer_scan.hpp"
 
 namespace kvrank {
 namespace detail {
@@ -39,7 +41,7 @@ const nlohmann::json* config_field(const Checkpoint& checkpoint, const char* key
 Error config_type_error(const Checkpoint& checkpoint, const char* key, const char* expected,
                         const nlohmann::json& found) {
   return Error(checkpoint.config_path().string(), std::string("field \"") + key + "\": expected " +
-                                                      expected + ", found " + found.dump());
+                                                      expected + ", found " + json_excerpt(found));
 }
 
 std::string shape_text(Index rows, Index cols) {
@@ -156,18 +158,6 @@ std::optional<int> first_layer_of(const Checkpoint& checkpoint, const DenseSpec&
   return first;
 }
 
-/// Layers come from the tensor names; a config.json that promises more means tensors are missing
-/// (a lost shard, a truncated export): name the first one rather than analyse part of the model.
-void check_layer_count(const Checkpoint& checkpoint, const DenseSpec& spec, int found,
-                       std::optional<int> configured) {
-  if (!configured || *configured <= found) return;
-  const std::string missing = layer_name(spec.names.begin()->second, found);
-  throw Error(checkpoint.path().string(), missing,
-              "no such tensor in the checkpoint (" + checkpoint.config_path().string() + " says " +
-                  std::to_string(*configured) + " layers, the tensors stop after layer " +
-                  std::to_string(found - 1) + ")");
-}
-
 ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Geometry geometry,
                          const std::string& spec_file) {
   int num_layers = 0;
@@ -184,8 +174,10 @@ ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Ge
   layout.kv_heads = *geometry.kv_heads;
   layout.head_dim = *geometry.head_dim;
   layout.d_model = *geometry.d_model;
-  layout.num_layers = num_layers;
-  check_layer_count(checkpoint, spec, num_layers, geometry.num_layers);
+  // Layers come from the tensor names; config.json's count is cross-checked.
+  layout.num_layers =
+      detail::checked_layer_count(checkpoint, num_layers, geometry.num_layers,
+                                  layer_name(spec.names.begin()->second, num_layers));
   layout.variant = detail::attention_variant(layout.heads, layout.kv_heads);
   layout.has_queries = spec.names.count("q") || spec.fused();
   layout.has_outputs = spec.names.count("o") > 0;

@@ -161,7 +161,9 @@ ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& ove
   layout.kv_heads = dims.heads;
   layout.head_dim = dims.head_dim;
   layout.d_model = dims.d_model;
-  layout.num_layers = config_int(checkpoint, "num_hidden_layers").value_or(scan.count);
+  layout.num_layers =
+      checked_layer_count(checkpoint, scan.count, config_int(checkpoint, "num_hidden_layers"),
+                          scan.prefix + std::to_string(scan.count) + kMarker);
   layout.lrkv_rank = dims.rank;
   layout.has_queries = checkpoint.find(attn + "q_proj.weight") != nullptr;
   layout.has_outputs = checkpoint.find(attn + "o_proj.weight") != nullptr;

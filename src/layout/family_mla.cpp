@@ -280,8 +280,12 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
   layout.kv_heads = dims.heads;
   layout.head_dim = dims.nope + dims.rope;
   layout.d_model = dims.d_model;
-  // DeepSeek-V3 stores its multi-token-prediction module as an extra "layer": trust the config.
-  layout.num_layers = config_or(checkpoint, "num_hidden_layers", [&] { return scan.count; });
+  // DeepSeek-V3 stores its multi-token-prediction module(s) as extra layers after the
+  // num_hidden_layers decoder layers; they are left out.
+  layout.num_layers =
+      checked_layer_count(checkpoint, scan.count, config_int(checkpoint, "num_hidden_layers"),
+                          scan.prefix + std::to_string(scan.count) + kMarker,
+                          config_int(checkpoint, "num_nextn_predict_layers").value_or(0));
   layout.mla_kv_lora_rank = dims.kv_lora;
   layout.has_queries = q_proj || q_a || q_b;
   layout.has_outputs = checkpoint.find(attn + "o_proj.weight") != nullptr;

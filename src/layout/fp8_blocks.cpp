@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
 #include "layout/family_detail.hpp"
 
@@ -28,7 +29,7 @@ BlockSize weight_block_size(const Checkpoint& checkpoint) {
   if (!valid) {
     throw Error(checkpoint.config_path().string(),
                 "quantization_config.weight_block_size: expected two positive integers, found " +
-                    size.dump());
+                    json_excerpt(size));
   }
   return {static_cast<Index>(size[0].get<long long>()),
           static_cast<Index>(size[1].get<long long>())};

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
 #include "layout/dense.hpp"
 
@@ -21,8 +22,8 @@ std::optional<int> map_int(const nlohmann::json& map, const std::string& file, c
   if (it == map.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer() || it->get<std::int64_t>() < 1 ||
       it->get<std::int64_t>() > std::numeric_limits<int>::max())
-    throw Error(file,
-                std::string("\"") + key + "\": expected a positive integer, found " + it->dump());
+    throw Error(file, std::string("\"") + key + "\": expected a positive integer, found " +
+                          detail::json_excerpt(*it));
   return static_cast<int>(it->get<std::int64_t>());
 }
 
@@ -31,7 +32,8 @@ std::optional<std::string> map_string(const nlohmann::json& map, const std::stri
   auto it = map.find(key);
   if (it == map.end() || it->is_null()) return std::nullopt;
   if (!it->is_string())
-    throw Error(file, std::string("\"") + key + "\": expected a string, found " + it->dump());
+    throw Error(file, std::string("\"") + key + "\": expected a string, found " +
+                          detail::json_excerpt(*it));
   return it->get<std::string>();
 }
 

@@ -100,6 +100,21 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
   }
 }
 
+/// Hardening (issue 9.10): the metric is scale-invariant, but the float32 Gram of weights with
+/// |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all zero". A
+/// basis whose largest entry is outside 2^±kSafeExponent is scaled by 2^-e (exact: a power of two)
+/// so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a head ~2^60
+/// times smaller than the side's largest entry can still underflow to zero.
+constexpr int kSafeExponent = 32;
+
+int unit_scale_exponent(const RowMatrixF& basis) {
+  if (basis.size() == 0) return 0;
+  const float largest = basis.cwiseAbs().maxCoeff();
+  if (!(largest > 0) || !std::isfinite(largest)) return 0;
+  const int exponent = std::ilogb(largest);
+  return std::abs(exponent) <= kSafeExponent ? 0 : exponent;
+}
+
 void check_side(const FactorSide& side, Index heads, const char* name) {
   if (static_cast<Index>(side.heads.size()) != heads) {
     throw std::invalid_argument(std::string("diversity: ") + name + " side has " +
@@ -122,8 +137,15 @@ void check_side(const FactorSide& side, Index heads, const char* name) {
 class SideGram {
  public:
   SideGram(const FactorSide& side, MatrixF& workspace)
-      : side_(side), gram_(workspace), k_(side.head_cols) {
-    gram_float(side.basis, gram_);
+      : side_(side),
+        gram_(workspace),
+        k_(side.head_cols),
+        exponent_(unit_scale_exponent(side.basis)) {
+    if (exponent_ == 0) {
+      gram_float(side.basis, gram_);
+    } else {
+      gram_float(std::ldexp(1.0f, -exponent_) * side.basis, gram_);  // a copy: only when extreme
+    }
     const Index heads = static_cast<Index>(side.heads.size());
     simple_row_.assign(heads, -1);
     gc_.resize(heads);
@@ -141,6 +163,8 @@ class SideGram {
   }
 
   Index head_cols() const noexcept { return k_; }
+  /// The basis was scaled by 2^-exponent() before its Gram (0: not scaled).
+  int exponent() const noexcept { return exponent_; }
 
   /// L_iᵀ L_j (k × k) = C_iᵀ G C_j.
   MatrixD cross(Index i, Index j) const {
@@ -183,6 +207,7 @@ class SideGram {
   const FactorSide& side_;
   MatrixF& gram_;
   Index k_;
+  int exponent_;
   std::vector<Index> simple_row_;  ///< basis row of a single-identity head, −1 otherwise
   std::vector<MatrixD> gc_;        ///< G·C_h for the other heads
 };
@@ -333,9 +358,11 @@ LayerMetrics analyze_layer(const HeadFactors& factors) {
   std::vector<double> head_erank(heads, 0.0);
   std::vector<double> head_norm(heads, 0.0);
   const Index k = factors.left.head_cols;
+  // ‖A_h‖ scales by 2^(e_left + e_right) (2^(2·e_left) for A = L Lᵀ) with the bases' scaling.
+  const int norm_exponent = left.exponent() + (right_ptr ? right_ptr->exponent() : left.exponent());
 #pragma omp parallel for schedule(dynamic) if (worth_threads(heads * k * k * k))
   for (Index h = 0; h < heads; ++h) {
-    head_norm[h] = std::sqrt(std::max(inner(h, h), 0.0));
+    head_norm[h] = std::ldexp(std::sqrt(std::max(inner(h, h), 0.0)), norm_exponent);
     if (!(inner(h, h) > 0)) continue;
     const MatrixD p = left.cross(h, h);
     if (right_ptr) {
@@ -357,8 +384,10 @@ LayerMetrics analyze_layer(const HeadFactors& factors) {
     for (Index b = 0; b < n; ++b) {
       const double ii = inner(kept[a], kept[a]);
       const double jj = inner(kept[b], kept[b]);
-      // sqrt(ii·jj) rather than sqrt(ii)·sqrt(jj): identical heads then give exactly 1.
-      similarity(a, b) = a == b ? 1.0 : inner(kept[a], kept[b]) / std::sqrt(ii * jj);
+      // sqrt(ii·jj) rather than sqrt(ii)·sqrt(jj): identical heads then give exactly 1. Clamped:
+      // round-off must not take multiples of one head past Cauchy–Schwarz (mean similarity > 1).
+      similarity(a, b) =
+          a == b ? 1.0 : std::clamp(inner(kept[a], kept[b]) / std::sqrt(ii * jj), -1.0, 1.0);
     }
   }
 

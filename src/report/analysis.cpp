@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <set>
 
 #include "kvrank/checkpoint.hpp"
@@ -13,8 +14,10 @@
 namespace kvrank {
 namespace {
 
-// Layer indices beyond this are refused before anything is allocated for them.
-constexpr int kMaxLayerIndex = 1'000'000;
+// The fully-redundant baseline holds per-head values for every layer, and its H×H eigenproblem
+// costs H³: bounded so that `baseline` answers in about a second and a few hundred MB at most.
+constexpr int kMaxBaselineHeads = 1024;
+constexpr std::int64_t kMaxBaselineValues = std::int64_t{1} << 22;  // layers × heads
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
@@ -29,9 +32,21 @@ int parse_layer_index(std::string_view text, std::string_view part) {
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
     throw Error("", "--layers: expected a layer index or a range like 0-11, found \"" +
                         std::string(part) + "\"");
-  if (value > kMaxLayerIndex)
-    throw Error("", "--layers: layer index " + std::string(trim(text)) + " is too large");
+  if (value >= kMaxLayers)
+    throw Error("", "--layers: layer index " + std::string(trim(text)) +
+                        " is too large (kvrank reads at most " + std::to_string(kMaxLayers) +
+                        " layers)");
   return value;
+}
+
+/// Each representation once: `--repr qk,qk` would emit the same series twice under one label.
+void check_distinct(const std::vector<Repr>& reprs) {
+  for (std::size_t i = 0; i < reprs.size(); ++i) {
+    if (std::find(reprs.begin(), reprs.begin() + static_cast<std::ptrdiff_t>(i), reprs[i]) !=
+        reprs.begin() + static_cast<std::ptrdiff_t>(i))
+      throw Error("", "--repr lists " + std::string(repr_name(reprs[i])) +
+                          " more than once (give each representation once)");
+  }
 }
 
 /// The representations to analyse: the requested ones, or qk (k,v for K/V-only inputs).
@@ -175,6 +190,7 @@ std::vector<int> shard_layers(const std::vector<int>& layers, LayerShard shard) 
 std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
                                             const std::string& label,
                                             const AnalyzeOptions& options) {
+  check_distinct(options.reprs);
   const Checkpoint checkpoint = Checkpoint::open(path, options.open);
   const ModelLayout layout = detect_layout(checkpoint, options.layout);
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
@@ -211,6 +227,13 @@ ModelReport fully_redundant_baseline(int num_layers, int heads) {
     throw Error("",
                 "the fully-redundant baseline needs at least 1 head and 0 or more layers, "
                 "found " +
+                    std::to_string(heads) + " heads and " + std::to_string(num_layers) + " layers");
+  if (heads > kMaxBaselineHeads || num_layers > kMaxLayers ||
+      std::int64_t{heads} * num_layers > kMaxBaselineValues)
+    throw Error("",
+                "the fully-redundant baseline is limited to " + std::to_string(kMaxBaselineHeads) +
+                    " heads, " + std::to_string(kMaxLayers) + " layers and " +
+                    std::to_string(kMaxBaselineValues) + " layers × heads, found " +
                     std::to_string(heads) + " heads and " + std::to_string(num_layers) + " layers");
   ModelReport report;
   report.label = "Fully redundant";

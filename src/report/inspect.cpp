@@ -64,7 +64,7 @@ std::string human_bytes(std::uint64_t bytes) {
 
 std::uint64_t total_bytes(const std::vector<TensorView>& tensors) {
   std::uint64_t total = 0;
-  for (const TensorView& tensor : tensors) total += tensor.bytes.size();
+  for (const TensorView& tensor : tensors) total += tensor.byte_size();
   return total;
 }
 
@@ -96,7 +96,7 @@ nlohmann::json report_json(const InspectReport& report) {
     tensors.push_back({{"name", tensor.name},
                        {"dtype", dtype_name(tensor.dtype)},
                        {"shape", tensor.shape},
-                       {"bytes", tensor.bytes.size()},
+                       {"bytes", tensor.byte_size()},
                        {"layer", optional_int(layer_of(tensor.name))},
                        {"stored_name", stored}});
   }
@@ -143,7 +143,7 @@ void write_tensors(std::ostringstream& out, const std::vector<TensorView>& tenso
     dtype.resize(dtype_width, ' ');
     shape.resize(shape_width, ' ');
     out << "    " << name << "  " << dtype << "  " << shape << "  "
-        << human_bytes(tensor.bytes.size());
+        << human_bytes(tensor.byte_size());
     if (!tensor.stored_name.empty()) out << "  (" << tensor.stored_name << " in the file)";
     out << "\n";
   }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
 
 namespace kvrank {
@@ -290,7 +291,8 @@ std::vector<ModelReport> reports_from_json(const json& document, const std::stri
   const FieldReader reader(document, "", file_name);
   const json& version = reader.field("schema_version");
   if (!version.is_number_integer() || version.get<std::int64_t>() != 1) {
-    reader.fail("", "unsupported schema_version " + version.dump() + " (expected 1)");
+    reader.fail("",
+                "unsupported schema_version " + detail::json_excerpt(version) + " (expected 1)");
   }
   const json& models = reader.array("models");
   std::vector<ModelReport> reports;

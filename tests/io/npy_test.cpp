@@ -131,8 +131,8 @@ TEST_CASE("npz: stored and deflated archives written by numpy", "[readers][npy]"
     for (const NpzMember& member : members) {
       names.push_back(member.tensor.name);
       CHECK(member.tensor.file == path.string());
-      // Deflated members own their inflated bytes; stored ones point into the archive.
-      CHECK((member.owned != nullptr) == (std::string(name) == "compressed.npz"));
+      // Deflated members are inflated on first use; stored ones point into the archive.
+      CHECK((member.tensor.deferred != nullptr) == (std::string(name) == "compressed.npz"));
     }
     CHECK(names == std::vector<std::string>{"q", "k", "big"});
     CHECK(members[1].tensor.fortran_order);
