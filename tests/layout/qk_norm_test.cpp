@@ -20,10 +20,7 @@ using kvrank::test::TempDir;
 namespace {
 
 void write_family(const TempDir& dir, const std::string& family, const std::string& options) {
-  const auto result = test::run_python_script(
-      "write_family_checkpoints.py",
-      family + " " + (dir / "ckpt").string() + " " + (dir / "ref").string() + " " + options);
-  REQUIRE(result.exit_code == 0);
+  test::write_reference_checkpoint(dir, "write_family_checkpoints.py", family, options);
 }
 
 /// Largest relative error over every head, layer and representation against the writer's factors.
