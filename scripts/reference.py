@@ -7,7 +7,8 @@ cross-check that it computes the same numbers.
 
   reference.py heads FILE.npz|DIR              layer{i}.L, layer{i}.R: [H, d, k], A_h = L_h R_hᵀ
                                                (an npz, or a folder of layer{i}.L.npy files)
-  reference.py llama PATH [--repr qk|ov|k|v]   llama-layout safetensors (file or folder + config.json)
+  reference.py llama PATH [--repr qk|ov|k|v]   llama-layout safetensors (file or folder + config.json),
+                                               q_norm / k_norm gains applied (Qwen3, Gemma 3, OLMo 2)
 
 Prints {"layers": [{"layer", "heads", "erank", ...}]} (SPEC.md §3 field names) on stdout.
 stdlib + numpy only.
@@ -121,21 +122,43 @@ def load_llama(path):
     return config, tensors
 
 
+def qk_gains(t, base, role, count, head_dim, gemma):
+    """Per-head gains [count, head_dim] of `role`'s RMSNorm (q_norm / k_norm) — ones when absent.
+    Qwen3 / Gemma 3: one [head_dim] weight for every head; OLMo 2: [count·head_dim] over the whole
+    projection; Gemma's RMSNorm multiplies by (1 + weight)."""
+    weight = t.get(f"{base}{role}_norm.weight")
+    if weight is None:
+        return np.ones((count, head_dim))
+    gain = weight + 1.0 if gemma else weight
+    if gain.size == head_dim:
+        return np.tile(gain, (count, 1))
+    return gain.reshape(count, head_dim)
+
+
 def cmd_llama(path, repr_name):
     config, t = load_llama(path)
-    heads = config["num_attention_heads"]
-    kv_heads = config.get("num_key_value_heads", heads)
-    d_model = config["hidden_size"]
-    head_dim = config.get("head_dim") or d_model // heads
+    text = config.get("text_config", config)  # multimodal (Gemma 3): the language model's config
+    heads = text["num_attention_heads"]
+    kv_heads = text.get("num_key_value_heads", heads)
+    d_model = text["hidden_size"]
+    head_dim = text.get("head_dim") or d_model // heads
+    gemma = str(text.get("model_type", config.get("model_type", ""))).startswith("gemma")
     group = heads // kv_heads
-    layers = sorted({int(m.group(1)) for k in t
-                     if (m := re.match(r"model\.layers\.(\d+)\.self_attn\.q_proj\.weight$", k))})
+    layer_pattern = r"((?:language_model\.)?model\.(?:language_model\.)?layers)\.(\d+)\.self_attn\.q_proj\.weight$"
+    found = [m for k in t if (m := re.match(layer_pattern, k))]
+    layers = sorted({int(m.group(2)) for m in found})
     result = []
     for i in layers:
-        w = {r: t[f"model.layers.{i}.self_attn.{r}_proj.weight"] for r in "qkvo"}
+        base = f"{found[0].group(1)}.{i}.self_attn."
+        w = {r: t[f"{base}{r}_proj.weight"] for r in "qkvo"}
+        # q_norm / k_norm scale each query / key row before the dot product: fold into the rows.
+        gains = {"q": qk_gains(t, base, "q", heads, head_dim, gemma),
+                 "k": qk_gains(t, base, "k", kv_heads, head_dim, gemma),
+                 "v": np.ones((kv_heads, head_dim))}
 
         def rows(name, head):  # head's rows of an [out, in] projection: W^h as d×d_h is its transpose
-            return w[name][head * head_dim:(head + 1) * head_dim].T
+            block = w[name][head * head_dim:(head + 1) * head_dim]
+            return (gains[name][head][:, None] * block).T
 
         a = []
         for h in range(heads):

@@ -6,13 +6,16 @@ family's tensors are assembled the way its Hugging Face modelling code slices th
   write_family_checkpoints.py FAMILY OUT_DIR REF_DIR [--dtype F32|BF16|F16] [--seed N]
         [--layers N] [--heads H] [--kv-heads H_kv] [--head-dim D_H] [--d-model D] [--no-prefix]
 
-FAMILY: llama, gpt2, gpt_neox, falcon_new, falcon_mq, falcon_mha, phi3, map, kvonly.
+FAMILY: llama, gpt2, gpt_neox, falcon_new, falcon_mq, falcon_mha, phi3, map, kvonly, and the llama-
+named families of MODERN (QK-norm gains, MoE experts, attention biases, Gemma 3's multimodal layout).
 OUT_DIR receives config.json + model.safetensors (or, for kvonly, layers.{i}.{k,v}_proj.npy);
 REF_DIR receives qk.npz, ov.npz, k.npz, v.npz (layer{i}.L / layer{i}.R, [H, d, k], A_h = L_h R_hᵀ,
-computed from the per-head matrices AFTER rounding to --dtype) and, for FAMILY map, map.json.
+computed from the per-head matrices AFTER rounding to --dtype, with the QK-norm gains applied to
+the query and key rows) and, for FAMILY map, map.json.
 stdlib + numpy only; also importable (write_family()).
 """
 import argparse
+import copy
 import json
 import os
 import struct
@@ -20,8 +23,30 @@ import sys
 
 import numpy as np
 
+# Llama-named families of today: how each differs from llama in its Hugging Face modelling code.
+#   qk_norm: "head" = one RMSNorm gain [d_h] shared by all heads (Qwen3Attention, Gemma3Attention:
+#            RMSNorm(head_dim) on q.view(..., heads, head_dim)); "width" = a gain over the whole
+#            projection, q_norm [H·d_h], k_norm [H_kv·d_h] (Olmo2Attention: RMSNorm(H·head_dim)).
+#   offset:  Gemma's RMSNorm multiplies by (1 + weight): the stored weight is the gain minus 1.
+#   experts: MoE MLP tensors (filled with NaN: kvrank must never read them).
+#   bias:    q/k/v (and o) projection biases (llama `attention_bias`, qwen2's qkv biases).
+#   prefix:  the text model's layer prefix; Gemma 3's multimodal checkpoints nest it, add a SigLIP
+#            vision tower (NaN, never read) and put the text geometry under config "text_config".
+MODERN = {
+    "qwen3": dict(model_type="qwen3", qk_norm="head"),
+    "gemma2": dict(model_type="gemma2"),
+    "gemma3": dict(model_type="gemma3_text", qk_norm="head", offset=1.0),
+    "gemma3_mm": dict(model_type="gemma3", qk_norm="head", offset=1.0,
+                      prefix="language_model.model.layers"),
+    "olmo2": dict(model_type="olmo2", qk_norm="width"),
+    "mixtral": dict(model_type="mixtral", experts="mixtral"),
+    "qwen2_moe": dict(model_type="qwen2_moe", experts="qwen2_moe", bias=True),
+    "qwen3_moe": dict(model_type="qwen3_moe", qk_norm="head", experts="qwen3_moe"),
+    "llama_bias": dict(model_type="llama", bias=True),
+}
+
 FAMILIES = ["llama", "gpt2", "gpt_neox", "falcon_new", "falcon_mq", "falcon_mha", "phi3", "map",
-            "kvonly"]
+            "kvonly"] + list(MODERN)
 
 
 # ---- dtype rounding and safetensors writing --------------------------------------------------
@@ -104,6 +129,14 @@ class Heads:
         self.o = round_to(make_heads(rng, heads, d_model, head_dim, layer), dtype)
         self.group = heads // kv_heads
 
+    def with_gains(self, q_gain, k_gain):
+        """The heads as the dot product sees them: row j of query head h scaled by q_gain[h][j]
+        (likewise keys), i.e. diag(γ) W applied before q·k. Returns a copy."""
+        scaled = copy.copy(self)
+        scaled.q = [q_gain[h][:, None] * self.q[h] for h in range(len(self.q))]
+        scaled.k = [k_gain[g][:, None] * self.k[g] for g in range(len(self.k))]
+        return scaled
+
     def factors(self, repr_name):
         """L, R [H, d, k] of A_h = L_h R_hᵀ for the query head h, using KV head h // group."""
         heads = len(self.q)
@@ -176,7 +209,98 @@ MAP_FILE = {"q": "blocks.{i}.mix.wq", "k": "blocks.{i}.mix.wk", "v": "blocks.{i}
             "o": "blocks.{i}.mix.wo", "layout": "in_out"}
 
 
+# ---- the llama-named families of today (MODERN) ----------------------------------------------
+
+def qk_norm_gains(rng, spec, heads, kv_heads, head_dim, dtype):
+    """The stored q_norm / k_norm weights (rounded to dtype) and, per head, the gain the dot
+    product sees: stored + offset (Gemma's 1 + weight)."""
+    offset = spec.get("offset", 0.0)
+
+    def one(count):
+        width = head_dim if spec["qk_norm"] == "head" else count * head_dim
+        stored = round_to(np.exp(rng.standard_normal(width)) - offset, dtype)
+        effective = stored + offset
+        if spec["qk_norm"] == "head":
+            return stored, [effective] * count
+        return stored, list(effective.reshape(count, head_dim))
+
+    q_stored, q_gain = one(heads)
+    k_stored, k_gain = one(kv_heads)
+    return q_stored, k_stored, q_gain, k_gain
+
+
+def expert_tensors(kind, base, d_model, ffn=16, experts=2):
+    """MoE MLP tensors of one layer, all NaN: analysing attention must never read them."""
+    nan = lambda *shape: np.full(shape, np.nan)  # noqa: E731
+    tensors = {}
+    if kind == "mixtral":  # MixtralSparseMoeBlock: gate + experts.{e}.w1/w2/w3
+        tensors[base + "block_sparse_moe.gate.weight"] = nan(experts, d_model)
+        for e in range(experts):
+            for name, shape in (("w1", (ffn, d_model)), ("w2", (d_model, ffn)), ("w3", (ffn, d_model))):
+                tensors[f"{base}block_sparse_moe.experts.{e}.{name}.weight"] = nan(*shape)
+        return tensors
+    tensors[base + "mlp.gate.weight"] = nan(experts, d_model)  # Qwen2/3-MoE: mlp.experts.{e}.*
+    mlps = [f"mlp.experts.{e}." for e in range(experts)]
+    if kind == "qwen2_moe":
+        mlps.append("mlp.shared_expert.")
+        tensors[base + "mlp.shared_expert_gate.weight"] = nan(1, d_model)
+    for mlp in mlps:
+        for name, shape in (("gate_proj", (ffn, d_model)), ("up_proj", (ffn, d_model)),
+                            ("down_proj", (d_model, ffn))):
+            tensors[f"{base}{mlp}{name}.weight"] = nan(*shape)
+    return tensors
+
+
+def modern_tensors(family, i, m, norms, rng, dtype):
+    spec = MODERN[family]
+    prefix = spec.get("prefix", "model.layers")
+    tensors = llama_tensors(i, m, prefix)
+    base = f"{prefix}.{i}."
+    if norms is not None:
+        tensors[base + "self_attn.q_norm.weight"], tensors[base + "self_attn.k_norm.weight"] = norms
+    if spec.get("bias"):  # present, and not part of the bilinear form W_Q W_Kᵀ
+        for role, rows in (("q", len(m.q)), ("k", len(m.k)), ("v", len(m.v))):
+            tensors[f"{base}self_attn.{role}_proj.bias"] = round_to(
+                rng.standard_normal(rows * m.q[0].shape[0]), dtype)
+        if family == "llama_bias":
+            tensors[base + "self_attn.o_proj.bias"] = round_to(rng.standard_normal(m.o[0].shape[0]), dtype)
+    if spec.get("experts"):
+        tensors.update(expert_tensors(spec["experts"], base, m.q[0].shape[1]))
+    if family == "gemma3_mm":  # the SigLIP vision tower: attention-named, NaN, never read
+        vision = f"vision_tower.vision_model.encoder.layers.{i}.self_attn."
+        for role in ("q", "k", "v", "out"):
+            tensors[vision + role + "_proj.weight"] = np.full((16, 16), np.nan)
+    return tensors
+
+
+def modern_config(family, layers, heads, kv_heads, head_dim, d_model):
+    spec = MODERN[family]
+    config = {"model_type": spec["model_type"], "hidden_size": d_model, "num_attention_heads": heads,
+              "num_key_value_heads": kv_heads, "num_hidden_layers": layers, "rms_norm_eps": 1e-6}
+    if family != "olmo2" or head_dim * heads != d_model:  # OLMo 2 configs have no head_dim
+        config["head_dim"] = head_dim
+    if family.startswith("gemma"):
+        config["query_pre_attn_scalar"] = head_dim
+    if family == "gemma2":
+        config["attn_logit_softcapping"] = 50.0
+    if spec.get("experts") == "mixtral":
+        config.update(num_local_experts=2, num_experts_per_tok=1)
+    elif spec.get("experts"):
+        config.update(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16)
+    if family == "llama_bias":
+        config["attention_bias"] = True
+    if family == "gemma3_mm":  # Gemma3ForConditionalGeneration: text geometry nested
+        config["model_type"] = "gemma3_text"
+        vision = {"model_type": "siglip_vision_model", "hidden_size": 16, "num_attention_heads": 2,
+                  "num_hidden_layers": layers + 2, "head_dim": 8}
+        return {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+                "text_config": config, "vision_config": vision}
+    return config
+
+
 def config_for(family, layers, heads, kv_heads, head_dim, d_model):
+    if family in MODERN:
+        return modern_config(family, layers, heads, kv_heads, head_dim, d_model)
     if family == "llama":
         config = {"model_type": "llama", "hidden_size": d_model, "num_attention_heads": heads,
                   "num_key_value_heads": kv_heads, "num_hidden_layers": layers}
@@ -231,9 +355,15 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
     os.makedirs(out_dir, exist_ok=True)
     os.makedirs(ref_dir, exist_ok=True)
     per_layer = [Heads(rng, i, heads, kv_heads, head_dim, d_model, dtype) for i in range(layers)]
+    norms, seen = [None] * layers, list(per_layer)  # seen: the heads as the dot product sees them
+    if MODERN.get(family, {}).get("qk_norm"):
+        for i, m in enumerate(per_layer):
+            q_stored, k_stored, q_gain, k_gain = qk_norm_gains(rng, MODERN[family], heads, kv_heads,
+                                                               head_dim, dtype)
+            norms[i], seen[i] = (q_stored, k_stored), m.with_gains(q_gain, k_gain)
     for repr_name in ("qk", "ov", "k", "v"):
         arrays = {}
-        for i, m in enumerate(per_layer):
+        for i, m in enumerate(seen):
             arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
         np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
 
@@ -246,7 +376,10 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
 
     tensors = {}
     for i, m in enumerate(per_layer):
-        tensors.update(layer_tensors(family, i, m, "transformer." if prefix else ""))
+        if family in MODERN:
+            tensors.update(modern_tensors(family, i, m, norms[i], rng, dtype))
+        else:
+            tensors.update(layer_tensors(family, i, m, "transformer." if prefix else ""))
     # Non-attention tensors that detection must ignore.
     tensors["embed.weight" if family == "map" else "model.embed_tokens.weight"] = round_to(
         rng.standard_normal((16, d_model)), dtype)
@@ -259,6 +392,7 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
 
 
 def write_checkpoint(out_dir, tensors, config, dtype):
+    os.makedirs(out_dir, exist_ok=True)
     write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype)
     if config is not None:
         with open(os.path.join(out_dir, "config.json"), "w") as f:

@@ -15,6 +15,7 @@
 #include "kvrank/error.hpp"
 #include "kvrank/inspect.hpp"
 #include "kvrank/merge.hpp"
+#include "kvrank/model_inputs.hpp"
 #include "kvrank/png.hpp"
 #include "kvrank/report.hpp"
 #include "kvrank/svg.hpp"
@@ -158,13 +159,22 @@ int run_analyze(const AnalyzeArgs& args) {
   options.open = args.layout.open_options();
   options.note = [](const std::string& message) { spdlog::info("{}", message); };
 
+  // Every argument is resolved (and every label fixed) before any model is read.
+  std::vector<kvrank::ModelInput> inputs;
+  std::vector<kvrank::LabelChoice> choices;
+  for (std::size_t i = 0; i < args.paths.size(); ++i) {
+    inputs.push_back(kvrank::resolve_model_argument(args.paths[i]));
+    const bool given = i < args.labels.size();
+    choices.push_back({given ? args.labels[i] : inputs.back().label, given, args.paths[i]});
+  }
+  const std::vector<std::string> labels = kvrank::unique_labels(choices, options.note);
+
   ProgressBar progress(!args.quiet);
   std::vector<kvrank::ModelReport> models;
-  for (std::size_t i = 0; i < args.paths.size(); ++i) {
-    const fs::path path = args.paths[i];
-    const std::string label = i < args.labels.size() ? args.labels[i] : kvrank::default_label(path);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& label = labels[i];
     options.progress = [&](int done, int total) { progress.update(label, done, total); };
-    for (auto& model : kvrank::analyze_checkpoint(path, label, options)) {
+    for (auto& model : kvrank::analyze_checkpoint(inputs[i].path, label, options)) {
       warn_about_zero_heads(model);
       models.push_back(std::move(model));
     }
@@ -181,7 +191,8 @@ int run_analyze(const AnalyzeArgs& args) {
 int run_inspect(const InspectArgs& args) {
   std::vector<kvrank::InspectReport> reports;
   for (const auto& path : args.paths) {
-    const auto checkpoint = kvrank::Checkpoint::open(path, args.layout.open_options());
+    const auto checkpoint = kvrank::Checkpoint::open(kvrank::resolve_model_argument(path).path,
+                                                     args.layout.open_options());
     reports.push_back(kvrank::inspect_checkpoint(checkpoint, args.layout.overrides()));
   }
   kvrank::write_stdout(args.format == "json" ? to_json_text(to_json(reports))

@@ -70,13 +70,11 @@ struct AnalyzeOptions {
   std::function<void(const std::string& message)> note;
 };
 
-/// Analyses one checkpoint; returns one report per representation. `label` is the model's label.
+/// Analyses one checkpoint; returns one report per representation. `label` is the model's label
+/// (model_inputs.hpp makes the default ones).
 std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
                                             const std::string& label,
                                             const AnalyzeOptions& options);
-
-/// Default label for a path: the folder name, or the file name without extension.
-std::string default_label(const std::filesystem::path& path);
 
 /// The fully-redundant series (1.0 at every layer), label "Fully redundant", variant "baseline".
 ModelReport fully_redundant_baseline(int num_layers, int heads);

@@ -24,6 +24,8 @@ namespace kvrank::dense {
 constexpr std::string_view kLayerSlot = "{i}";
 
 std::string layer_name(const std::string& name_template, int layer);
+/// `text` with the last occurrence of `from` replaced by `to` (unchanged when absent).
+std::string replace_last(std::string text, std::string_view from, std::string_view to);
 /// The layer indices present for a template: [first, last], or nullopt when no tensor matches.
 std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
                                                    const std::string& name_template);
@@ -92,5 +94,25 @@ void check_role_shape(const Checkpoint& checkpoint, const Dims& dims, const std:
                       char role);
 HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                           Repr repr);
+
+// ---- QK-norm gains of Qwen3, Gemma 3, OLMo 2 … (norm_gains.cpp) --------------------------------
+
+/// Records q_norm / k_norm beside a llama-named key projection in layout.details ("q_norm",
+/// "k_norm": templates; "qk_norm_gain": "weight", or "1 + weight" for Gemma's model types, from
+/// details["model_type"]), checking the first layer's shapes: [head_dim] (one gain shared by all
+/// heads) or [heads·head_dim] (one gain per projection row).
+void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_template, int first_layer,
+                    ModelLayout& layout);
+/// head_dim from a per-head QK norm of the first layer: the size of a 1-D k_norm (q_norm) that
+/// divides the key (query) rows `key_rows` (`query_rows`, 0 when none) into two or more heads;
+/// nullopt when there is none (a gain over the whole projection, as OLMo 2's, says nothing).
+std::optional<int> qk_norm_head_dim(const Checkpoint& checkpoint, const std::string& key_template,
+                                    int first_layer, Index key_rows, Index query_rows);
+/// `rows` (the q or k projection of `layer`, [count·head_dim, d]) with row j scaled by the gain
+/// the dot product applies to it; unchanged when the layout has no norm for `role` ('q' or 'k').
+RowMatrixF fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                        char role, RowMatrixF rows);
+/// The q_norm / k_norm tensor names of one layer (none when the layout has no QK norm).
+std::vector<std::string> qk_norm_tensor_names(const ModelLayout& layout, int layer);
 
 }  // namespace kvrank::dense

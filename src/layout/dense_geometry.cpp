@@ -113,6 +113,10 @@ void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int fir
     g.d_model = ratio(main_in, 1);
     g.add_source("tensor shapes");
   }
+  if (!g.head_dim && !spec.fused()) {  // Qwen3 / Gemma 3: a [head_dim] q_norm or k_norm says it
+    g.head_dim = qk_norm_head_dim(checkpoint, spec.names.at("k"), first_layer, main_out, q_out);
+    if (g.head_dim) g.add_source("the q_norm/k_norm shape");
+  }
   const bool need_flag = !g.heads && !g.head_dim && !(g.kv_heads && !spec.fused());
   if (need_flag)
     throw Error(checkpoint.path().string(),

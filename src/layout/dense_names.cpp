@@ -11,15 +11,11 @@ namespace kvrank::dense {
 
 // ---- tensor-name templates ("model.layers.{i}.self_attn.q_proj.weight") -----------------------
 
-namespace {
-
 std::string replace_last(std::string text, std::string_view from, std::string_view to) {
   const auto at = text.rfind(from);
   if (at != std::string::npos) text.replace(at, from.size(), to);
   return text;
 }
-
-}  // namespace
 
 std::string layer_name(const std::string& name_template, int layer) {
   std::string name = name_template;

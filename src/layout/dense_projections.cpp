@@ -146,18 +146,25 @@ HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layou
   const Index head_dim = layout.head_dim;
   HeadFactors factors;
   switch (repr) {
-    case Repr::qk:
-      factors.left = detail::row_block_side(projections.get('q'), heads, head_dim, 1);
-      factors.right = detail::row_block_side(projections.get('k'), heads, head_dim, group);
+    case Repr::qk:  // QK-norm gains scale the rows the dot product sees (norm_gains.cpp)
+      factors.left = detail::row_block_side(
+          fold_qk_norm(checkpoint, layout, layer, 'q', projections.get('q')), heads, head_dim, 1);
+      factors.right =
+          detail::row_block_side(fold_qk_norm(checkpoint, layout, layer, 'k', projections.get('k')),
+                                 heads, head_dim, group);
       break;
     case Repr::ov:
       factors.left = detail::column_block_side(projections.get('o'), heads, head_dim);
       factors.right = detail::row_block_side(projections.get('v'), heads, head_dim, group);
       break;
-    case Repr::k:
+    case Repr::k:  // the cached key is the normalised one
+      factors.left =
+          detail::row_block_side(fold_qk_norm(checkpoint, layout, layer, 'k', projections.get('k')),
+                                 heads, head_dim, group);
+      factors.symmetric = true;
+      break;
     case Repr::v:
-      factors.left = detail::row_block_side(projections.get(repr == Repr::k ? 'k' : 'v'), heads,
-                                            head_dim, group);
+      factors.left = detail::row_block_side(projections.get('v'), heads, head_dim, group);
       factors.symmetric = true;
       break;
   }

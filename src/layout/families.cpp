@@ -34,7 +34,12 @@ const nlohmann::json* config_field(const Checkpoint& checkpoint, const char* key
   const auto& config = checkpoint.config();
   if (!config) return nullptr;
   auto it = config->find(key);
-  if (it == config->end() || it->is_null()) return nullptr;
+  if (it != config->end() && !it->is_null()) return &*it;
+  // Multimodal checkpoints (Gemma 3, …) keep the language model's fields under "text_config".
+  auto text = config->find("text_config");
+  if (text == config->end() || !text->is_object()) return nullptr;
+  it = text->find(key);
+  if (it == text->end() || it->is_null()) return nullptr;
   return &*it;
 }
 
@@ -207,8 +212,9 @@ ModelLayout map_layout(const Checkpoint& checkpoint, const LayoutOverrides& over
 }
 
 // Model types whose checkpoints use the llama tensor names; `--family` accepts them too.
-constexpr std::array<const char*, 9> kLlamaAliases{
-    "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "olmo2", "starcoder2", "granite"};
+constexpr std::array<const char*, 14> kLlamaAliases{
+    "mistral", "mixtral", "qwen2",       "qwen2_moe", "qwen3",      "qwen3_moe", "gemma",
+    "gemma2",  "gemma3",  "gemma3_text", "olmo2",     "starcoder2", "granite",   "olmoe"};
 
 bool is_llama_alias(const std::string& family) {
   return std::any_of(kLlamaAliases.begin(), kLlamaAliases.end(),
@@ -241,7 +247,15 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
   }
   Geometry geometry = config_geometry(checkpoint, spec->family);
   apply_overrides(overrides, geometry);
-  return dense_layout(checkpoint, *spec, geometry, checkpoint.path().string());
+  ModelLayout layout = dense_layout(checkpoint, *spec, geometry, checkpoint.path().string());
+  if (overrides.family && is_llama_alias(*overrides.family))  // --family gemma3 wins
+    layout.details["model_type"] = *overrides.family;
+  if (!spec->fused()) {
+    const std::string& key_template = spec->names.at("k");
+    dense::detect_qk_norm(checkpoint, key_template,
+                          dense::template_layers(checkpoint, key_template)->first, layout);
+  }
+  return layout;
 }
 
 void check_repr_supported(const Checkpoint& checkpoint, const ModelLayout& layout, Repr repr) {
@@ -310,7 +324,7 @@ std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer
   if (layout.family == "activations") return detail::activation_tensor_names(layout, layer);
   if (layout.variant == "mla") return detail::mla_tensor_names(layout, layer);
   if (layout.variant == "lrkv") return detail::lrkv_tensor_names(layout, layer);
-  std::vector<std::string> names;
+  std::vector<std::string> names = dense::qk_norm_tensor_names(layout, layer);
   for (const char* role : {"q", "k", "v", "o", "qkv"}) {
     auto it = layout.details.find(role);
     if (it != layout.details.end()) names.push_back(layer_name(it->second, layer));

@@ -44,6 +44,13 @@ FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_col
 /// "mha" / "gqa" / "mqa" from the head counts.
 std::string attention_variant(int heads, int kv_heads);
 
+/// The 1-D gain tensor `name`, of shape [size] (else an error naming it and `why`), as float32
+/// (src/layout/norm_gains.cpp: RMSNorm gains folded into projection rows).
+std::vector<float> load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
+                             const std::string& why);
+/// Row i of `rows` times gain[i], for the first gain.size() rows.
+RowMatrixF scale_rows(RowMatrixF rows, const std::vector<float>& gain);
+
 // ---- families in their own files ---------------------------------------------------------------
 
 // MLA (deepseek_v2 / deepseek_v3), src/family_mla.cpp

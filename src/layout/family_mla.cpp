@@ -92,22 +92,6 @@ int per_head(const TensorView& tensor, std::int64_t total, int heads, int minus,
   return static_cast<int>(total / heads - minus);
 }
 
-std::vector<float> load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
-                             const std::string& why) {
-  const TensorView& tensor = checkpoint.at(name);
-  if (tensor.shape.size() != 1 || tensor.shape[0] != size) {
-    throw Error(tensor.file, name,
-                "expected shape [" + std::to_string(size) + "] (" + why + "), found " +
-                    tensor.shape_string());
-  }
-  return to_f32(tensor);
-}
-
-RowMatrixF scale_rows(RowMatrixF rows, const std::vector<float>& gain) {
-  for (Index i = 0; i < static_cast<Index>(gain.size()); ++i) rows.row(i) *= gain[i];
-  return rows;
-}
-
 std::string dims_text(const MlaDims& dims) {
   return "from config: num_attention_heads " + std::to_string(dims.heads) + ", kv_lora_rank " +
          std::to_string(dims.kv_lora) + ", qk_nope_head_dim " + std::to_string(dims.nope) +

@@ -214,14 +214,6 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
   return reports;
 }
 
-std::string default_label(const std::filesystem::path& path) {
-  std::filesystem::path clean = path;
-  if (!clean.has_filename()) clean = clean.parent_path();  // "ckpts/mha/"
-  std::error_code error;
-  if (std::filesystem::is_directory(clean, error)) return clean.filename().string();
-  return clean.stem().string();
-}
-
 ModelReport fully_redundant_baseline(int num_layers, int heads) {
   if (heads < 1 || num_layers < 0)
     throw Error("",

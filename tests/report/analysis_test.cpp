@@ -47,15 +47,6 @@ TEST_CASE("parse_layer_list: bad syntax is a usage error naming the part", "[fam
   CHECK_THAT(error_message([] { parse_layer_list("0-5000000"); }), Contains("too large"));
 }
 
-TEST_CASE("default_label: folder name or file stem", "[families][analysis]") {
-  test::TempDir dir;
-  std::filesystem::create_directories(dir / "mha-run");
-  CHECK(default_label(dir / "mha-run") == "mha-run");
-  CHECK(default_label((dir / "mha-run").string() + "/") == "mha-run");
-  CHECK(default_label("ckpts/lrkv-r16.safetensors") == "lrkv-r16");
-  CHECK(default_label("k_proj.npy") == "k_proj");
-}
-
 TEST_CASE("fully_redundant_baseline: erank 1 at every layer", "[families][analysis]") {
   const ModelReport baseline = fully_redundant_baseline(3, 4);
   CHECK(baseline.label == "Fully redundant");

@@ -1,0 +1,139 @@
+// RMSNorm gains folded into projection rows: MLA's latent norms (family_mla.cpp) and the QK norms
+// of the llama-named families of today.
+//
+// Qwen3, Gemma 3 and OLMo 2 normalise each query and key before the dot product:
+//   q = γ_q ∘ (W_Q x) / rms(W_Q x),   k = γ_k ∘ (W_K y) / rms(W_K y),
+// so the logit of head h is xᵀ (diag(γ_q,h) W_Q^h)ᵀ (diag(γ_k,g) W_K^g) y / (rms_q · rms_k). The
+// gains are learned weights and belong to the bilinear form: they scale the rows of q_proj /
+// k_proj. The rms factors are per-token scalars (per token and head for Qwen3 / Gemma 3, per token
+// for OLMo 2): they scale a logit, not the form, and are left out, as for MLA.
+//   Qwen3, Gemma 3:  q_norm.weight [d_h], k_norm.weight [d_h] — one gain shared by all heads
+//                    (RMSNorm over head_dim of q.view(…, H, d_h));
+//   OLMo 2:          q_norm.weight [H·d_h], k_norm.weight [H_kv·d_h] — over the whole projection;
+//   Gemma:           its RMSNorm multiplies by (1 + weight), so the gain is 1 + the stored weight.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvrank/error.hpp"
+#include "layout/dense.hpp"
+#include "layout/family_detail.hpp"
+
+namespace kvrank {
+namespace {
+
+std::string shape_text(Index size) { return "[" + std::to_string(size) + "]"; }
+
+}  // namespace
+
+namespace detail {
+
+std::vector<float> load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
+                             const std::string& why) {
+  const TensorView& tensor = checkpoint.at(name);
+  if (tensor.shape.size() != 1 || tensor.shape[0] != size) {
+    throw Error(
+        tensor.file, name,
+        "expected shape " + shape_text(size) + " (" + why + "), found " + tensor.shape_string());
+  }
+  return to_f32(tensor);
+}
+
+RowMatrixF scale_rows(RowMatrixF rows, const std::vector<float>& gain) {
+  for (Index i = 0; i < static_cast<Index>(gain.size()); ++i) rows.row(i) *= gain[i];
+  return rows;
+}
+
+}  // namespace detail
+
+namespace dense {
+namespace {
+
+using detail::scale_rows;
+
+// Model types whose RMSNorm multiplies by (1 + weight) (Gemma 3n went back to a plain weight).
+bool gain_has_unit_offset(const std::string& model_type) {
+  return model_type == "gemma" || model_type == "gemma2" || model_type == "gemma3" ||
+         model_type == "gemma3_text";
+}
+
+/// Why a QK-norm gain has the shapes it may have, for shape errors.
+std::string qk_gain_reason(int count, Index head_dim, const char* heads_word) {
+  return "one gain per head dimension shared by all heads, " + shape_text(head_dim) +
+         ", or one per " + "row of the projection, " + std::to_string(count) + " " + heads_word +
+         " × head_dim " + std::to_string(head_dim) + " = " + shape_text(count * head_dim);
+}
+
+void check_qk_gain_shape(const TensorView& tensor, int count, Index head_dim,
+                         const char* heads_word) {
+  const bool per_head_dim = tensor.shape.size() == 1 && tensor.shape[0] == head_dim;
+  const bool per_row = tensor.shape.size() == 1 && tensor.shape[0] == count * head_dim;
+  if (per_head_dim || per_row) return;
+  throw Error(tensor.file, tensor.name,
+              "expected shape " + shape_text(head_dim) + " or " + shape_text(count * head_dim) +
+                  " (" + qk_gain_reason(count, head_dim, heads_word) + "), found " +
+                  tensor.shape_string());
+}
+
+}  // namespace
+
+std::optional<int> qk_norm_head_dim(const Checkpoint& checkpoint, const std::string& key_template,
+                                    int first_layer, Index key_rows, Index query_rows) {
+  if (key_template.find("k_proj") == std::string::npos) return std::nullopt;
+  for (const auto& [role, rows] : {std::pair{'k', key_rows}, std::pair{'q', query_rows}}) {
+    const TensorView* norm = checkpoint.find(layer_name(
+        replace_last(key_template, "k_proj", std::string(1, role) + "_norm"), first_layer));
+    if (!norm || norm->shape.size() != 1) continue;
+    const std::int64_t size = norm->shape[0];
+    if (size > 0 && size < rows && rows % size == 0) return static_cast<int>(size);
+  }
+  return std::nullopt;
+}
+
+void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_template, int first_layer,
+                    ModelLayout& layout) {
+  if (key_template.find("k_proj") == std::string::npos) return;
+  for (const char role : {'q', 'k'}) {
+    const std::string norm_template =
+        replace_last(key_template, "k_proj", std::string(1, role) + "_norm");
+    const TensorView* first = checkpoint.find(layer_name(norm_template, first_layer));
+    if (!first) continue;
+    check_qk_gain_shape(*first, role == 'q' ? layout.heads : layout.kv_heads, layout.head_dim,
+                        role == 'q' ? "heads" : "kv heads");
+    layout.details[std::string(1, role) + "_norm"] = norm_template;
+  }
+  if (!layout.details.count("q_norm") && !layout.details.count("k_norm")) return;
+  auto model_type = layout.details.find("model_type");
+  const bool offset =
+      model_type != layout.details.end() && gain_has_unit_offset(model_type->second);
+  layout.details["qk_norm_gain"] = offset ? "1 + weight" : "weight";
+}
+
+RowMatrixF fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                        char role, RowMatrixF rows) {
+  const auto norm = layout.details.find(std::string(1, role) + "_norm");
+  if (norm == layout.details.end()) return rows;
+  const int count = role == 'q' ? layout.heads : layout.kv_heads;
+  const TensorView& tensor = checkpoint.at(layer_name(norm->second, layer));
+  check_qk_gain_shape(tensor, count, layout.head_dim, role == 'q' ? "heads" : "kv heads");
+  std::vector<float> stored = to_f32(tensor);
+  const bool offset = layout.details.at("qk_norm_gain") == "1 + weight";
+  std::vector<float> gain(static_cast<std::size_t>(rows.rows()));
+  for (std::size_t i = 0; i < gain.size(); ++i)  // a [d_h] gain repeats for every head
+    gain[i] = stored[i % stored.size()] + (offset ? 1.0f : 0.0f);
+  return scale_rows(std::move(rows), gain);
+}
+
+std::vector<std::string> qk_norm_tensor_names(const ModelLayout& layout, int layer) {
+  std::vector<std::string> names;
+  for (const char* key : {"q_norm", "k_norm"}) {
+    auto it = layout.details.find(key);
+    if (it != layout.details.end()) names.push_back(layer_name(it->second, layer));
+  }
+  return names;
+}
+
+}  // namespace dense
+}  // namespace kvrank

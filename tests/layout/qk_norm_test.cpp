@@ -1,0 +1,95 @@
+// QK-norm gains (Qwen3, Gemma 3, OLMo 2) and the other llama-named families of today (Gemma 2,
+// Mixtral, Qwen2/3-MoE, attention biases): per-head factors equal the gain-scaled per-head
+// projections that scripts/write_family_checkpoints.py (independent numpy) wrote the checkpoint
+// from, for every representation.
+#include <algorithm>
+#include <string>
+
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/families.hpp"
+#include "support/catch.hpp"
+#include "support/factor_test_util.hpp"
+#include "support/test_util.hpp"
+
+using namespace kvrank;
+using kvrank::test::expand_head;
+using kvrank::test::reference_head;
+using kvrank::test::relative_error;
+using kvrank::test::TempDir;
+
+namespace {
+
+void write_family(const TempDir& dir, const std::string& family, const std::string& options) {
+  test::write_reference_checkpoint(dir, "write_family_checkpoints.py", family, options);
+}
+
+/// Largest relative error over every head, layer and representation against the writer's factors.
+double worst_error(const TempDir& dir, const Checkpoint& checkpoint, const ModelLayout& layout) {
+  double worst = 0;
+  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
+    const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
+    for (int layer = 0; layer < layout.num_layers; ++layer) {
+      const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
+      REQUIRE(factors.num_heads() == layout.heads);
+      const FactorSide& right = factors.symmetric ? factors.left : factors.right;
+      const std::string prefix = "layer" + std::to_string(layer);
+      for (int h = 0; h < layout.heads; ++h) {
+        worst = std::max(worst, relative_error(expand_head(factors.left, h),
+                                               reference_head(ref, prefix + ".L", h)));
+        worst = std::max(
+            worst, relative_error(expand_head(right, h), reference_head(ref, prefix + ".R", h)));
+      }
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("QK-norm gains are folded into the query and key rows of each family", "[qk_norm]") {
+  struct Case {
+    const char* family;
+    const char* gain;  // details["qk_norm_gain"], "" when the family has no QK norm
+  };
+  const Case family_case = GENERATE(
+      Case{"qwen3", "weight"}, Case{"gemma3", "1 + weight"}, Case{"gemma3_mm", "1 + weight"},
+      Case{"olmo2", "weight"}, Case{"qwen3_moe", "weight"}, Case{"gemma2", ""}, Case{"mixtral", ""},
+      Case{"qwen2_moe", ""}, Case{"llama_bias", ""});
+  const char* dtype = GENERATE("F32", "BF16");
+  INFO(family_case.family << " " << dtype);
+  TempDir dir;
+  // head_dim 12 ≠ d_model / heads = 8, as in Qwen3 and Gemma.
+  write_family(dir, family_case.family,
+               std::string("--layers 3 --heads 4 --kv-heads 2 --head-dim 12 --dtype ") + dtype);
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint, {});
+  CHECK(layout.family == "llama");
+  CHECK(layout.variant == "gqa");
+  CHECK((layout.heads == 4 && layout.kv_heads == 2 && layout.head_dim == 12));
+  CHECK(layout.d_model == 32);
+  CHECK(layout.num_layers == 3);
+  const auto gain = layout.details.find("qk_norm_gain");
+  CHECK((gain == layout.details.end() ? "" : gain->second) == std::string(family_case.gain));
+  CHECK(worst_error(dir, checkpoint, layout) < 1e-5);
+
+  const auto names = layer_tensor_names(layout, 2);
+  const bool lists_norm = std::find_if(names.begin(), names.end(), [](const std::string& name) {
+                            return name.ends_with(".self_attn.q_norm.weight");
+                          }) != names.end();
+  CHECK(lists_norm == (*family_case.gain != '\0'));
+}
+
+TEST_CASE("--family gemma3 reads q_norm as 1 + weight when config.json does not say", "[qk_norm]") {
+  TempDir dir;
+  write_family(dir, "gemma3", "--layers 2 --heads 4 --head-dim 12");
+  std::filesystem::remove(dir / "ckpt" / "config.json");
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt" / "model.safetensors");
+  LayoutOverrides overrides;
+  overrides.heads = 4;
+  overrides.head_dim = 12;
+  CHECK(detect_layout(checkpoint, overrides).details.at("qk_norm_gain") == "weight");
+  overrides.family = "gemma3";
+  const ModelLayout layout = detect_layout(checkpoint, overrides);
+  CHECK(layout.details.at("qk_norm_gain") == "1 + weight");
+  CHECK(worst_error(dir, checkpoint, layout) < 1e-5);
+}
