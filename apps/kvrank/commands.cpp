@@ -147,19 +147,10 @@ int run_analyze(const AnalyzeArgs& args) {
                                 std::to_string(args.paths.size()) + " input(s)");
   }
   check_thread_count(args.threads);
-  std::vector<fs::path> inputs = as_paths(args.paths);
-  if (!args.layout.map_file.empty()) inputs.push_back(args.layout.map_file);
-  Destination destination(args.output, inputs);
-  kvrank::set_compute_threads(args.threads);
   kvrank::AnalyzeOptions options;
-  for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
-  if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
-  if (!args.layer_shard.empty()) options.shard = kvrank::parse_layer_shard(args.layer_shard);
-  options.layout = args.layout.overrides();
-  options.open = args.layout.open_options();
   options.note = [](const std::string& message) { spdlog::info("{}", message); };
 
-  // Every argument is resolved (and every label fixed) before any model is read.
+  // Every argument is resolved (and every label fixed) before any model is read or -o is claimed.
   std::vector<kvrank::ModelInput> inputs;
   std::vector<kvrank::LabelChoice> choices;
   for (std::size_t i = 0; i < args.paths.size(); ++i) {
@@ -168,6 +159,17 @@ int run_analyze(const AnalyzeArgs& args) {
     choices.push_back({given ? args.labels[i] : inputs.back().label, given, args.paths[i]});
   }
   const std::vector<std::string> labels = kvrank::unique_labels(choices, options.note);
+
+  std::vector<fs::path> input_paths;  // -o must not be one of them
+  for (const auto& input : inputs) input_paths.push_back(input.path);
+  if (!args.layout.map_file.empty()) input_paths.push_back(args.layout.map_file);
+  Destination destination(args.output, input_paths);
+  kvrank::set_compute_threads(args.threads);
+  for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
+  if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
+  if (!args.layer_shard.empty()) options.shard = kvrank::parse_layer_shard(args.layer_shard);
+  options.layout = args.layout.overrides();
+  options.open = args.layout.open_options();
 
   ProgressBar progress(!args.quiet);
   std::vector<kvrank::ModelReport> models;
