@@ -64,7 +64,9 @@ int run_converter(char* const argv[], int in, int out, int err, const OutputFile
                     (spawn_error == ENOENT ? " not found (install librsvg2-bin, or write an .svg)"
                                            : " cannot be started"));
   }
-  detail::register_child(pid);  // stopped with us on SIGINT/SIGTERM/SIGHUP
+  // Stopped with us on SIGINT/SIGTERM/SIGHUP. A signal in the instant before this line leaves it
+  // running to its end: harmless, it writes only into our temporary file, which is removed.
+  detail::register_child(pid);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

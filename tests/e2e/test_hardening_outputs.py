@@ -86,6 +86,15 @@ def synth(path, *extra):
     return path
 
 
+def running(pid):
+    """Whether process `pid` still runs (a zombie nobody has reaped yet has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def debris(folder):
     """Temporary files kvrank could leave behind (hidden `.NAME.tmp-XXXXXX`)."""
     return sorted(name for name in os.listdir(folder) if ".tmp-" in name)
@@ -468,7 +477,9 @@ class Class13InterruptedWrites(OutputTestCase):
         folder = self.path("bin")
         os.mkdir(folder)
         with open(os.path.join(folder, "rsvg-convert"), "w") as handle:
-            handle.write("#!/bin/sh\necho $$ > \"$TMPDIR_MARK\"\nexec sleep 60\n")
+            # The pause lets kvrank record the child's pid after posix_spawnp returns (a gap of
+            # microseconds that a loaded machine can stretch); the mark then says "signal now".
+            handle.write("#!/bin/sh\nsleep 0.3\necho $$ > \"$TMPDIR_MARK\"\nexec sleep 60\n")
         os.chmod(os.path.join(folder, "rsvg-convert"), 0o755)
         mark = os.path.join(folder, "pid")
         env = dict(os.environ, PATH=folder + os.pathsep + os.environ["PATH"], TMPDIR_MARK=mark)
@@ -493,9 +504,9 @@ class Class13InterruptedWrites(OutputTestCase):
         with open(mark) as handle:  # the converter was stopped too
             converter = int(handle.read())
         deadline = time.monotonic() + 10
-        while os.path.exists("/proc/%d" % converter) and time.monotonic() < deadline:
+        while running(converter) and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertFalse(os.path.exists("/proc/%d" % converter), "the converter still runs")
+        self.assertFalse(running(converter), "the converter still runs")
 
 
 # -------------------------------------------------------------------------------------------------
