@@ -36,8 +36,9 @@ struct ModelInput {
 
 /// An existing path is itself (label: default_label); otherwise an argument that looks like
 /// ORG/NAME[@REV] is resolved in the hub cache chosen by `env` (label: NAME, or NAME@REV when a
-/// revision is given; throws kvrank::Error naming the paths tried when it is not cached); anything
-/// else is returned as a path, for Checkpoint::open to report.
+/// revision is given; throws kvrank::Error "ARG: no such file or folder, and <why the cache does
+/// not have it, naming the paths tried>"); anything else is returned as a path, for
+/// Checkpoint::open to report.
 ModelInput resolve_model_argument(const std::string& argument,
                                   const EnvLookup& env = process_environment());
 

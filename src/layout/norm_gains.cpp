@@ -62,7 +62,7 @@ bool gain_has_unit_offset(const std::string& model_type) {
 /// Why a QK-norm gain has the shapes it may have, for shape errors.
 std::string qk_gain_reason(int count, Index head_dim, const char* heads_word) {
   return "one gain per head dimension shared by all heads, " + shape_text(head_dim) +
-         ", or one per " + "row of the projection, " + std::to_string(count) + " " + heads_word +
+         ", or one per row of the projection, " + std::to_string(count) + " " + heads_word +
          " × head_dim " + std::to_string(head_dim) + " = " + shape_text(count * head_dim);
 }
 

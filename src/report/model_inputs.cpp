@@ -31,7 +31,12 @@ ModelInput resolve_model_argument(const std::string& argument, const EnvLookup& 
   if (!id) return {path, default_label(path)};
   std::string label = id->name;
   if (!id->revision.empty()) label += "@" + id->revision;
-  return {resolve_hub_snapshot(*id, hub_cache_dir(env)), label};
+  try {
+    return {resolve_hub_snapshot(*id, hub_cache_dir(env)), label};
+  } catch (const Error& missing) {  // it may as well be a mistyped path: say both
+    throw Error(missing.file(), missing.tensor(),
+                "no such file or folder, and " + missing.detail());
+  }
 }
 
 std::vector<std::string> unique_labels(const std::vector<LabelChoice>& choices,

@@ -174,8 +174,8 @@ class HubCache(unittest.TestCase):
         self.assertEqual(result.stdout, "")
         folder = os.path.join(self.hub, "models--Qwen--Qwen3-8B")
         self.assertEqual(result.stderr.strip(),
-                         f"kvrank: error: Qwen/Qwen3-8B: not in the local Hugging Face cache: no "
-                         f"folder {folder} (the Hugging Face cache, from $HF_HUB_CACHE); kvrank "
+                         f"kvrank: error: Qwen/Qwen3-8B: no such file or folder, and not in the "
+                         f"local Hugging Face cache: no folder {folder} (the Hugging Face cache, from $HF_HUB_CACHE); kvrank "
                          f"reads the local cache only and never downloads: fetch it first "
                          f"(huggingface-cli download Qwen/Qwen3-8B) or give a path")
         result = run(["analyze", "Qwen/Qwen3-tiny@v9"], env=self.env)

@@ -85,7 +85,8 @@ TEST_CASE("resolve_model_argument: existing paths first, then repo ids in the ca
   CHECK(input.label == "file");
 
   CHECK(error_message([&] { resolve_model_argument("Qwen/Qwen3-8B", cache_env(hub)); })
-            .starts_with("Qwen/Qwen3-8B: not in the local Hugging Face cache: no folder " +
+            .starts_with("Qwen/Qwen3-8B: no such file or folder, and not in the local Hugging "
+                         "Face cache: no folder " +
                          (hub / "models--Qwen--Qwen3-8B").string()));
 }
 
