@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--blas-info") == 0) {
 #ifdef KVRANK_HAVE_OPENBLAS
     // The kernels OpenBLAS picked for this CPU (OPENBLAS_CORETYPE overrides its detection).
-    std::printf("OpenBLAS %s, %s kernels\n", openblas_get_config(), openblas_get_corename());
+    std::printf("%s, %s kernels\n", openblas_get_config(), openblas_get_corename());
 #else
     std::printf("Eigen products (no OpenBLAS)\n");
 #endif

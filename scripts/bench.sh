@@ -47,7 +47,7 @@ shapes=(
   "128M|12|0|--d 768 --q-rows 768 --k-rows 768|--family llama --heads 6 --kv-heads 6 --head-dim 128 --d-model 768"
   "2.5B|36|1|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304"
   "Llama-2-7B|32|-|--d 4096 --q-rows 4096 --k-rows 4096|--family llama --heads 32 --kv-heads 32 --head-dim 128 --d-model 4096"
-  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v3 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128"
+  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128"
 )
 
 # Fastest of $repeat runs of "$@" under /usr/bin/time: sets seconds and rss_mb.
@@ -57,7 +57,7 @@ timed() {
     /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$@"
     read -r s kb <"$tmp/time.txt"
     if [[ -z $seconds ]] || awk -v a="$s" -v b="$seconds" 'BEGIN { exit !(a < b) }'; then seconds=$s; fi
-    ((kb / 1024 > rss_mb)) && rss_mb=$((kb / 1024))
+    if ((kb / 1024 > rss_mb)); then rss_mb=$((kb / 1024)); fi
   done
 }
 
