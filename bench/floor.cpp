@@ -44,9 +44,19 @@ long parse_flag(int argc, char** argv, const char* name, long fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--blas-info") == 0) {
+#ifdef KVRANK_HAVE_OPENBLAS
+    // The kernels OpenBLAS picked for this CPU (OPENBLAS_CORETYPE overrides its detection).
+    std::printf("%s, %s kernels\n", openblas_get_config(), openblas_get_corename());
+#else
+    std::printf("Eigen products (no OpenBLAS)\n");
+#endif
+    return 0;
+  }
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
-    std::fprintf(
-        stderr, "usage: kvrank_bench_floor --layers L --d D --q-rows M --k-rows N [--threads T]\n");
+    std::fprintf(stderr,
+                 "usage: kvrank_bench_floor --layers L --d D --q-rows M --k-rows N [--threads T] | "
+                 "--blas-info\n");
     return argc < 2 ? 2 : 0;
   }
   const long layers = parse_flag(argc, argv, "--layers", 1);

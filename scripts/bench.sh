@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
-# Benchmark of SPEC.md §4: `kvrank analyze` on bf16 checkpoints of the reference shapes, next to
-#   - the floor: the two float32 SYRKs per layer through the same BLAS (bench/floor.cpp),
+# Benchmark of SPEC.md §4 and issue 10: `kvrank analyze` on bf16 checkpoints of the reference shapes,
+# next to
+#   - the floor: the two float32 SYRKs per layer through the same BLAS (bench/floor.cpp) — for MLA
+#     the Grams of the two latent bases (q_a rows and kv_a rows), what no method can skip,
 #   - a straightforward numpy implementation of §1 (scripts/bench_numpy.py, explicit d×d heads),
-# measured in the same run on the same machine. Prints a markdown table. `kvrank analyze` forms the
-# Grams of these bf16 weights with the bf16 kernel where it is available (gram_backend.hpp); the
-# 2.5B shape also gets a row with it turned off (KVRANK_GRAM_BACKEND=f32).
+# all measured in the same run on the same machine, one after the other, so that the ratios hold
+# even when the machine is shared (absolute seconds do not). kvrank runs with 1 thread and with
+# --threads T; peak RSS is given for one layer and for all layers (it must not grow with layers).
+# Prints a markdown table on stdout, progress on stderr.
+# `kvrank analyze` forms the Grams of bf16 weights with the bf16 kernel where it is available
+# (gram_backend.hpp); the 2.5B shape also gets a row with it turned off (KVRANK_GRAM_BACKEND=f32).
 #
-#   scripts/bench.sh            128M, 2.5B and Llama-2-7B shapes (about 15 minutes on 2 cores)
-#   scripts/bench.sh --quick    the 128M shape only
+#   scripts/bench.sh            128M, 2.5B, Llama-2-7B and DeepSeek-V3 (2 layers) shapes (~20 min)
+#   scripts/bench.sh --quick    the 128M and DeepSeek-V3 shapes
+#   scripts/bench.sh --shape 128M   one shape (128M, 2.5B, Llama-2-7B, DeepSeek-V3)
 #
 # Environment: KVRANK_BUILD_DIR (default build), KVRANK_BENCH_THREADS (default: all cores),
+# KVRANK_BENCH_REPEAT (runs per measurement, the fastest is kept; default 3),
 # KVRANK_BENCH_TMP (where the checkpoints go; default a fresh temporary folder, removed at the end).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KVRANK_BUILD_DIR:-$root/build}
 threads=${KVRANK_BENCH_THREADS:-$(nproc)}
-quick=0
-[[ "${1:-}" == "--quick" ]] && quick=1
+repeat=${KVRANK_BENCH_REPEAT:-3}
+only=""
+case "${1:-}" in
+  --quick) only="128M DeepSeek-V3" ;;
+  --shape) only=${2:?--shape needs a name} ;;
+  "") ;;
+  *) echo "usage: scripts/bench.sh [--quick | --shape NAME]" >&2; exit 2 ;;
+esac
 
 if [[ ! -x $build/kvrank || ! -x $build/bench/kvrank_bench_floor ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -31,30 +44,58 @@ done
 tmp=${KVRANK_BENCH_TMP:-$(mktemp -d)}
 [[ -z ${KVRANK_BENCH_TMP:-} ]] && trap 'rm -rf "$tmp"' EXIT
 
-# name layers d_model heads kv_heads numpy_layers (0 = all, - = skip)
-shapes=("128M 12 768 6 6 0")
-if ((quick == 0)); then
-  shapes+=("2.5B 36 2304 18 18 1" "Llama-2-7B 32 4096 32 32 -")
-fi
-head_dim=128
+# name | layers | numpy layers (0 = all, - = skip) | floor flags | synth flags
+shapes=(
+  "128M|12|0|--d 768 --q-rows 768 --k-rows 768|--family llama --heads 6 --kv-heads 6 --head-dim 128 --d-model 768"
+  "2.5B|36|1|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304"
+  "Llama-2-7B|32|-|--d 4096 --q-rows 4096 --k-rows 4096|--family llama --heads 32 --kv-heads 32 --head-dim 128 --d-model 4096"
+  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128"
+)
 
-echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), $threads threads, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
+# Fastest of $repeat runs of "$@" under /usr/bin/time: sets seconds and rss_mb.
+timed() {
+  seconds="" rss_mb=0
+  for ((run = 0; run < repeat; run++)); do
+    /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$@"
+    read -r s kb <"$tmp/time.txt"
+    if [[ -z $seconds ]] || awk -v a="$s" -v b="$seconds" 'BEGIN { exit !(a < b) }'; then seconds=$s; fi
+    if ((kb / 1024 > rss_mb)); then rss_mb=$((kb / 1024)); fi
+  done
+}
+
+fastest_floor() {
+  local best="" s
+  for ((run = 0; run < repeat; run++)); do
+    s=$("$build/bench/kvrank_bench_floor" "$@")
+    if [[ -z $best ]] || awk -v a="$s" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$s; fi
+  done
+  echo "$best"
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads threads, best of $repeat, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $("$build/bench/kvrank_bench_floor" --blas-info)" >&2
 rows=()
 for shape in "${shapes[@]}"; do
-  read -r name layers d heads kv_heads numpy_layers <<<"$shape"
+  IFS='|' read -r name layers numpy_layers floor_flags synth_flags <<<"$shape"
+  [[ -n $only && " $only " != *" $name "* ]] && continue
   ckpt=$tmp/$name
   echo "[$name] writing a bf16 checkpoint" >&2
-  "$build/kvrank" -q synth --family llama --layers "$layers" --heads "$heads" --kv-heads "$kv_heads" \
-    --head-dim "$head_dim" --d-model "$d" --dtype bf16 -o "$ckpt"
+  # shellcheck disable=SC2086
+  "$build/kvrank" -q synth $synth_flags --layers "$layers" --dtype bf16 -o "$ckpt"
+  analyze=("$build/kvrank" -q analyze "$ckpt" --format json -o "$tmp/result.json")
 
-  echo "[$name] kvrank analyze" >&2
-  /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze "$ckpt" --format json \
-    --threads "$threads" -o "$tmp/result.json"
-  read -r kvrank_s rss_kb <"$tmp/time.txt"
-
-  echo "[$name] floor" >&2
-  floor_s=$("$build/bench/kvrank_bench_floor" --layers "$layers" --d "$d" \
-    --q-rows $((heads * head_dim)) --k-rows $((kv_heads * head_dim)) --threads "$threads")
+  echo "[$name] kvrank analyze, 1 and $threads threads; floor" >&2
+  timed "${analyze[@]}" --threads "$threads"
+  kvrank_s=$seconds rss_all=$rss_mb
+  timed "${analyze[@]}" --threads 1
+  kvrank_1=$seconds
+  timed "${analyze[@]}" --threads "$threads" --layers 0
+  rss_one=$rss_mb
+  # shellcheck disable=SC2086
+  floor_s=$(fastest_floor --layers "$layers" $floor_flags --threads "$threads")
+  # shellcheck disable=SC2086
+  floor_1=$(fastest_floor --layers "$layers" $floor_flags --threads 1)
 
   numpy_cell="not run"
   numpy_ratio="—"
@@ -64,23 +105,22 @@ for shape in "${shapes[@]}"; do
       --max-layers "$numpy_layers" 2>/dev/null)
     numpy_cell=$numpy_s
     ((numpy_layers > 0)) && numpy_cell="≈$numpy_s (from $numpy_layers layer)"
-    numpy_ratio=$(awk -v a="$numpy_s" -v b="$kvrank_s" 'BEGIN { printf "%.1f×", a / b }')
+    numpy_ratio="$(ratio "$numpy_s" "$kvrank_s")×"
   fi
-  ratio=$(awk -v a="$kvrank_s" -v b="$floor_s" 'BEGIN { printf "%.2f", a / b }')
-  rows+=("| $name ($layers × d $d, $heads heads) | $kvrank_s | $floor_s | $ratio | $numpy_cell | $numpy_ratio | $((rss_kb / 1024)) |")
+  per_layer=$(awk -v a="$kvrank_s" -v l="$layers" 'BEGIN { printf "%.2f", a / l }')
+  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $numpy_cell | $numpy_ratio | $rss_one / $rss_all |")
   echo "${rows[-1]}" >&2
   if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
     echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
     KVRANK_GRAM_BACKEND=f32 /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze \
       "$ckpt" --format json --threads "$threads" -o "$tmp/result.json"
-    read -r f32_s rss_kb <"$tmp/time.txt"
-    ratio=$(awk -v a="$f32_s" -v b="$floor_s" 'BEGIN { printf "%.2f", a / b }')
-    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $ratio | — | — | $((rss_kb / 1024)) |")
+    read -r f32_s f32_rss_kb <"$tmp/time.txt"
+    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB |")
     echo "${rows[-1]}" >&2
   fi
   rm -rf "$ckpt"
 done
 
-echo "| shape | kvrank s | floor s | kvrank / floor | numpy s | numpy / kvrank | kvrank peak RSS MB |"
-echo "|---|---|---|---|---|---|---|"
+echo "| shape | kvrank s, $threads thr | floor s | ratio | kvrank s, 1 thr | floor s | ratio | speed-up | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

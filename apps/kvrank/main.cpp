@@ -2,10 +2,8 @@
 // All the work lives in kvrank_core; this file only maps subcommands to library calls, results to
 // writers, and errors to exit codes:
 //   0 success · 1 `check` found a regression · 2 invalid input or usage · 3 internal error.
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -116,6 +114,10 @@ CLI::App* add_synth(CLI::App& app, SynthArgs& args) {
   command->add_option("--d-model", o.d_model, "Hidden size (default heads × head dim)");
   command->add_option("--rank", o.rank, "LRKV rank r");
   command->add_option("--kv-lora-rank", o.kv_lora_rank, "MLA latent size");
+  command->add_option("--q-lora-rank", o.q_lora_rank, "MLA query latent size (0: q_proj)");
+  command->add_option("--nope-dim", o.nope_dim, "MLA qk_nope_head_dim (default head dim)");
+  command->add_option("--rope-dim", o.rope_dim, "MLA qk_rope_head_dim (default head dim / 2)");
+  command->add_option("--v-head-dim", o.v_head_dim, "MLA v_head_dim (default head dim)");
   command->add_option("--dtype", o.dtype, "f32, bf16 or f16");
   command->add_option("--shards", o.shards, "Number of safetensors shards");
   command->add_option("--redundancy", args.redundancy, "0..1, or one value per layer (comma list)");
@@ -124,20 +126,9 @@ CLI::App* add_synth(CLI::App& app, SynthArgs& args) {
   return command;
 }
 
-/// libgomp reads OMP_WAIT_POLICY once, when it loads (before main). Its default — idle workers spin
-/// before sleeping — makes OpenMP workers fight OpenBLAS's threads for the same cores (measured on
-/// the 128M benchmark shape with 2 threads: 0.40 s → 0.29 s). Unless the user chose a policy,
-/// restart once with PASSIVE; if the restart fails, carry on as we are.
-void prefer_passive_openmp_workers(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  execv("/proc/self/exe", argv);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_openmp_workers(argv);
   CLI::App app{"kvrank — how many effectively different attention heads each layer has"};
   app.set_version_flag("--version", std::string("kvrank ") + KVRANK_VERSION);
   app.require_subcommand(1);

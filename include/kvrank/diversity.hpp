@@ -55,8 +55,17 @@ double effective_rank(const std::vector<double>& weights);
 /// the per-head fields and `layer`.
 LayerMetrics similarity_metrics(const MatrixD& similarity);
 
+/// How ⟨A_i, A_j⟩_F is formed. Both ways give the same metric (to float32 round-off):
+///  - pairwise: C_iᵀ G C_j from each side's basis Gram G — for heads that are slices of a basis
+///    (MHA/GQA/MQA) this is just the two SYRKs;
+///  - latent: each head contracted to one matrix in its sides' coordinates (the Cholesky factor of
+///    G, or the basis columns), the H×H matrix one SYRK over those — far cheaper for heads built
+///    from a shared latent (MLA, LRKV);
+///  - automatic: latent when some heads are not plain slices and it is estimated cheaper.
+enum class Contraction { automatic, pairwise, latent };
+
 /// The full pipeline for one layer: Grams, S, metrics, per-head effective ranks and norms.
-LayerMetrics analyze_layer(const HeadFactors& factors);
+LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how = Contraction::automatic);
 
 /// G = basis · basisᵀ (m×m) in float32 through SYRK, returned in double (both triangles filled).
 MatrixD basis_gram(const RowMatrixF& basis);

@@ -21,10 +21,14 @@ struct SynthOptions {
   int heads = 8;
   std::optional<int> kv_heads;
   int head_dim = 16;
-  std::optional<int> d_model;  ///< default heads × head_dim
-  int rank = 8;                ///< LRKV rank r
-  int kv_lora_rank = 32;       ///< MLA latent size
-  std::string dtype = "f32";   ///< f32 | bf16 | f16
+  std::optional<int> d_model;     ///< default heads × head_dim
+  int rank = 8;                   ///< LRKV rank r
+  int kv_lora_rank = 32;          ///< MLA latent size
+  int q_lora_rank = 0;            ///< MLA query latent size; 0: one q_proj (DeepSeek-V2-Lite)
+  std::optional<int> nope_dim;    ///< MLA qk_nope_head_dim (default head_dim)
+  std::optional<int> rope_dim;    ///< MLA qk_rope_head_dim (default max(1, head_dim / 2))
+  std::optional<int> v_head_dim;  ///< MLA v_head_dim (default head_dim)
+  std::string dtype = "f32";      ///< f32 | bf16 | f16
   int shards = 1;
   std::vector<double> redundancy{0.0};  ///< one value, or one per layer
   std::uint64_t seed = 0;

@@ -29,6 +29,8 @@
 #include <utility>
 
 #include "kvrank/gram_backend.hpp"
+#include "metric/blas.hpp"
+#include "metric/contraction.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -44,11 +46,9 @@ constexpr double kEps = std::numeric_limits<double>::epsilon();
 
 /// Eigenvalues of a symmetric matrix, descending.
 std::vector<double> descending_eigenvalues(const MatrixD& symmetric) {
-  Eigen::SelfAdjointEigenSolver<MatrixD> solver(symmetric, Eigen::EigenvaluesOnly);
-  const VectorD& values = solver.eigenvalues();  // ascending
-  std::vector<double> out(values.begin(), values.end());
-  std::reverse(out.begin(), out.end());
-  return out;
+  std::vector<double> values = detail::symmetric_eigenvalues(symmetric);  // ascending
+  std::reverse(values.begin(), values.end());
+  return values;
 }
 
 /// Sets to 0 the negative values and the eigensolver's round-off of an H×H problem whose entries
@@ -237,25 +237,21 @@ MatrixD psd_sqrt(const MatrixD& psd) {
 }
 
 /// Singular values of A = L Rᵀ from P = LᵀL and Q = RᵀR: σ² = λ(Fᵀ Q F) for any F with P = F Fᵀ
-/// (Cholesky when P is positive definite, else P's symmetric square root). Without Q, A = L Lᵀ is
-/// positive semi-definite and σ = λ(P).
+/// (Cholesky when P is positive definite — LAPACK dsygv — else P's symmetric square root).
+/// Without Q, A = L Lᵀ is positive semi-definite and σ = λ(P).
 std::vector<double> singular_values(const MatrixD& p, const MatrixD* q) {
   if (!q) {
     std::vector<double> sigma = descending_eigenvalues(p);
     zero_round_off(sigma, sigma.empty() ? 0.0 : sigma.front());
     return sigma;
   }
-  MatrixD squared;
-  Eigen::LLT<MatrixD> cholesky(p);
-  if (cholesky.info() == Eigen::Success) {
-    // Fᵀ Q F with F lower triangular: two triangular products.
-    const MatrixD q_f = (*q) * cholesky.matrixL();
-    squared = cholesky.matrixU() * q_f;
+  std::vector<double> sigma;
+  if (std::optional<std::vector<double>> values = detail::congruent_eigenvalues(p, *q)) {
+    sigma.assign(values->rbegin(), values->rend());
   } else {
     const MatrixD root = psd_sqrt(p);
-    squared = root * (*q) * root;
+    sigma = descending_eigenvalues(root * (*q) * root);
   }
-  std::vector<double> sigma = descending_eigenvalues(squared);
   zero_round_off(sigma, sigma.empty() ? 0.0 : sigma.front());
   for (double& value : sigma) value = std::sqrt(value);
   return sigma;
@@ -337,7 +333,7 @@ MatrixD basis_gram(const RowMatrixF& basis) {
   return gram.cast<double>();
 }
 
-LayerMetrics analyze_layer(const HeadFactors& factors) {
+LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
   const Index heads = factors.num_heads();
   check_side(factors.left, heads, "left");
   if (!factors.symmetric) {
@@ -347,30 +343,49 @@ LayerMetrics analyze_layer(const HeadFactors& factors) {
     }
   }
 
-  // Per-thread Gram buffers, reused layer after layer (same shapes → no new pages).
-  thread_local MatrixF left_workspace, right_workspace;
-  const SideGram left(factors.left, left_workspace);
-  std::optional<SideGram> right;
-  if (!factors.symmetric) right.emplace(factors.right, right_workspace);
-  const SideGram* right_ptr = right ? &*right : nullptr;
-  const MatrixD inner = head_inner_products(left, right_ptr, heads);
-
   std::vector<double> head_erank(heads, 0.0);
   std::vector<double> head_norm(heads, 0.0);
-  const Index k = factors.left.head_cols;
-  // ‖A_h‖ scales by 2^(e_left + e_right) (2^(2·e_left) for A = L Lᵀ) with the bases' scaling.
-  const int norm_exponent = left.exponent() + (right_ptr ? right_ptr->exponent() : left.exponent());
-#pragma omp parallel for schedule(dynamic) if (worth_threads(heads * k * k * k))
-  for (Index h = 0; h < heads; ++h) {
-    head_norm[h] = std::ldexp(std::sqrt(std::max(inner(h, h), 0.0)), norm_exponent);
-    if (!(inner(h, h) > 0)) continue;
-    const MatrixD p = left.cross(h, h);
-    if (right_ptr) {
-      const MatrixD q = right_ptr->cross(h, h);
-      head_erank[h] = effective_rank(singular_values(p, &q));
-    } else {
-      head_erank[h] = effective_rank(singular_values(p, nullptr));
+  // `self(h)` gives head h's L_hᵀL_h and R_hᵀR_h (null when symmetric) for its singular values;
+  // ‖A_h‖ scales by 2^norm_exponent when the bases were scaled before their Grams.
+  auto per_head = [&](const MatrixD& inner, int norm_exponent, const auto& self) {
+    const Index k = factors.left.head_cols;
+#pragma omp parallel for schedule(dynamic) if (worth_threads(heads * k * k * k) && \
+                                               detail::blas_nests_in_openmp())
+    for (Index h = 0; h < heads; ++h) {
+      head_norm[h] = std::ldexp(std::sqrt(std::max(inner(h, h), 0.0)), norm_exponent);
+      if (!(inner(h, h) > 0)) continue;
+      const auto [p, q] = self(h);
+      head_erank[h] = effective_rank(singular_values(p, q ? &*q : nullptr));
     }
+  };
+
+  // The contraction works on the unscaled bases: weights near float's range take the Gram path,
+  // which rescales each basis first (see unit_scale_exponent).
+  const bool extreme_scale = unit_scale_exponent(factors.left.basis) != 0 ||
+                             (!factors.symmetric && unit_scale_exponent(factors.right.basis) != 0);
+  MatrixD inner;
+  std::optional<detail::ContractionPlan> plan;
+  if (!extreme_scale) plan = detail::choose_contraction(factors, how);
+  if (plan) {
+    const detail::ContractedHeads contracted = detail::contract_heads(factors, *plan);
+    inner = contracted.inner;
+    per_head(inner, 0, [&](Index h) {
+      return std::pair{
+          contracted.left_self[h],
+          factors.symmetric ? std::nullopt : std::optional<MatrixD>(contracted.right_self[h])};
+    });
+  } else {
+    // Per-thread Gram buffers, reused layer after layer (same shapes → no new pages).
+    thread_local MatrixF left_workspace, right_workspace;
+    const SideGram left(factors.left, left_workspace);
+    std::optional<SideGram> right;
+    if (!factors.symmetric) right.emplace(factors.right, right_workspace);
+    inner = head_inner_products(left, right ? &*right : nullptr, heads);
+    const int norm_exponent = left.exponent() + (right ? right->exponent() : left.exponent());
+    per_head(inner, norm_exponent, [&](Index h) {
+      return std::pair{left.cross(h, h),
+                       right ? std::optional<MatrixD>(right->cross(h, h)) : std::nullopt};
+    });
   }
 
   std::vector<int> kept;
@@ -397,6 +412,10 @@ LayerMetrics analyze_layer(const HeadFactors& factors) {
   metrics.zero_heads = std::move(zero_heads);
   return metrics;
 }
+
+namespace detail {
+void float_gram(const RowMatrixF& basis, MatrixF& gram) { gram_float(basis, gram); }
+}  // namespace detail
 
 void set_compute_threads(int threads) {
   int count = threads;

@@ -80,10 +80,10 @@ nlohmann::json config_json(const Model& m) {
               {"num_key_value_heads", m.heads},
               {"num_hidden_layers", m.layers},
               {"kv_lora_rank", m.kv_lora_rank},
-              {"q_lora_rank", nullptr},
-              {"qk_nope_head_dim", m.head_dim},
+              {"q_lora_rank", m.q_lora_rank > 0 ? json(m.q_lora_rank) : json(nullptr)},
+              {"qk_nope_head_dim", m.nope_dim},
               {"qk_rope_head_dim", m.rope_dim},
-              {"v_head_dim", m.head_dim}};
+              {"v_head_dim", m.v_dim}};
   } else {
     const bool phi3 = m.family == "phi3";
     config = {{"architectures", {phi3 ? "Phi3ForCausalLM" : "LlamaForCausalLM"}},

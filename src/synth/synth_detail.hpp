@@ -29,11 +29,14 @@ struct Model {
   int layers = 0;
   int heads = 0;
   int kv_heads = 0;
-  int head_dim = 0;  // MLA: qk_nope_head_dim and v_head_dim
+  int head_dim = 0;
   int d_model = 0;
   int rank = 0;          // LRKV
   int kv_lora_rank = 0;  // MLA
   int rope_dim = 0;      // MLA qk_rope_head_dim
+  int nope_dim = 0;      // MLA qk_nope_head_dim
+  int v_dim = 0;         // MLA v_head_dim
+  int q_lora_rank = 0;   // MLA, 0: q_proj
   DType dtype = DType::F32;
   std::string torch_dtype;
   int shards = 1;
@@ -62,6 +65,8 @@ enum class Role : std::uint64_t {
   k_lora_b,
   v_lora_a,
   v_lora_b,
+  q_a,  // MLA q_a_proj (the per-head q_b_proj rows use `q`)
+  q_a_norm,
 };
 
 std::uint64_t stream_seed(std::uint64_t seed, int layer, Role role, std::uint64_t block);

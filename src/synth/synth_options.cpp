@@ -40,6 +40,13 @@ void check_extent(const char* flag, int value) {
   }
 }
 
+void check_extent_or_zero(const char* flag, int value) {
+  if (value < 0) {
+    throw Error("", std::string(flag) + " " + std::to_string(value) + " must not be negative");
+  }
+  if (value > 0) check_extent(flag, value);
+}
+
 std::string format_number(double value) {
   std::ostringstream text;
   text << value;
@@ -172,7 +179,15 @@ Model resolve(const SynthOptions& options) {
   if (model.variant == "mla") {
     check_extent("--kv-lora-rank", options.kv_lora_rank);
     model.kv_lora_rank = options.kv_lora_rank;
-    model.rope_dim = std::max(1, model.head_dim / 2);
+    model.nope_dim = options.nope_dim.value_or(model.head_dim);
+    model.rope_dim = options.rope_dim.value_or(std::max(1, model.head_dim / 2));
+    model.v_dim = options.v_head_dim.value_or(model.head_dim);
+    model.q_lora_rank = options.q_lora_rank;
+    check_extent("--v-head-dim", model.v_dim);
+    check_extent("--nope-dim + --rope-dim", model.nope_dim + model.rope_dim);
+    check_extent_or_zero("--nope-dim", model.nope_dim);
+    check_extent_or_zero("--rope-dim", model.rope_dim);
+    check_extent_or_zero("--q-lora-rank", model.q_lora_rank);
   }
   resolve_dtype(options.dtype, model);
   resolve_redundancy(options.redundancy, model);

@@ -135,6 +135,13 @@ Floats filled(std::int64_t count, float value) {
   return Floats(static_cast<std::size_t>(count), value);
 }
 
+/// RMSNorm gains in [0.5, 1.5): not all ones, so readers that forget to fold them are caught.
+Floats rms_gains(const Weights& weights, Role role, int size) {
+  Floats gains = weights.plain(role, 1, size, 0.25f);
+  for (float& g : gains) g = 1.0f + std::clamp(g, -0.5f, 0.499f);
+  return gains;
+}
+
 // ---- tensor plans ------------------------------------------------------------------------------
 
 class Planner {
@@ -314,31 +321,38 @@ class Planner {
   void add_deepseek(int layer) {
     const Model& m = model_;
     const std::string p = llama_prefix(layer);
-    // qk_nope_head_dim = v_head_dim = head_dim; qk_rope_head_dim = rope_dim.
-    const std::int64_t d = m.d_model, h = m.heads, nope = m.head_dim, v_dim = m.head_dim,
-                       rope = m.rope_dim, latent = m.kv_lora_rank;
+    const std::int64_t d = m.d_model, h = m.heads, nope = m.nope_dim, v_dim = m.v_dim,
+                       rope = m.rope_dim, latent = m.kv_lora_rank, q_lora = m.q_lora_rank;
     add_norm(p + "input_layernorm.weight", layer, 1.0f);
-    add(p + "self_attn.q_proj.weight", {h * (nope + rope), d}, layer,
-        [&m, layer] { return Weights(m, layer).query(m.head_dim + m.rope_dim); });
+    if (q_lora == 0) {
+      add(p + "self_attn.q_proj.weight", {h * (nope + rope), d}, layer,
+          [&m, layer] { return Weights(m, layer).query(m.nope_dim + m.rope_dim); });
+    } else {
+      add(p + "self_attn.q_a_proj.weight", {q_lora, d}, layer, [&m, layer] {
+        return Weights(m, layer).plain(Role::q_a, m.q_lora_rank, m.d_model, init_std(m.d_model));
+      });
+      add(p + "self_attn.q_a_layernorm.weight", {q_lora}, layer,
+          [&m, layer] { return rms_gains(Weights(m, layer), Role::q_a_norm, m.q_lora_rank); });
+      add(p + "self_attn.q_b_proj.weight", {h * (nope + rope), q_lora}, layer, [&m, layer] {
+        return Weights(m, layer).heads(Role::q, m.heads, m.nope_dim + m.rope_dim, m.q_lora_rank,
+                                       init_std(m.q_lora_rank));
+      });
+    }
     add(p + "self_attn.kv_a_proj_with_mqa.weight", {latent + rope, d}, layer, [&m, layer] {
       return Weights(m, layer).plain(Role::kv_a, m.kv_lora_rank + m.rope_dim, m.d_model,
                                      init_std(m.d_model));
     });
-    // RMSNorm gains in [0.5, 1.5): not all ones, so readers that forget to fold them are caught.
-    add(p + "self_attn.kv_a_layernorm.weight", {latent}, layer, [&m, layer] {
-      Floats gains = Weights(m, layer).plain(Role::kv_a_norm, 1, m.kv_lora_rank, 0.25f);
-      for (float& g : gains) g = 1.0f + std::clamp(g, -0.5f, 0.499f);
-      return gains;
-    });
+    add(p + "self_attn.kv_a_layernorm.weight", {latent}, layer,
+        [&m, layer] { return rms_gains(Weights(m, layer), Role::kv_a_norm, m.kv_lora_rank); });
     add(p + "self_attn.kv_b_proj.weight", {h * (nope + v_dim), latent}, layer, [&m, layer] {
       const Weights w(m, layer);
       const float stddev = init_std(m.kv_lora_rank);
-      const Floats k = w.heads(Role::kv_b_k, m.heads, m.head_dim, m.kv_lora_rank, stddev);
-      const Floats v = w.heads(Role::kv_b_v, m.heads, m.head_dim, m.kv_lora_rank, stddev);
-      return fuse_rows({{&k, m.head_dim}, {&v, m.head_dim}}, m.heads, m.kv_lora_rank);
+      const Floats k = w.heads(Role::kv_b_k, m.heads, m.nope_dim, m.kv_lora_rank, stddev);
+      const Floats v = w.heads(Role::kv_b_v, m.heads, m.v_dim, m.kv_lora_rank, stddev);
+      return fuse_rows({{&k, m.nope_dim}, {&v, m.v_dim}}, m.heads, m.kv_lora_rank);
     });
     add(p + "self_attn.o_proj.weight", {d, h * v_dim}, layer,
-        [&m, layer] { return Weights(m, layer).output(m.head_dim); });
+        [&m, layer] { return Weights(m, layer).output(m.v_dim); });
     add_norm(p + "post_attention_layernorm.weight", layer, 1.0f);
   }
 

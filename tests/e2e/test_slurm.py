@@ -188,7 +188,9 @@ class Cluster:
 
 
 def analyze_single(*args):
-    result = subprocess.run([KVRANK, "analyze", *args, "--format", "json", "-q"],
+    # The array tasks run with --threads 1 (SLURM_CPUS_PER_TASK unset); results are byte-identical
+    # for the same thread count (BLAS may sum in another order with more threads).
+    result = subprocess.run([KVRANK, "analyze", *args, "--threads", "1", "--format", "json", "-q"],
                             capture_output=True, timeout=120)
     assert result.returncode == 0, result.stderr.decode()
     return result.stdout

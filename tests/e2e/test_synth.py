@@ -139,7 +139,11 @@ def query_key_heads(config, tensors, layer):
         heads, latent = config["num_attention_heads"], config["kv_lora_rank"]
         nope, rope, v = config["qk_nope_head_dim"], config["qk_rope_head_dim"], config["v_head_dim"]
         p = f"model.layers.{layer}.self_attn."
-        q = t(p + "q_proj.weight")
+        if config["q_lora_rank"]:  # q rows of head h: q_b_h · diag(γ_q) · q_a
+            q = t(p + "q_b_proj.weight") @ np.diag(t(p + "q_a_layernorm.weight")) @ t(
+                p + "q_a_proj.weight")
+        else:
+            q = t(p + "q_proj.weight")
         kv_a = t(p + "kv_a_proj_with_mqa.weight")
         gain = t(p + "kv_a_layernorm.weight")
         kv_b = t(p + "kv_b_proj.weight")
@@ -243,6 +247,16 @@ CASES = [
       "model.layers.{i}.self_attn.kv_a_layernorm.weight": [16],
       "model.layers.{i}.self_attn.kv_b_proj.weight": [96, 16],
       "model.layers.{i}.self_attn.o_proj.weight": [40, 48]}, "deepseek_v2", "mla"),
+    ({"family": "deepseek_v2", "kv_lora_rank": 12, "d_model": 40, "q_lora_rank": 10,
+      "nope_dim": 6, "rope_dim": 2, "v_head_dim": 5},
+     {"model_type": "deepseek_v2", "kv_lora_rank": 12, "q_lora_rank": 10, "qk_nope_head_dim": 6,
+      "qk_rope_head_dim": 2, "v_head_dim": 5},
+     {"model.layers.{i}.self_attn.q_a_proj.weight": [10, 40],
+      "model.layers.{i}.self_attn.q_a_layernorm.weight": [10],
+      "model.layers.{i}.self_attn.q_b_proj.weight": [48, 10],
+      "model.layers.{i}.self_attn.kv_a_proj_with_mqa.weight": [14, 40],
+      "model.layers.{i}.self_attn.kv_b_proj.weight": [66, 12],
+      "model.layers.{i}.self_attn.o_proj.weight": [40, 30]}, "deepseek_v2", "mla"),
     ({"family": "lrkv", "rank": 2},
      {"model_type": "llama", "attention_variant": "lrkv", "lrkv_rank": 2},
      {"model.layers.{i}.self_attn.q_proj.weight": [48, 48],
@@ -268,9 +282,9 @@ class SynthTest(unittest.TestCase):
         return os.path.join(self.dir, name)
 
     def test_every_family_layout_config_and_redundancy(self):
-        for flags, fields, shapes, family, variant in CASES:
+        for case, (flags, fields, shapes, family, variant) in enumerate(CASES):
             with self.subTest(**flags):
-                out = synth(self.path(family + variant), **BASE, **flags, seed=11,
+                out = synth(self.path(f"{case}-{family}-{variant}"), **BASE, **flags, seed=11,
                             redundancy=",".join(map(str, REDUNDANCY)))
                 config, tensors = read_checkpoint(out)
                 for key, value in fields.items():

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "metric/contraction.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 
@@ -450,4 +451,106 @@ TEST_CASE("set_compute_threads does not change results", "[diversity]") {
   set_compute_threads(0);
   const LayerMetrics all = analyze_layer(f);
   check_same_metrics(one, all, 1e-12);
+}
+
+namespace {
+
+/// ⟨A_i, A_j⟩ and the per-head L_hᵀL_h, R_hᵀR_h of a contraction, against the same from the
+/// explicit (double) factors.
+void check_contraction(const HeadFactors& f, const detail::ContractionPlan& plan) {
+  const detail::ContractedHeads got = detail::contract_heads(f, plan);
+  const Heads left = explicit_heads(f.left);
+  const Heads right = f.symmetric ? left : explicit_heads(f.right);
+  const Index heads = f.num_heads();
+  MatrixD want(heads, heads);
+  for (Index i = 0; i < heads; ++i) {
+    for (Index j = 0; j < heads; ++j) {
+      want(i, j) =
+          ((left[i].transpose() * left[j]).cwiseProduct(right[i].transpose() * right[j])).sum();
+    }
+  }
+  CHECK((got.inner - want).norm() <= 1e-5 * want.norm());
+  for (Index h = 0; h < heads; ++h) {
+    const MatrixD p = left[h].transpose() * left[h];
+    CHECK((got.left_self[h] - p).norm() <= 1e-5 * p.norm());
+    if (!f.symmetric) {
+      const MatrixD q = right[h].transpose() * right[h];
+      CHECK((got.right_self[h] - q).norm() <= 1e-5 * q.norm());
+    }
+  }
+}
+
+void check_paths_agree(const HeadFactors& f) {
+  const LayerMetrics pairwise = analyze_layer(f, Contraction::pairwise);
+  const LayerMetrics latent = analyze_layer(f, Contraction::latent);
+  check_same_metrics(latent, pairwise, 1e-6);
+  for (size_t h = 0; h < pairwise.head_norm.size(); ++h) {
+    check_close(latent.head_norm[h], pairwise.head_norm[h], 1e-6);
+    check_close(latent.head_erank[h], pairwise.head_erank[h], 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("latent and raw coordinates contract to the explicit inner products", "[diversity]") {
+  std::mt19937 rng(11);
+  const HeadFactors f = sparse_factors(6, 40, 5, 3, rng);
+  using detail::Coordinates;
+  for (Coordinates left : {Coordinates::latent, Coordinates::raw}) {
+    for (Coordinates right : {Coordinates::latent, Coordinates::raw}) {
+      INFO("left " << (left == Coordinates::latent) << " right " << (right == Coordinates::latent));
+      check_contraction(f, {left, right, 0});
+    }
+  }
+  HeadFactors sym = f;
+  sym.symmetric = true;
+  check_contraction(sym, {Coordinates::latent, Coordinates::latent, 0});
+  check_contraction(sym, {Coordinates::raw, Coordinates::raw, 0});
+  // Simple (slice) heads on one side, as o_proj is for MLA's ov.
+  HeadFactors mixed = f;
+  mixed.left = side_of(random_heads(6, 40, 5, rng));
+  check_contraction(mixed, {Coordinates::raw, Coordinates::latent, 0});
+}
+
+TEST_CASE("the latent contraction gives the pairwise metrics", "[diversity]") {
+  std::mt19937 rng(12);
+  HeadFactors f = sparse_factors(7, 48, 6, 2, rng);
+  check_paths_agree(f);
+  f.symmetric = true;
+  check_paths_agree(f);
+}
+
+TEST_CASE("the contraction is chosen for latent heads and not for plain slices", "[diversity]") {
+  // MLA-like: 16 heads, each a dense 128 × 32 block on a 128-row latent of d = 256, both sides.
+  std::mt19937 rng(14);
+  std::normal_distribution<double> normal;
+  HeadFactors f;
+  for (FactorSide* side : {&f.left, &f.right}) {
+    side->basis = RowMatrixF::Random(128, 256);
+    side->head_cols = 32;
+    for (int h = 0; h < 16; ++h) {
+      MatrixD block(128, 32);
+      for (Index i = 0; i < block.size(); ++i) block.data()[i] = normal(rng);
+      side->heads.push_back({CoeffBlock{0, 0, block, 0}});
+    }
+  }
+  CHECK(detail::choose_contraction(f, Contraction::automatic).has_value());
+  CHECK_FALSE(detail::choose_contraction(f, Contraction::pairwise).has_value());
+  const HeadFactors slices = factors_of(random_heads(4, 64, 8, rng), random_heads(4, 64, 8, rng));
+  CHECK_FALSE(detail::choose_contraction(slices, Contraction::automatic).has_value());
+  CHECK(detail::choose_contraction(slices, Contraction::latent).has_value());
+}
+
+TEST_CASE("rank-deficient latent Grams contract exactly", "[diversity]") {
+  std::mt19937 rng(13);
+  // More basis rows than columns (latent larger than d), and a zero row (a zero RMSNorm gain):
+  // the Grams are singular, Cholesky fails in round-off and the pivoted LDLᵀ takes over.
+  HeadFactors f = sparse_factors(5, 12, 4, 3, rng);
+  REQUIRE(f.left.basis.rows() > f.left.basis.cols());
+  f.right.basis.row(1).setZero();
+  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
+  check_paths_agree(f);
+  f.symmetric = true;
+  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
+  check_paths_agree(f);
 }

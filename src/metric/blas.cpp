@@ -1,0 +1,167 @@
+// The metric's BLAS/LAPACK calls (see blas.hpp).
+#include "metric/blas.hpp"
+
+#include <Eigen/Cholesky>
+#include <algorithm>
+#include <cstddef>
+
+#ifdef KVRANK_HAVE_OPENBLAS
+#include <cblas.h>
+
+// LAPACK as OpenBLAS exports it (gfortran conventions: trailing hidden lengths of the char args).
+extern "C" {
+void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+            double* work, const int* lwork, int* info, std::size_t jobz_len, std::size_t uplo_len);
+void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, double* a,
+            const int* lda, double* b, const int* ldb, double* w, double* work, const int* lwork,
+            int* info, std::size_t jobz_len, std::size_t uplo_len);
+}
+#endif
+
+namespace kvrank::detail {
+namespace {
+
+using StridedMapF = Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>>;
+using ConstStridedMapF = Eigen::Map<const RowMatrixF, 0, Eigen::OuterStride<>>;
+using RowMatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+#ifdef KVRANK_HAVE_OPENBLAS
+/// LAPACK's optimal workspace from a query call (lwork = −1) of `call(work, lwork)`.
+template <typename Call>
+std::vector<double> lapack_workspace(Call call) {
+  double size = 0;
+  const int query = -1;
+  call(&size, &query);
+  return std::vector<double>(static_cast<std::size_t>(std::max(1.0, size)));
+}
+#endif
+
+}  // namespace
+
+bool blas_nests_in_openmp() {
+#ifdef KVRANK_HAVE_OPENBLAS
+  static const bool nests = openblas_get_parallel() != 1;  // 0 sequential, 1 pthreads, 2 OpenMP
+  return nests;
+#else
+  return true;
+#endif
+}
+
+void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Index lda,
+          const float* b, Index ldb, float beta, float* c, Index ldc) {
+  if (rows == 0 || cols == 0) return;
+#ifdef KVRANK_HAVE_OPENBLAS
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans,
+              static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(inner),
+              1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+#else
+  StridedMapF out(c, rows, cols, Eigen::OuterStride<>(ldc));
+  if (beta == 0.0f) out.setZero();
+  const ConstStridedMapF right(b, inner, cols, Eigen::OuterStride<>(ldb));
+  if (trans_a) {
+    out.noalias() +=
+        ConstStridedMapF(a, inner, rows, Eigen::OuterStride<>(lda)).transpose() * right;
+  } else {
+    out.noalias() += ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)) * right;
+  }
+#endif
+}
+
+void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, Index ldb) {
+  if (rows == 0 || n == 0) return;
+#ifdef KVRANK_HAVE_OPENBLAS
+  cblas_strmm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit,
+              static_cast<blasint>(rows), static_cast<blasint>(n), 1.0f, l,
+              static_cast<blasint>(ldl), b, static_cast<blasint>(ldb));
+#else
+  StridedMapF target(b, rows, n, Eigen::OuterStride<>(ldb));
+  const RowMatrixF product =
+      target * ConstStridedMapF(l, n, n, Eigen::OuterStride<>(ldl)).triangularView<Eigen::Lower>();
+  target = product;
+#endif
+}
+
+MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda) {
+  MatrixF gram = MatrixF::Zero(rows, rows);
+  if (rows > 0 && inner > 0) {
+#ifdef KVRANK_HAVE_OPENBLAS
+    // Row-major A·Aᵀ is column-major (Aᵀ)ᵀ·Aᵀ: the upper triangle of `gram`.
+    cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(inner), 1.0f, a, static_cast<blasint>(lda), 0.0f, gram.data(),
+                static_cast<blasint>(rows));
+#else
+    gram.selfadjointView<Eigen::Upper>().rankUpdate(
+        ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)));
+#endif
+  }
+  MatrixD out = gram.cast<double>();
+  out.triangularView<Eigen::StrictlyLower>() = out.transpose();
+  return out;
+}
+
+MatrixD syrk_in_double(Index rows, Index inner, const float* a, Index lda) {
+  const RowMatrixD values =
+      ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)).cast<double>();
+  MatrixD out = MatrixD::Zero(rows, rows);
+  if (rows > 0 && inner > 0) {
+#ifdef KVRANK_HAVE_OPENBLAS
+    cblas_dsyrk(CblasColMajor, CblasUpper, CblasTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(inner), 1.0, values.data(), static_cast<blasint>(inner), 0.0,
+                out.data(), static_cast<blasint>(rows));
+#else
+    out.selfadjointView<Eigen::Upper>().rankUpdate(values);
+#endif
+  }
+  out.triangularView<Eigen::StrictlyLower>() = out.transpose();
+  return out;
+}
+
+std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric) {
+  const int n = static_cast<int>(symmetric.rows());
+  if (n == 0) return {};
+#ifdef KVRANK_HAVE_OPENBLAS
+  MatrixD a = symmetric;
+  std::vector<double> values(static_cast<std::size_t>(n));
+  int info = 0;
+  auto call = [&](double* work, const int* lwork) {
+    dsyev_("N", "U", &n, a.data(), &n, values.data(), work, lwork, &info, 1, 1);
+  };
+  std::vector<double> work = lapack_workspace(call);
+  const int lwork = static_cast<int>(work.size());
+  call(work.data(), &lwork);
+  if (info == 0) return values;
+    // No convergence (never seen on these matrices): Eigen's solver below.
+#endif
+  Eigen::SelfAdjointEigenSolver<MatrixD> solver(symmetric, Eigen::EigenvaluesOnly);
+  return {solver.eigenvalues().begin(), solver.eigenvalues().end()};
+}
+
+std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const MatrixD& q) {
+  const int n = static_cast<int>(p.rows());
+  if (n == 0) return std::vector<double>{};
+#ifdef KVRANK_HAVE_OPENBLAS
+  // dsygv itype 2: eigenvalues of A·B, B = UᵀU — those of U A Uᵀ = Fᵀ Q F with F = Uᵀ.
+  MatrixD a = q;
+  MatrixD b = p;
+  std::vector<double> values(static_cast<std::size_t>(n));
+  const int itype = 2;
+  int info = 0;
+  auto call = [&](double* work, const int* lwork) {
+    dsygv_(&itype, "N", "U", &n, a.data(), &n, b.data(), &n, values.data(), work, lwork, &info, 1,
+           1);
+  };
+  std::vector<double> work = lapack_workspace(call);
+  const int lwork = static_cast<int>(work.size());
+  call(work.data(), &lwork);
+  if (info == 0) return values;
+  if (info > n) return std::nullopt;  // P is not positive definite
+#endif
+  Eigen::LLT<MatrixD> cholesky(p);
+  if (cholesky.info() != Eigen::Success) return std::nullopt;
+  // Fᵀ Q F with F lower triangular: two triangular products.
+  const MatrixD q_f = q * cholesky.matrixL();
+  return symmetric_eigenvalues(cholesky.matrixU() * q_f);
+}
+
+}  // namespace kvrank::detail

@@ -1,0 +1,42 @@
+// Private: the few float32 BLAS and double LAPACK calls of the metric, row-major, on OpenBLAS when
+// kvrank is built with it and on Eigen's own products otherwise.
+//
+// Threads: OpenBLAS built on OpenMP (what CMake looks for first) runs on the same libgomp pool as
+// kvrank's `#pragma omp` loops and single-threaded inside them, so per-head loops may call BLAS.
+// With the pthreads OpenBLAS they must not (each call would start BLAS threads on top of the
+// loop's): blas_nests_in_openmp() tells which.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "kvrank/eigen.hpp"
+
+namespace kvrank::detail {
+
+/// Whether BLAS/LAPACK may be called from inside an OpenMP parallel loop (see above).
+bool blas_nests_in_openmp();
+
+/// C (rows × cols, ldc) = op(A) · B + beta · C, op(A) = A (rows × inner, lda) or, with trans_a,
+/// the transpose of A (inner × rows, lda). B is inner × cols (ldb).
+void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Index lda,
+          const float* b, Index ldb, float beta, float* c, Index ldc);
+
+/// B (rows × n, ldb) := B · L for L (n × n, ldl) lower triangular.
+void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, Index ldb);
+
+/// A · Aᵀ for A (rows × inner, lda) in float32, returned in double with both triangles.
+MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda);
+
+/// A · Aᵀ for A (rows × inner, lda) accumulated in double (the entries of A are float32), both
+/// triangles: for the small per-head products whose rank must survive round-off.
+MatrixD syrk_in_double(Index rows, Index inner, const float* a, Index lda);
+
+/// Eigenvalues of a symmetric matrix, ascending.
+std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric);
+
+/// Eigenvalues of Fᵀ Q F where P = F Fᵀ, ascending, or nullopt when P is not positive definite
+/// (its Cholesky factor does not exist). P and Q symmetric k × k.
+std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const MatrixD& q);
+
+}  // namespace kvrank::detail

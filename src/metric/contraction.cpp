@@ -1,0 +1,280 @@
+// ⟨A_i, A_j⟩_F by contraction in per-head coordinates (the MLA / LRKV path of diversity.cpp).
+//
+// Algebra. A side's head h is L_h = Bᵀ C_h (basis B, m × n; coefficients C_h, m × k). Any k × p
+// matrix X_hᵀ with X_hᵀ X_j = L_hᵀ L_j for all pairs is as good as L_h itself:
+//   latent coordinates: X_hᵀ = C_hᵀ F with F Fᵀ = G = B Bᵀ (p = m, the size of what is cached);
+//   raw coordinates:    X_hᵀ = C_hᵀ B = L_hᵀ (p = n), free when the head is a slice of B.
+// Then A_h ≅ M_h = X_h Y_hᵀ (p × q, Y the other side's coordinates; Y = X when symmetric) and
+//   ⟨A_i, A_j⟩_F = ⟨M_i, M_j⟩_F,
+// so the H × H matrix is one SYRK over the flattened M_h, formed in row chunks so that memory stays
+// at a few tens of MB whatever the shape. For a DeepSeek-V3 layer (qk) that is ~60 G multiply-adds
+// in float32 BLAS, against ~640 G in small double products for the pairwise C_iᵀ G C_j of the other
+// path. The per-head singular values need L_hᵀL_h = X_hᵀX_h and R_hᵀR_h, also read from X and Y.
+//
+// F: the Cholesky factor of G (lower triangular: C_hᵀF then costs half, as a TRMM). A G that is
+// only semi-definite (more latent rows than d, a zero gain, repeated rows) may fail Cholesky in
+// round-off; then F = Pᵀ L D^½ from the pivoted LDLᵀ with negative pivots (round-off) set to 0.
+// Either way F Fᵀ = G to double round-off: the result is the same metric, not an approximation.
+//
+// Precision: the products are float32 like the Grams (SPEC.md §1); each chunk's SYRK is summed into
+// a double H × H, so the accumulation error does not grow with p·q. The per-head X_hᵀX_h are
+// accumulated in double, as the pairwise path's C_hᵀ G C_h are: a head of exact low rank keeps it.
+#include "metric/contraction.hpp"
+
+#include <Eigen/Cholesky>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "metric/blas.hpp"
+
+namespace kvrank::detail {
+namespace {
+
+using StridedMapF = Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>>;
+
+/// Small products in double (Eigen, unblocked sizes) cost about this many float32 BLAS
+/// multiply-adds each; used only to compare the two paths.
+constexpr double kDoubleWeight = 4.0;
+/// Floats of M_h rows formed at once, over all heads (64 MB).
+constexpr Index kChunkFloats = Index(1) << 24;
+/// A plan whose coordinates would exceed this many floats is not considered (8 GB).
+constexpr double kMaxCoordinateFloats = 2e9;
+
+// ---- heads and costs -----------------------------------------------------------------------
+
+/// The basis row of a head that is one identity block covering all its columns, −1 otherwise.
+Index simple_row(const std::vector<CoeffBlock>& blocks, Index head_cols) {
+  if (blocks.size() == 1 && blocks[0].block.size() == 0 && blocks[0].head_col == 0 &&
+      blocks[0].identity_size == head_cols) {
+    return blocks[0].basis_row;
+  }
+  return -1;
+}
+
+bool all_simple(const FactorSide& side) {
+  return std::all_of(side.heads.begin(), side.heads.end(),
+                     [&](const auto& blocks) { return simple_row(blocks, side.head_cols) >= 0; });
+}
+
+double sq(double x) { return x * x; }
+
+/// Multiply-adds of the pairwise path (diversity.cpp's SideGram) for one side.
+double pairwise_side_cost(const FactorSide& side) {
+  const double m = static_cast<double>(side.basis.rows());
+  const double n = static_cast<double>(side.basis.cols());
+  const double k = static_cast<double>(side.head_cols);
+  const double heads = static_cast<double>(side.heads.size());
+  double per_pair = 0;  // a pair's C_iᵀ (G C_j), taken as the mean over heads
+  double gc = 0;        // G·C_h for the heads that need it
+  for (const auto& blocks : side.heads) {
+    if (simple_row(blocks, side.head_cols) >= 0) {
+      per_pair += sq(k);
+      continue;
+    }
+    for (const CoeffBlock& block : blocks) {
+      const double rows = static_cast<double>(block.rows());
+      const double cols = static_cast<double>(block.cols());
+      per_pair += kDoubleWeight * (block.block.size() ? cols * rows * k : rows * k);
+      gc += kDoubleWeight * (block.block.size() ? m * rows * cols : m * cols);
+    }
+  }
+  return sq(m) * n / 2 + gc + heads * (heads + 1) / 2 * per_pair / std::max(heads, 1.0);
+}
+
+/// Multiply-adds to write one side in `how` coordinates.
+double coordinate_cost(const FactorSide& side, Coordinates how) {
+  const double m = static_cast<double>(side.basis.rows());
+  const double n = static_cast<double>(side.basis.cols());
+  if (how == Coordinates::raw && all_simple(side)) return 0;
+  double cost = how == Coordinates::latent ? sq(m) * n / 2 + kDoubleWeight * m * m * m / 6 : 0;
+  for (const auto& blocks : side.heads) {
+    for (const CoeffBlock& block : blocks) {
+      const double rows = static_cast<double>(block.rows());
+      const double cols = static_cast<double>(block.cols());
+      const double width =
+          how == Coordinates::raw ? n : static_cast<double>(block.basis_row) + rows / 2;
+      cost += block.block.size() ? cols * rows * width : cols * (how == Coordinates::raw ? n : m);
+    }
+  }
+  return cost;
+}
+
+Index dimension(const FactorSide& side, Coordinates how) {
+  return how == Coordinates::latent ? side.basis.rows() : side.basis.cols();
+}
+
+std::optional<ContractionPlan> costed(const HeadFactors& factors, Coordinates left,
+                                      Coordinates right) {
+  const FactorSide& other = factors.symmetric ? factors.left : factors.right;
+  const double heads = static_cast<double>(factors.num_heads());
+  const double k = static_cast<double>(factors.left.head_cols);
+  const double p = static_cast<double>(dimension(factors.left, left));
+  const double q = static_cast<double>(dimension(other, factors.symmetric ? left : right));
+  double coordinates = coordinate_cost(factors.left, left);
+  if (!factors.symmetric) coordinates += coordinate_cost(other, right);
+  if (heads * k * std::max(p, q) > kMaxCoordinateFloats) return std::nullopt;
+  ContractionPlan plan{left, factors.symmetric ? left : right, 0};
+  plan.cost = coordinates + heads * p * q * k + heads * (heads + 1) / 2 * p * q;
+  return plan;
+}
+
+// ---- coordinates ---------------------------------------------------------------------------
+
+/// F with F Fᵀ = G (see the file comment); `lower` when F is the Cholesky factor.
+struct LatentFactor {
+  RowMatrixF f;
+  bool lower = false;
+};
+
+LatentFactor latent_factor(const RowMatrixF& basis) {
+  MatrixF gram_f;
+  float_gram(basis, gram_f);
+  const MatrixD gram = gram_f.cast<double>();
+  Eigen::LLT<MatrixD> cholesky(gram);
+  if (cholesky.info() == Eigen::Success) {
+    return {RowMatrixF(cholesky.matrixL().toDenseMatrix().cast<float>()), true};
+  }
+  Eigen::LDLT<MatrixD> ldlt(gram);  // G = Pᵀ L D Lᵀ P
+  const VectorD root_d = ldlt.vectorD().cwiseMax(0.0).cwiseSqrt();
+  MatrixD l = ldlt.matrixL();
+  const MatrixD f = ldlt.transpositionsP().transpose() * (l * root_d.asDiagonal());
+  return {RowMatrixF(f.cast<float>()), false};
+}
+
+/// Every head of one side as k × p row-major coordinates X_hᵀ (see the file comment).
+class SideCoordinates {
+ public:
+  SideCoordinates(const FactorSide& side, Coordinates how) : k_(side.head_cols) {
+    const Index heads = static_cast<Index>(side.heads.size());
+    dim_ = dimension(side, how);
+    if (how == Coordinates::raw && all_simple(side)) {
+      // The heads' own rows of the basis: nothing to compute or copy.
+      base_ = side.basis.data();
+      ld_ = dim_;
+      for (const auto& blocks : side.heads) offsets_.push_back(simple_row(blocks, k_) * ld_);
+      return;
+    }
+    LatentFactor factor;
+    if (how == Coordinates::latent) factor = latent_factor(side.basis);
+    const RowMatrixF& rows = how == Coordinates::latent ? factor.f : side.basis;
+    storage_.setZero(heads * k_, dim_);
+    base_ = storage_.data();
+    ld_ = dim_;
+    for (Index h = 0; h < heads; ++h) offsets_.push_back(h * k_ * ld_);
+#pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
+    for (Index h = 0; h < heads; ++h) {
+      for (const CoeffBlock& block : side.heads[h]) add_block(block, rows, factor.lower, h);
+    }
+  }
+
+  Index dim() const noexcept { return dim_; }
+  Index ld() const noexcept { return ld_; }
+  /// Head h's k × p coordinates, row-major with leading dimension ld().
+  const float* head(Index h) const { return base_ + offsets_[h]; }
+
+ private:
+  /// X_hᵀ rows [head_col, head_col + cols) += blockᵀ · rows[basis_row, basis_row + block rows).
+  /// With a lower-triangular F those rows vanish right of the diagonal: a GEMM for the columns
+  /// before basis_row, a TRMM for the triangle.
+  void add_block(const CoeffBlock& block, const RowMatrixF& rows, bool lower, Index h) {
+    float* out = storage_.data() + (h * k_ + block.head_col) * ld_;
+    const Index first = block.basis_row;
+    const Index count = block.rows();
+    if (block.block.size() == 0) {
+      StridedMapF(out, count, dim_, Eigen::OuterStride<>(ld_)) += rows.middleRows(first, count);
+      return;
+    }
+    const RowMatrixF coeffs_t = block.block.transpose().cast<float>();  // cols × count
+    const Index cols = coeffs_t.rows();
+    if (!lower) {
+      gemm(false, cols, dim_, count, coeffs_t.data(), count, rows.data() + first * ld_, ld_, 1.0f,
+           out, ld_);
+      return;
+    }
+    gemm(false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_, ld_, 1.0f,
+         out, ld_);
+    RowMatrixF triangle = coeffs_t;
+    trmm_right_lower(cols, count, rows.data() + first * ld_ + first, ld_, triangle.data(), count);
+    StridedMapF(out + first, cols, count, Eigen::OuterStride<>(ld_)) += triangle;
+  }
+
+  Index k_;
+  Index dim_ = 0;
+  RowMatrixF storage_;
+  const float* base_ = nullptr;
+  Index ld_ = 0;
+  std::vector<Index> offsets_;
+};
+
+/// Σ over row chunks of M_h = X_h Y_hᵀ of the chunk's H × H Gram, in double.
+MatrixD chunked_inner_products(const SideCoordinates& x, const SideCoordinates& y, Index heads,
+                               Index k) {
+  const Index p = x.dim();
+  const Index q = y.dim();
+  MatrixD inner = MatrixD::Zero(heads, heads);
+  if (heads == 0 || p == 0 || q == 0 || k == 0) return inner;
+  const Index chunk = std::clamp<Index>(kChunkFloats / (heads * q), 1, p);
+  RowMatrixF rows(heads, chunk * q);
+  const bool nested = blas_nests_in_openmp();
+  for (Index start = 0; start < p; start += chunk) {
+    const Index count = std::min(chunk, p - start);
+#pragma omp parallel for schedule(dynamic) if (nested)
+    for (Index h = 0; h < heads; ++h) {
+      // Rows [start, start + count) of X_h Y_hᵀ = (X_hᵀ columns)ᵀ · Y_hᵀ, laid out as one row.
+      gemm(true, count, q, k, x.head(h) + start, x.ld(), y.head(h), y.ld(), 0.0f,
+           rows.data() + h * rows.cols(), q);
+    }
+    inner += syrk_double(heads, count * q, rows.data(), rows.cols());
+  }
+  return inner;
+}
+
+std::vector<MatrixD> self_products(const SideCoordinates& x, Index heads, Index k) {
+  std::vector<MatrixD> out(static_cast<std::size_t>(heads));
+#pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
+  for (Index h = 0; h < heads; ++h) out[h] = syrk_in_double(k, x.dim(), x.head(h), x.ld());
+  return out;
+}
+
+}  // namespace
+
+std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Contraction how) {
+  if (how == Contraction::pairwise) return std::nullopt;
+  if (how == Contraction::automatic && all_simple(factors.left) &&
+      (factors.symmetric || all_simple(factors.right))) {
+    return std::nullopt;  // plain slices of a Gram: the pairwise path is the SYRK floor
+  }
+  std::optional<ContractionPlan> best;
+  for (Coordinates left : {Coordinates::latent, Coordinates::raw}) {
+    for (Coordinates right : {Coordinates::latent, Coordinates::raw}) {
+      if (factors.symmetric && right != left) continue;
+      const std::optional<ContractionPlan> plan = costed(factors, left, right);
+      if (plan && (!best || plan->cost < best->cost)) best = plan;
+    }
+  }
+  if (how == Contraction::automatic && best) {
+    double pairwise = pairwise_side_cost(factors.left);
+    if (!factors.symmetric) pairwise += pairwise_side_cost(factors.right);
+    if (pairwise <= best->cost) return std::nullopt;
+  }
+  return best;
+}
+
+ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan) {
+  const Index heads = factors.num_heads();
+  const Index k = factors.left.head_cols;
+  const SideCoordinates left(factors.left, plan.left);
+  ContractedHeads out;
+  out.left_self = self_products(left, heads, k);
+  if (factors.symmetric) {
+    out.inner = chunked_inner_products(left, left, heads, k);
+    return out;
+  }
+  const SideCoordinates right(factors.right, plan.right);
+  out.right_self = self_products(right, heads, k);
+  out.inner = chunked_inner_products(left, right, heads, k);
+  return out;
+}
+
+}  // namespace kvrank::detail
