@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "kvrank/error.hpp"
 #include "support/catch.hpp"
@@ -176,16 +177,16 @@ TEST_CASE("curves: one panel per input, colours shared by label", "[svg]") {
 TEST_CASE("curves: the fully-redundant line only for effective-rank metrics", "[svg]") {
   Panel panel{"p", {model("MHA", "mha", 6, 4, 0.1)}};
   for (const char* metric : {"erank", "erank_centered"}) {
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric}));
+    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
     CHECK(svg["baselines"].size() == 1);
   }
   for (const char* metric : {"erank_pct", "erank_centered_pct", "mean_similarity", "pcs_90"}) {
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric}));
+    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
     CHECK(svg["baselines"].empty());
     CHECK(svg["legend"] == json::array({"MHA"}));
     CHECK(svg["all_markers"] == 6);
   }
-  CHECK_THROWS_AS(plot_curves_svg({panel}, {.metric = "rank"}), Error);
+  CHECK_THROWS_AS(plot_curves_svg({panel}, {.metric = "rank", .title = ""}), Error);
   CHECK_THROWS_AS(plot_curves_svg({}, {}), Error);
 }
 
