@@ -62,7 +62,7 @@ void zero_round_off(std::vector<double>& values, double scale) {
 
 /// Whether a loop of about `work` flops is worth a parallel region: a fork/join costs microseconds
 /// (much more on a loaded machine, where idle threads spin), small layers run faster serially.
-bool worth_threads(Index work) { return work >= (Index(1) << 22); }
+[[maybe_unused]] bool worth_threads(Index work) { return work >= (Index(1) << 22); }
 
 /// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
 /// matches, which spares the page faults of a fresh allocation per layer), both triangles filled.
@@ -215,7 +215,7 @@ class SideGram {
 /// ⟨A_i, A_j⟩_F for all pairs (H × H, symmetric).
 MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index heads) {
   MatrixD inner(heads, heads);
-  const Index k = left.head_cols();
+  [[maybe_unused]] const Index k = left.head_cols();  // only in the OpenMP clause
 #pragma omp parallel for schedule(dynamic) if (worth_threads(heads * heads * k * k))
   for (Index i = 0; i < heads; ++i) {
     for (Index j = i; j < heads; ++j) {
@@ -357,7 +357,7 @@ LayerMetrics analyze_layer(const HeadFactors& factors) {
 
   std::vector<double> head_erank(heads, 0.0);
   std::vector<double> head_norm(heads, 0.0);
-  const Index k = factors.left.head_cols;
+  [[maybe_unused]] const Index k = factors.left.head_cols;  // only in the OpenMP clause
   // ‖A_h‖ scales by 2^(e_left + e_right) (2^(2·e_left) for A = L Lᵀ) with the bases' scaling.
   const int norm_exponent = left.exponent() + (right_ptr ? right_ptr->exponent() : left.exponent());
 #pragma omp parallel for schedule(dynamic) if (worth_threads(heads * k * k * k))

@@ -275,7 +275,7 @@ TEST_CASE("xml_escape keeps only characters XML 1.0 allows", "[svg]") {
 TEST_CASE("curves: values closer than double precision give a bounded axis", "[svg]") {
   for (const char* metric : {"erank", "erank_pct"}) {
     const Panel panel{"p", {model_with({0, 1}, {1e17, 1e17 + 32})}, "r.json"};
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric}));
+    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
     CHECK(count_texts(svg) < 60);
     for (const json& marker : svg["series"][0]["markers"])
       CHECK(std::isfinite(marker[1].get<double>()));
@@ -296,7 +296,7 @@ TEST_CASE("curves: layer indices near INT_MAX give a bounded axis", "[svg]") {
 TEST_CASE("curves: a value range wider than a double holds is an error naming the file", "[svg]") {
   const Panel panel{"p", {model_with({0, 1}, {1e308, -1e308})}, "dir/r.json"};
   try {
-    plot_curves_svg({panel}, {.metric = "erank_pct"});
+    plot_curves_svg({panel}, {.metric = "erank_pct", .title = ""});
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==
