@@ -33,7 +33,7 @@ case "${1:-}" in
 esac
 
 if [[ ! -x $build/kvrank || ! -x $build/bench/kvrank_bench_floor ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVRANK_BUILD_BENCH=ON >/dev/null
   cmake --build "$build" --target kvrank kvrank_bench_floor >/dev/null
 fi
 python=python3

@@ -1,23 +1,49 @@
 #!/usr/bin/env bash
-# The whole test suite: set up, build, run every test through ctest — once in a release build and
-# once with AddressSanitizer + UndefinedBehaviorSanitizer — then run the fuzzers briefly.
-#   KVRANK_FUZZ_SECONDS=0 scripts/test.sh   # skip the fuzzing step (default 20 s per target)
+# The whole test suite, as CI runs it (.github/workflows/ci.yml runs the same steps as a matrix):
+#   format    clang-format --dry-run --Werror over every C++ file (first: it takes seconds)
+#   release   GCC, OpenBLAS, OpenMP, -Werror: build and every test through ctest
+#   sanitize  clang, ASan + UBSan, -Werror, no OpenBLAS and no OpenMP — so Eigen's own products and
+#             the serial paths are built and tested too — then the fuzzers briefly
+#   scripts/test.sh                         # all of it, in that order
+#   scripts/test.sh format release          # some steps
+#   KVRANK_FUZZ_SECONDS=0 scripts/test.sh   # skip fuzzing (default 20 s per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-echo "== release build and tests" >&2
-scripts/build.sh build
-(cd build && ctest --output-on-failure --parallel "$(nproc)")
+format() {
+  echo "== format check" >&2
+  find include src apps tests fuzz bench -name "*.[ch]pp" ! -name catch.hpp -print0 |
+    xargs -0 clang-format --dry-run --Werror
+}
 
-echo "== ASan + UBSan build and tests" >&2
-# -O1 with line tables only: readable sanitizer reports at about half the compile time of -O2 -g.
-scripts/build.sh build-asan -DKVRANK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-   ctest --output-on-failure --parallel "$(nproc)")
+release() {
+  echo "== release build (GCC, OpenBLAS, OpenMP) and tests" >&2
+  scripts/build.sh build -DKVRANK_WERROR=ON
+  (cd build && ctest --output-on-failure --parallel "$(nproc)")
+}
 
-seconds=${KVRANK_FUZZ_SECONDS:-20}
-if [[ -x scripts/fuzz.sh && "$seconds" != 0 ]]; then
-  echo "== fuzzing (${seconds}s per target)" >&2
-  scripts/fuzz.sh "$seconds"
-fi
+sanitize() {
+  echo "== clang + ASan + UBSan build without OpenBLAS and OpenMP, and tests" >&2
+  # A folder of its own: the compiler is chosen when a build folder is first configured.
+  # -O1 with line tables only: readable sanitizer reports at about half the compile time of -O2 -g.
+  CXX=clang++ scripts/build.sh build-asan-clang -DKVRANK_SANITIZE=ON -DKVRANK_WERROR=ON \
+    -DKVRANK_USE_OPENBLAS=OFF -DKVRANK_USE_OPENMP=OFF \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
+  (cd build-asan-clang && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest --output-on-failure --parallel "$(nproc)")
+  local seconds=${KVRANK_FUZZ_SECONDS:-20}
+  if [[ -x scripts/fuzz.sh && "$seconds" != 0 ]]; then
+    echo "== fuzzing (${seconds}s per target)" >&2
+    scripts/fuzz.sh "$seconds"
+  fi
+}
+
+steps=("$@")
+((${#steps[@]} > 0)) || steps=(format release sanitize)
+for step in "${steps[@]}"; do
+  case $step in
+    format | release | sanitize) "$step" ;;
+    *) echo "scripts/test.sh: unknown step '$step' (expected format, release, sanitize)" >&2; exit 2 ;;
+  esac
+done

@@ -10,33 +10,9 @@
 
 #include "kvrank/diversity.hpp"
 #include "kvrank/families.hpp"
+#include "kvrank/results.hpp"
 
 namespace kvrank {
-
-struct Summary {
-  double erank_mean = 0;
-  double erank_centered_mean = 0;
-  double erank_pct_mean = 0;
-  double erank_centered_pct_mean = 0;
-};
-
-/// One model × one representation. Fields match the JSON schema of SPEC.md §3.
-struct ModelReport {
-  std::string label;
-  std::string path;
-  std::string family;
-  std::string variant;
-  int heads = 0;
-  int kv_heads = 0;
-  int head_dim = 0;
-  int d_model = 0;
-  int num_layers = 0;
-  std::optional<int> lrkv_rank;
-  std::optional<int> mla_kv_lora_rank;
-  std::string repr = "qk";
-  std::vector<LayerMetrics> layers;
-  Summary summary;
-};
 
 /// Means over the layers of a report.
 Summary summarize(const std::vector<LayerMetrics>& layers);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/analysis.hpp"
+#include "kvrank/results.hpp"
 
 namespace kvrank {
 

@@ -7,8 +7,9 @@
 //   erank_centered = erank(J S J),  J = I − 11ᵀ/H     (1.0 when trace(J S J) ≤ 1e-12·H)
 //
 // Usage:
-//   HeadFactors f = ...;                 // from families.hpp, or built by hand in tests
-//   LayerMetrics m = analyze_layer(f);   // m.erank, m.erank_centered, m.similarity, ...
+//   HeadFactors f = layer_factors(ckpt, layout, layer, Repr::qk);  // families.hpp, or by hand
+//   LayerMetrics m = analyze_layer(f);  // m.erank, m.erank_centered, m.similarity, ...
+// (this example is compiled and run by tests/header_examples_test.cpp)
 //
 // Grams of the bases are float32 SYRKs (OpenBLAS when available), or bf16 matmuls with float32
 // accumulation when the rows are bf16 (gram_backend.hpp); everything after that — the H×H

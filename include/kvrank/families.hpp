@@ -8,8 +8,9 @@
 //
 //   Checkpoint ckpt = Checkpoint::open(path);
 //   ModelLayout layout = detect_layout(ckpt, {});
-//   for (int layer : layout.layers())
-//     LayerMetrics m = analyze_layer(layer_factors(ckpt, layout, layer, Repr::qk));
+//   for (int layer = 0; layer < layout.num_layers; ++layer)
+//     use(analyze_layer(layer_factors(ckpt, layout, layer, Repr::qk)));  // diversity.hpp
+// (this example is compiled and run by tests/header_examples_test.cpp)
 #pragma once
 
 #include <filesystem>

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/analysis.hpp"
 #include "kvrank/atomic_file.hpp"  // write_file_atomically, used with every writer
+#include "kvrank/results.hpp"
 
 namespace kvrank {
 

@@ -10,9 +10,10 @@
 // detection equals end − begin; tensors, sorted by begin, tile the buffer from 0 with no gap or
 // overlap; and the buffer is fully used (last end == file size − 8 − N).
 //
-//   auto bytes = map_file("model.safetensors");
-//   SafetensorsFile st = parse_safetensors(bytes.span(), "model.safetensors");
-//   for (const TensorView& t : st.tensors) ...   // views into `bytes`
+//   MappedFile file("model.safetensors");  // mapped_file.hpp
+//   SafetensorsFile st = parse_safetensors(file.bytes(), "model.safetensors");
+//   for (const TensorView& t : st.tensors) use(t);  // views into `file`
+// (this example is compiled and run by tests/header_examples_test.cpp)
 #pragma once
 
 #include <cstddef>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/analysis.hpp"
+#include "kvrank/results.hpp"
 
 namespace kvrank {
 

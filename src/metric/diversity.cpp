@@ -62,7 +62,7 @@ void zero_round_off(std::vector<double>& values, double scale) {
 
 /// Whether a loop of about `work` flops is worth a parallel region: a fork/join costs microseconds
 /// (much more on a loaded machine, where idle threads spin), small layers run faster serially.
-bool worth_threads(Index work) { return work >= (Index(1) << 22); }
+[[maybe_unused]] bool worth_threads(Index work) { return work >= (Index(1) << 22); }
 
 /// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
 /// matches, which spares the page faults of a fresh allocation per layer), both triangles filled.
@@ -215,7 +215,7 @@ class SideGram {
 /// ⟨A_i, A_j⟩_F for all pairs (H × H, symmetric).
 MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index heads) {
   MatrixD inner(heads, heads);
-  const Index k = left.head_cols();
+  [[maybe_unused]] const Index k = left.head_cols();  // only in the OpenMP clause
 #pragma omp parallel for schedule(dynamic) if (worth_threads(heads * heads * k * k))
   for (Index i = 0; i < heads; ++i) {
     for (Index j = i; j < heads; ++j) {
@@ -348,7 +348,7 @@ LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
   // `self(h)` gives head h's L_hᵀL_h and R_hᵀR_h (null when symmetric) for its singular values;
   // ‖A_h‖ scales by 2^norm_exponent when the bases were scaled before their Grams.
   auto per_head = [&](const MatrixD& inner, int norm_exponent, const auto& self) {
-    const Index k = factors.left.head_cols;
+    [[maybe_unused]] const Index k = factors.left.head_cols;  // only in the OpenMP clause
 #pragma omp parallel for schedule(dynamic) if (worth_threads(heads * k * k * k) && \
                                                detail::blas_nests_in_openmp())
     for (Index h = 0; h < heads; ++h) {

@@ -19,16 +19,12 @@ import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REFERENCE = os.path.join(ROOT, "scripts", "reference.py")
-REL, ABS = 1e-5, 1e-6
+import harness
+from harness import REFERENCE, ROOT, close
+
 D, H, H_KV, D_H, T, LAYERS = 12, 4, 2, 3, 40, 2
 
-failures = []
-
-
-def close(a, b):
-    return abs(a - b) <= max(REL * max(abs(a), abs(b)), ABS)
+failures = harness.Failures()
 
 
 def tiny_model(rng):
@@ -233,7 +229,7 @@ def check_capture_script(kvrank, tmp, layers, x):
 
 
 def main():
-    kvrank = os.path.abspath(sys.argv[1])
+    kvrank = harness.kvrank_from_argv()
     rng = np.random.default_rng(11)
     layers = tiny_model(rng)
     x, _ = np.linalg.qr(rng.standard_normal((T, D)))  # T × d, XᵀX = I
@@ -243,12 +239,7 @@ def main():
         check_capture_script(kvrank, tmp, layers, x)
         check_identical_heads(kvrank, tmp, rng)
         check_errors(kvrank, tmp, rng)
-    if failures:
-        print(f"{len(failures)} failure(s):")
-        for failure in failures:
-            print("  " + failure)
-        sys.exit(1)
-    print("test_activations: ok")
+    failures.finish("test_activations", "ok")
 
 
 if __name__ == "__main__":

@@ -2,19 +2,18 @@
 
 Usage: python3 tests/e2e/test_cli.py path/to/kvrank   (run from the repository root)
 Checkpoints come from `kvrank synth` (the schema tests do not depend on their numbers) and from
-../shared/fixtures/stories260K when present.
+the trained models in data/tiny.
 """
 import csv
 import io
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
-KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
-FIXTURE = os.path.join("..", "shared", "fixtures", "stories260K")
+import harness
+from harness import run
+
 
 TOP_KEYS = {"schema_version", "tool", "models"}
 MODEL_KEYS = {"label", "path", "family", "variant", "heads", "kv_heads", "head_dim", "d_model",
@@ -25,10 +24,6 @@ LAYER_KEYS = {"layer", "heads", "erank", "erank_centered", "erank_pct", "erank_c
 SUMMARY_KEYS = {"erank_mean", "erank_centered_mean", "erank_pct_mean", "erank_centered_pct_mean"}
 CSV_HEADER = ("label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
               "mean_similarity,pcs_90")
-
-
-def run(*args):
-    return subprocess.run([KVRANK, *args], capture_output=True, text=True, timeout=120)
 
 
 class CliTest(unittest.TestCase):
@@ -187,15 +182,15 @@ class CliTest(unittest.TestCase):
         self.assertEqual(version.returncode, 0)
         self.assertIn("kvrank", version.stdout)
 
-    @unittest.skipUnless(os.path.isdir(FIXTURE), "../shared/fixtures absent (a user's fresh clone)")
-    def test_fixture_is_detected_and_analysed(self):
-        model = self.analyze_json(FIXTURE)["models"][0]
+    def test_trained_model_is_detected_and_analysed(self):
+        gqa = os.path.join(harness.TINY, "gqa")  # data/README.md: 8 heads, 2 KV heads, d_h 16
+        model = self.analyze_json(gqa)["models"][0]
         self.assertEqual((model["family"], model["variant"]), ("llama", "gqa"))
-        self.assertEqual((model["heads"], model["kv_heads"], model["head_dim"]), (8, 4, 8))
-        self.assertEqual((model["d_model"], model["num_layers"]), (64, 5))
-        inspect = run("inspect", FIXTURE, "--format", "json")
+        self.assertEqual((model["heads"], model["kv_heads"], model["head_dim"]), (8, 2, 16))
+        self.assertEqual((model["d_model"], model["num_layers"]), (128, 4))
+        inspect = run("inspect", gqa, "--format", "json")
         self.assertEqual(inspect.returncode, 0, inspect.stderr)
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=1)
+    harness.main_unittest()

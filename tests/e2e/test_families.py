@@ -8,18 +8,15 @@ Run from the repository root: python3 tests/e2e/test_families.py path/to/kvrank
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import harness  # puts scripts/ on sys.path
 import reference  # noqa: E402  (scripts/reference.py: the naive numpy metric)
 import write_family_checkpoints as writer  # noqa: E402
-
-KVRANK = None  # set in main
 
 # name, writer family, writer arguments, representations, expected geometry, extra kvrank arguments
 CASES = [
@@ -53,7 +50,7 @@ DTYPES = ["F32", "BF16", "F16"]
 
 
 def run(args):
-    return subprocess.run([KVRANK] + args, capture_output=True, text=True)
+    return harness.run(*args)
 
 
 def analyze_json(args):
@@ -67,8 +64,7 @@ def reference_layers(npz):
     return reference.cmd_heads(npz)
 
 
-def close(found, expected):
-    return abs(found - expected) <= 1e-5 * abs(expected) + 1e-6
+close = harness.close
 
 
 class FamiliesAgainstReference(unittest.TestCase):
@@ -194,15 +190,5 @@ class DetectionErrors(unittest.TestCase):
             self.expect_error(out, "layer 2", args=["--layers", "0-2"])
 
 
-def main():
-    global KVRANK
-    if len(sys.argv) < 2:
-        print("usage: test_families.py path/to/kvrank", file=sys.stderr)
-        return 2
-    KVRANK = os.path.abspath(sys.argv.pop(1))
-    program = unittest.main(exit=False, verbosity=1)
-    return 0 if program.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.main_unittest()

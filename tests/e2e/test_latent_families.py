@@ -14,21 +14,16 @@ the head slicing at once.
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WRITER = os.path.join(ROOT, "scripts", "write_latent_checkpoints.py")
-REFERENCE = os.path.join(ROOT, "scripts", "reference.py")
-PY = sys.executable
-REL, ABS = 1e-5, 1e-6
+import harness
+from harness import PYTHON as PY
+from harness import REFERENCE, close
+
+WRITER = os.path.join(harness.SCRIPTS, "write_latent_checkpoints.py")
 REPRS = ["qk", "ov", "k", "v"]
 
-failures = []
-
-
-def close(a, b):
-    return abs(a - b) <= max(REL * max(abs(a), abs(b)), ABS)
+failures = harness.Failures()
 
 
 def write(tmp, name, family, *options):
@@ -121,7 +116,7 @@ def check_wrong_config(kvrank, tmp):
 
 
 def main():
-    kvrank = os.path.abspath(sys.argv[1])
+    kvrank = harness.kvrank_from_argv()
     mla_fields = {"variant": "mla", "lrkv_rank": None}
     with tempfile.TemporaryDirectory() as tmp:
         check_case(kvrank, tmp, "mla_q_proj_f32", "mla", ["--dtype", "F32"],
@@ -166,12 +161,7 @@ def main():
         check_missing(kvrank, tmp, "lrkv_missing_k_lora_b", "lrkv", [],
                       "model.layers.1.self_attn.k_lora_b.weight")
         check_wrong_config(kvrank, tmp)
-    if failures:
-        print(f"{len(failures)} failure(s):")
-        for failure in failures:
-            print("  " + failure)
-        sys.exit(1)
-    print("test_latent_families: all MLA/LRKV cases agree with the reference")
+    failures.finish("test_latent_families", "all MLA/LRKV cases agree with the reference")
 
 
 if __name__ == "__main__":

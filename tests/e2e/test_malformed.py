@@ -7,24 +7,21 @@ input must give exit code 2, nothing on stdout and one line on stderr starting w
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
-KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
-WRITER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
-                      "write_test_files.py")
+import harness
+
 
 
 def generate(kind, folder):
-    subprocess.run([sys.executable, WRITER, kind, folder], check=True)
+    harness.run_script("write_test_files.py", kind, folder)
     with open(os.path.join(folder, kind + ".json")) as manifest:
         return json.load(manifest)["cases"]
 
 
 def inspect(*args):
-    return subprocess.run([KVRANK, "inspect", *args], capture_output=True, text=True, timeout=60)
+    return harness.run("inspect", *args, timeout=60)
 
 
 class MalformedInputs(unittest.TestCase):
@@ -86,4 +83,4 @@ class ValidInputs(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=1)
+    harness.main_unittest()

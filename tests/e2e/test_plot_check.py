@@ -8,19 +8,15 @@ import json
 import math
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
+import harness
+from harness import run
+
 NS = "{http://www.w3.org/2000/svg}"
 SEED_MODELS = ["Standard MHA", "LRKV (r=16)", "LRKV (r=64)", "MQA", "MLA", "GQA"]
-
-
-def run(*args):
-    return subprocess.run([KVRANK, *args], capture_output=True, text=True, timeout=120)
 
 
 def layer_entry(index, heads, erank, similarity=None):
@@ -302,8 +298,4 @@ class PlotCheckTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    program = unittest.main(exit=False, verbosity=1)
-    result = program.result
-    print(f"test_plot_check: {result.testsRun} tests, {len(result.failures)} failures, "
-          f"{len(result.errors)} errors, {len(result.skipped)} skipped")
-    sys.exit(0 if result.wasSuccessful() else 1)
+    harness.main_unittest()

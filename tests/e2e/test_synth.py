@@ -13,20 +13,15 @@ import json
 import math
 import os
 import struct
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-KVRANK = None  # set from argv in main()
+import harness
+from harness import run
 
 REDUNDANCY = [0.0, 0.5, 0.9, 1.0]  # one per layer: erank must fall layer by layer, to exactly 1
-
-
-def run(*args):
-    return subprocess.run([KVRANK, *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 def synth(out, **flags):
@@ -402,17 +397,5 @@ def bf16_nearest_even(values):
     return (np.where(pick_up, up, down) >> 16).astype(np.uint16)
 
 
-def main():
-    global KVRANK
-    if len(sys.argv) < 2:
-        sys.exit("usage: test_synth.py /path/to/kvrank")
-    KVRANK = os.path.abspath(sys.argv[1])
-    program = unittest.main(argv=[sys.argv[0], *sys.argv[2:]], exit=False, verbosity=1)
-    result = program.result
-    print(f"test_synth: {result.testsRun} tests, {len(result.failures)} failures, "
-          f"{len(result.errors)} errors")
-    sys.exit(0 if result.wasSuccessful() else 1)
-
-
 if __name__ == "__main__":
-    main()
+    harness.main_unittest()

@@ -142,29 +142,41 @@ TEST_CASE("checkpoint: missing paths and empty files", "[readers][checkpoint]") 
                     (dir / "config.json").string() + ": cannot open: No such file or directory");
 }
 
-TEST_CASE("checkpoint: the stories260K fixture (Llama GQA)", "[readers][checkpoint]") {
-  if (test::fixtures_dir().empty()) {
-    WARN("SKIPPED: ../shared/fixtures is absent, the stories260K checks did not run");
-    return;
-  }
-  Checkpoint checkpoint = Checkpoint::open(test::fixtures_dir() / "stories260K");
-  // embed + final norm + 9 tensors per layer × 5 layers (tied embeddings: no lm_head).
-  CHECK(checkpoint.tensors().size() == 47);
+namespace {
+
+/// A Llama checkpoint's attention tensors as its config.json describes them. `tensors` counts
+/// embed + final norm + 9 tensors per layer (tied embeddings: no lm_head).
+void check_llama_checkpoint(const std::filesystem::path& path, DType dtype, std::size_t tensors) {
+  Checkpoint checkpoint = Checkpoint::open(path);
+  CHECK(checkpoint.tensors().size() == tensors);
   REQUIRE(checkpoint.config().has_value());
   const auto& config = *checkpoint.config();
   const int d = config["hidden_size"], heads = config["num_attention_heads"];
   const int kv_heads = config["num_key_value_heads"];
-  for (int layer = 0; layer < config["num_hidden_layers"].get<int>(); ++layer) {
+  const int layers = config["num_hidden_layers"];
+  CHECK(tensors == 2 + 9 * static_cast<std::size_t>(layers));
+  for (int layer = 0; layer < layers; ++layer) {
     const std::string prefix = "model.layers." + std::to_string(layer) + ".self_attn.";
     const TensorView& q = checkpoint.at(prefix + "q_proj.weight");
     const TensorView& k = checkpoint.at(prefix + "k_proj.weight");
-    CHECK(q.dtype == DType::F32);
+    CHECK(q.dtype == dtype);
     CHECK(q.shape == std::vector<std::int64_t>{d, d});
     CHECK(k.shape == std::vector<std::int64_t>{d / heads * kv_heads, d});
     RowMatrixF matrix = to_matrix(q);
     CHECK(matrix.allFinite());
     CHECK(matrix.norm() > 0);
   }
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: data/tiny/gqa, a trained Llama GQA checkpoint (BF16)",
+          "[readers][checkpoint]") {
+  check_llama_checkpoint(test::tiny_model("gqa"), DType::BF16, 38);
+}
+
+TEST_CASE("checkpoint: the stories260K fixture (Llama GQA, F32)", "[.shared][checkpoint]") {
+  check_llama_checkpoint(test::shared_stories260k(), DType::F32, 47);
 }
 
 }  // namespace kvrank

@@ -18,12 +18,7 @@ TEST_CASE("malformed corpus: each input is refused with a message naming it",
     const auto path = root / entry["path"].get<std::string>();
     const std::string expect = entry["expect"];
     INFO(entry["path"].get<std::string>() << " should say: " << expect);
-    std::string message;
-    try {
-      Checkpoint::open(path);
-    } catch (const Error& error) {
-      message = error.what();
-    }
+    const std::string message = test::error_message([&] { Checkpoint::open(path); });
     INFO("kvrank said: " << message);
     CHECK(message.starts_with(path.string()));
     CHECK(message.find(expect) != std::string::npos);

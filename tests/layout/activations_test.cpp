@@ -14,26 +14,9 @@ using namespace kvrank;
 using kvrank::test::error_message;
 using kvrank::test::expand_head;
 using kvrank::test::TempDir;
+using kvrank::test::write_npy;
 
 namespace {
-
-/// A little-endian float32 NPY v1.0 file of `shape` (C order).
-void write_npy(const std::filesystem::path& path, const std::vector<std::int64_t>& shape,
-               const std::vector<float>& values) {
-  std::string dims;
-  for (std::int64_t dim : shape) dims += std::to_string(dim) + ", ";
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
-  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
-  std::string bytes = "\x93NUMPY";
-  bytes += '\x01';
-  bytes += '\x00';
-  bytes += static_cast<char>(header.size() & 0xff);
-  bytes += static_cast<char>(header.size() >> 8);
-  bytes += header;
-  std::string data(values.size() * sizeof(float), '\0');
-  std::memcpy(data.data(), values.data(), data.size());
-  test::write_file(path, bytes + data);
-}
 
 /// Deterministic distinct values.
 std::vector<float> sequence(std::size_t count, float offset) {

@@ -299,13 +299,33 @@ TEST_CASE("unknown layouts point to --map", "[families]") {
              Catch::Matchers::Contains("--map"));
 }
 
-TEST_CASE("stories260K is detected as llama GQA", "[families]") {
-  const auto fixtures = test::fixtures_dir();
-  if (fixtures.empty() || !std::filesystem::exists(fixtures / "stories260K")) {
-    WARN("skipped: ../shared/fixtures/stories260K not found");
-    return;
+TEST_CASE("data/tiny: the trained models are detected as their README table says", "[families]") {
+  // data/README.md: 4 layers, d_model 128, 8 query heads of d_h 16; GQA with 2 KV heads, MQA 1.
+  struct Expected {
+    const char* model;
+    const char* family;
+    const char* variant;
+    int kv_heads;
+  };
+  for (const Expected& want :
+       {Expected{"mha", "llama", "mha", 8}, Expected{"gqa", "llama", "gqa", 2},
+        Expected{"mqa", "llama", "mqa", 1}, Expected{"lrkv-r2", "lrkv", "lrkv", 8}}) {
+    INFO(want.model);
+    const ModelLayout layout = detect_layout(Checkpoint::open(test::tiny_model(want.model)));
+    CHECK(layout.family == want.family);
+    CHECK(layout.variant == want.variant);
+    CHECK(layout.heads == 8);
+    CHECK(layout.kv_heads == want.kv_heads);
+    CHECK(layout.head_dim == 16);
+    CHECK(layout.d_model == 128);
+    CHECK(layout.num_layers == 4);
   }
-  const Checkpoint checkpoint = Checkpoint::open(fixtures / "stories260K");
+  const ModelLayout mla = detect_layout(Checkpoint::open(test::tiny_model("mla")));
+  CHECK((mla.variant == "mla" && mla.mla_kv_lora_rank == 64 && mla.num_layers == 4));
+}
+
+TEST_CASE("stories260K is detected as llama GQA", "[.shared][families]") {
+  const Checkpoint checkpoint = Checkpoint::open(test::shared_stories260k());
   const ModelLayout layout = detect_layout(checkpoint);
   CHECK(layout.family == "llama");
   CHECK(layout.variant == "gqa");

@@ -98,29 +98,14 @@ void check_same_metrics(const LayerMetrics& a, const LayerMetrics& b, double rel
   }
 }
 
-// --- a minimal .npy writer (float64, C order) for the reference cross-check ---------------------
-
+/// Heads as one float64 [H, d, k] NPY file for the reference cross-check.
 void write_npy(const std::filesystem::path& path, const Heads& heads) {
   const Index d = heads.front().rows(), k = heads.front().cols();
-  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" +
-                       std::to_string(heads.size()) + ", " + std::to_string(d) + ", " +
-                       std::to_string(k) + "), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  const auto length = static_cast<std::uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.put(static_cast<char>(length & 0xff));
-  out.put(static_cast<char>(length >> 8));
-  out << header;
-  for (const MatrixD& m : heads) {
-    for (Index a = 0; a < d; ++a) {
-      for (Index b = 0; b < k; ++b) {
-        const double value = m(a, b);
-        out.write(reinterpret_cast<const char*>(&value), sizeof value);  // little-endian host
-      }
-    }
-  }
+  std::vector<double> values;
+  for (const MatrixD& m : heads)
+    for (Index a = 0; a < d; ++a)
+      for (Index b = 0; b < k; ++b) values.push_back(m(a, b));
+  test::write_npy(path, {static_cast<std::int64_t>(heads.size()), d, k}, values);
 }
 
 /// Runs scripts/reference.py heads on explicit factors; returns its JSON for layer 0.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "kvrank/error.hpp"
 #include "support/catch.hpp"
@@ -176,16 +177,16 @@ TEST_CASE("curves: one panel per input, colours shared by label", "[svg]") {
 TEST_CASE("curves: the fully-redundant line only for effective-rank metrics", "[svg]") {
   Panel panel{"p", {model("MHA", "mha", 6, 4, 0.1)}};
   for (const char* metric : {"erank", "erank_centered"}) {
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric}));
+    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
     CHECK(svg["baselines"].size() == 1);
   }
   for (const char* metric : {"erank_pct", "erank_centered_pct", "mean_similarity", "pcs_90"}) {
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric}));
+    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
     CHECK(svg["baselines"].empty());
     CHECK(svg["legend"] == json::array({"MHA"}));
     CHECK(svg["all_markers"] == 6);
   }
-  CHECK_THROWS_AS(plot_curves_svg({panel}, {.metric = "rank"}), Error);
+  CHECK_THROWS_AS(plot_curves_svg({panel}, {.metric = "rank", .title = ""}), Error);
   CHECK_THROWS_AS(plot_curves_svg({}, {}), Error);
 }
 
@@ -274,7 +275,7 @@ TEST_CASE("xml_escape keeps only characters XML 1.0 allows", "[svg]") {
 TEST_CASE("curves: values closer than double precision give a bounded axis", "[svg]") {
   for (const char* metric : {"erank", "erank_pct"}) {
     const Panel panel{"p", {model_with({0, 1}, {1e17, 1e17 + 32})}, "r.json"};
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric}));
+    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
     CHECK(count_texts(svg) < 60);
     for (const json& marker : svg["series"][0]["markers"])
       CHECK(std::isfinite(marker[1].get<double>()));
@@ -295,7 +296,7 @@ TEST_CASE("curves: layer indices near INT_MAX give a bounded axis", "[svg]") {
 TEST_CASE("curves: a value range wider than a double holds is an error naming the file", "[svg]") {
   const Panel panel{"p", {model_with({0, 1}, {1e308, -1e308})}, "dir/r.json"};
   try {
-    plot_curves_svg({panel}, {.metric = "erank_pct"});
+    plot_curves_svg({panel}, {.metric = "erank_pct", .title = ""});
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==

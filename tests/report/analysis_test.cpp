@@ -1,5 +1,5 @@
 // The analysis pipeline: layer lists, labels, the fully-redundant baseline, and analyze_checkpoint
-// on the stories260K fixture.
+// on the trained data/tiny/gqa checkpoint (and stories260K where ../shared/fixtures exists).
 #include "kvrank/analysis.hpp"
 
 #include <cmath>
@@ -16,12 +16,6 @@ namespace kvrank {
 namespace {
 
 using test::error_message;
-
-std::filesystem::path stories260k() {
-  const auto fixtures = test::fixtures_dir();
-  if (fixtures.empty() || !std::filesystem::exists(fixtures / "stories260K")) return {};
-  return fixtures / "stories260K";
-}
 
 }  // namespace
 
@@ -88,13 +82,15 @@ TEST_CASE("summarize: means over layers", "[families][analysis]") {
   CHECK(summarize({}).erank_mean == 0.0);
 }
 
-TEST_CASE("analyze_checkpoint on stories260K: every layer, progress, selection",
-          "[families][analysis]") {
-  const auto path = stories260k();
-  if (path.empty()) {
-    WARN("skipped: ../shared/fixtures/stories260K not found");
-    return;
-  }
+namespace {
+
+struct LlamaGqa {
+  int layers, heads, kv_heads, head_dim, d_model;
+};
+
+/// analyze_checkpoint on a real Llama GQA checkpoint: every layer, progress, layer selection.
+void check_analyze_llama_gqa(const std::filesystem::path& path, const LlamaGqa& want) {
+  const int n = want.layers;
   AnalyzeOptions options;
   std::vector<std::pair<int, int>> progress;
   options.progress = [&](int done, int total) { progress.emplace_back(done, total); };
@@ -106,20 +102,23 @@ TEST_CASE("analyze_checkpoint on stories260K: every layer, progress, selection",
   CHECK(report.repr == "qk");
   CHECK(report.family == "llama");
   CHECK(report.variant == "gqa");
-  CHECK((report.heads == 8 && report.kv_heads == 4 && report.head_dim == 8));
-  CHECK((report.d_model == 64 && report.num_layers == 5));
-  REQUIRE(report.layers.size() == 5);
+  CHECK((report.heads == want.heads && report.kv_heads == want.kv_heads &&
+         report.head_dim == want.head_dim));
+  CHECK((report.d_model == want.d_model && report.num_layers == n));
+  REQUIRE(report.layers.size() == static_cast<std::size_t>(n));
   double sum = 0;
-  for (int i = 0; i < 5; ++i) {
+  std::vector<std::pair<int, int>> expected_progress;
+  for (int i = 0; i < n; ++i) {
     const LayerMetrics& layer = report.layers[static_cast<std::size_t>(i)];
     CHECK(layer.layer == i);
-    CHECK(layer.heads == 8);
+    CHECK(layer.heads == want.heads);
     CHECK(layer.erank > 1.0);
-    CHECK(layer.erank <= 8.0 + 1e-9);
+    CHECK(layer.erank <= want.heads + 1e-9);
     sum += layer.erank;
+    expected_progress.emplace_back(i + 1, n);
   }
-  CHECK(report.summary.erank_mean == Approx(sum / 5));
-  CHECK(progress == std::vector<std::pair<int, int>>{{1, 5}, {2, 5}, {3, 5}, {4, 5}, {5, 5}});
+  CHECK(report.summary.erank_mean == Approx(sum / n));
+  CHECK(progress == expected_progress);
 
   options.layers = std::vector<int>{1, 3};
   options.reprs = {Repr::qk, Repr::k};
@@ -129,12 +128,24 @@ TEST_CASE("analyze_checkpoint on stories260K: every layer, progress, selection",
   REQUIRE(selected[0].layers.size() == 2);
   CHECK(selected[0].layers[1].layer == 3);
   CHECK(selected[0].layers[1].erank == Approx(report.layers[3].erank).epsilon(1e-12));
-  // GQA: each KV head serves two query heads, so `k` sees at most 4 distinct heads.
-  CHECK(selected[1].layers[0].erank <= 4.0 + 1e-6);
+  // GQA: each KV head serves H / H_kv query heads, so `k` sees at most H_kv distinct heads.
+  CHECK(selected[1].layers[0].erank <= want.kv_heads + 1e-6);
 
-  options.layers = std::vector<int>{5};
+  options.layers = std::vector<int>{n};
   CHECK_THAT(error_message([&] { analyze_checkpoint(path, "s", options); }),
-             Catch::Matchers::Contains("layer 5 out of range"));
+             Catch::Matchers::Contains("layer " + std::to_string(n) + " out of range"));
+}
+
+}  // namespace
+
+TEST_CASE("analyze_checkpoint on data/tiny/gqa: every layer, progress, selection",
+          "[families][analysis]") {
+  check_analyze_llama_gqa(test::tiny_model("gqa"), {4, 8, 2, 16, 128});
+}
+
+TEST_CASE("analyze_checkpoint on stories260K: every layer, progress, selection",
+          "[.shared][analysis]") {
+  check_analyze_llama_gqa(test::shared_stories260k(), {5, 8, 4, 8, 64});
 }
 
 }  // namespace kvrank

@@ -6,6 +6,7 @@
 
 #include "kvrank/error.hpp"
 #include "support/catch.hpp"
+#include "support/test_util.hpp"
 
 namespace kvrank {
 namespace {
@@ -36,12 +37,8 @@ std::vector<ModelReport> golden_set() {
 
 std::string error_of(const std::vector<ModelReport>& current,
                      const std::vector<ModelReport>& golden, const CheckOptions& options = {}) {
-  try {
-    check_reports(current, golden, options, "current.json", "golden.json");
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return test::error_message(
+      [&] { check_reports(current, golden, options, "current.json", "golden.json"); });
 }
 
 }  // namespace

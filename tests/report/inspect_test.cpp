@@ -85,23 +85,32 @@ TEST_CASE("inspect: layer numbers of the families' naming schemes", "[readers][i
   CHECK(to_text({report}).find("detection failed: x: not detected") != std::string::npos);
 }
 
-TEST_CASE("inspect: the stories260K fixture", "[readers][inspect]") {
-  if (test::fixtures_dir().empty()) {
-    WARN("SKIPPED: ../shared/fixtures is absent, the stories260K inspect check did not run");
-    return;
-  }
-  Checkpoint checkpoint = Checkpoint::open(test::fixtures_dir() / "stories260K");
+namespace {
+
+/// inspect on a real Llama GQA checkpoint: every tensor listed in order, and the layout detected
+/// (a detection failure fails the test: it used to pass with a warning).
+void check_inspect_llama(const std::filesystem::path& path, int layers, int heads, int kv_heads) {
+  Checkpoint checkpoint = Checkpoint::open(path);
   InspectReport report = inspect_checkpoint(checkpoint);
   CHECK(report.tensors.size() == checkpoint.tensors().size());
-  CHECK(report.tensors.back().name.starts_with("model.layers.4."));
-  if (report.layout) {  // families.cpp may not detect yet; when it does, the config's geometry
-    CHECK(report.layout->family == "llama");
-    CHECK(report.layout->variant == "gqa");
-    CHECK(report.layout->heads == 8);
-    CHECK(report.layout->kv_heads == 4);
-  } else {
-    WARN("layout detection failed: " << report.detection_error);
-  }
+  CHECK(report.tensors.back().name.starts_with("model.layers." + std::to_string(layers - 1) + "."));
+  INFO("detection error: " << report.detection_error);
+  REQUIRE(report.layout.has_value());
+  CHECK(report.detection_error.empty());
+  CHECK(report.layout->family == "llama");
+  CHECK(report.layout->variant == "gqa");
+  CHECK(report.layout->heads == heads);
+  CHECK(report.layout->kv_heads == kv_heads);
+}
+
+}  // namespace
+
+TEST_CASE("inspect: data/tiny/gqa", "[readers][inspect]") {
+  check_inspect_llama(test::tiny_model("gqa"), 4, 8, 2);
+}
+
+TEST_CASE("inspect: the stories260K fixture", "[.shared][inspect]") {
+  check_inspect_llama(test::shared_stories260k(), 5, 8, 4);
 }
 
 }  // namespace kvrank

@@ -123,12 +123,7 @@ std::set<std::string> keys_of(const json& object) {
 }
 
 std::string error_of(const json& document) {
-  try {
-    reports_from_json(document, "golden.json");
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return test::error_message([&] { reports_from_json(document, "golden.json"); });
 }
 
 }  // namespace
@@ -336,12 +331,7 @@ TEST_CASE("write_file_atomically writes, replaces and leaves nothing behind on f
 
   // The folder does not exist: an error naming the path, and no file.
   const auto missing = dir / "no-such-folder" / "out.json";
-  std::string message;
-  try {
-    write_file_atomically(missing, "x");
-  } catch (const Error& error) {
-    message = error.what();
-  }
+  const std::string message = test::error_message([&] { write_file_atomically(missing, "x"); });
   CHECK(message.rfind(missing.string() + ": cannot create a temporary file in ", 0) == 0);
   CHECK(message.find(": no such file or directory") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(missing));

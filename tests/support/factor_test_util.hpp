@@ -52,14 +52,4 @@ inline double relative_error(const MatrixD& got, const MatrixD& want) {
   return (got - want).norm() / std::max(want.norm(), 1e-30);
 }
 
-/// The message of the kvrank::Error `action` throws, or "(no error)".
-inline std::string error_message(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace kvrank::test

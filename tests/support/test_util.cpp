@@ -4,10 +4,14 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+
+#include "kvrank/error.hpp"
+#include "support/catch.hpp"
 
 namespace kvrank::test {
 
@@ -76,6 +80,59 @@ CommandResult run_python_script(const std::string& script, const std::string& ar
 std::filesystem::path fixtures_dir() {
   auto dir = source_dir().parent_path() / "shared" / "fixtures";
   return std::filesystem::exists(dir) ? dir : std::filesystem::path();
+}
+
+std::filesystem::path tiny_model(const std::string& name) {
+  return source_dir() / "data" / "tiny" / name;
+}
+
+std::filesystem::path shared_stories260k() {
+  const auto fixtures = fixtures_dir();
+  const bool present = !fixtures.empty() && std::filesystem::exists(fixtures / "stories260K");
+  if (!present)
+    FAIL("../shared/fixtures/stories260K is absent (ctest reports these tests skipped)");
+  return fixtures / "stories260K";
+}
+
+std::string error_message(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+namespace {
+
+void write_npy_bytes(const std::filesystem::path& path, const char* descr,
+                     const std::vector<std::int64_t>& shape, const void* data, std::size_t size) {
+  std::string dims;
+  for (std::int64_t dim : shape) dims += std::to_string(dim) + ", ";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";  // 64-byte aligned data
+  std::string bytes = "\x93NUMPY";
+  bytes += '\x01';
+  bytes += '\x00';
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  std::string payload(size, '\0');
+  std::memcpy(payload.data(), data, size);  // little-endian host
+  write_file(path, bytes + payload);
+}
+
+}  // namespace
+
+void write_npy(const std::filesystem::path& path, const std::vector<std::int64_t>& shape,
+               std::span<const float> values) {
+  write_npy_bytes(path, "<f4", shape, values.data(), values.size_bytes());
+}
+
+void write_npy(const std::filesystem::path& path, const std::vector<std::int64_t>& shape,
+               std::span<const double> values) {
+  write_npy_bytes(path, "<f8", shape, values.data(), values.size_bytes());
 }
 
 }  // namespace kvrank::test

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,5 +44,22 @@ CommandResult run_python_script(const std::string& script, const std::string& ar
 /// The project's source folder, and ../shared/fixtures when present (empty path when absent).
 std::filesystem::path source_dir();
 std::filesystem::path fixtures_dir();
+
+/// The real trained checkpoint `data/tiny/<name>` shipped in the repository (data/README.md):
+/// the in-repo fixture every test can rely on.
+std::filesystem::path tiny_model(const std::string& name);
+
+/// stories260K from ../shared/fixtures for the `[.shared]` tests (tests/CMakeLists.txt runs them
+/// only when the folder exists and reports a skip otherwise); fails the test when it is absent.
+std::filesystem::path shared_stories260k();
+
+/// The message of the kvrank::Error `action` throws, or "(no error)".
+std::string error_message(const std::function<void()>& action);
+
+/// A little-endian NPY v1.0 file of `shape` in C order: float32 ('<f4') or float64 ('<f8').
+void write_npy(const std::filesystem::path& path, const std::vector<std::int64_t>& shape,
+               std::span<const float> values);
+void write_npy(const std::filesystem::path& path, const std::vector<std::int64_t>& shape,
+               std::span<const double> values);
 
 }  // namespace kvrank::test

@@ -1,0 +1,91 @@
+"""The shared part of the end-to-end tests (tests/e2e/test_*.py, stdlib + numpy only).
+
+tests/CMakeLists.txt runs every test as `python3 tests/e2e/test_X.py path/to/kvrank` from the
+repository root; the script's folder is on sys.path, so `import harness` works. This module holds
+what they all need: the binary under test, the repository's paths, running kvrank and the scripts,
+the tolerance of float comparisons, the fixtures, and skips that ctest reports as skips.
+"""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(ROOT, "scripts")
+REFERENCE = os.path.join(SCRIPTS, "reference.py")  # the independent naive numpy metric
+PYTHON = sys.executable
+TINY = os.path.join(ROOT, "data", "tiny")  # real trained checkpoints in the repo (data/README.md)
+SHARED_FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures")  # absent in a fresh clone
+SKIP = 77  # the SKIP_RETURN_CODE of every e2e test (tests/CMakeLists.txt)
+REL, ABS = 1e-5, 1e-6  # kvrank (float32 Grams, float64 eigensolver) vs the float64 reference
+
+if SCRIPTS not in sys.path:
+    sys.path.append(SCRIPTS)  # so tests can import reference, write_family_checkpoints, ...
+
+KVRANK = None  # the binary under test, set by kvrank_from_argv()
+
+
+def kvrank_from_argv():
+    """Takes the kvrank binary from sys.argv[1] (removing it, so unittest sees its own flags)."""
+    global KVRANK
+    if len(sys.argv) < 2:
+        sys.exit(f"usage: {os.path.basename(sys.argv[0])} path/to/kvrank")
+    KVRANK = os.path.abspath(sys.argv.pop(1))
+    return KVRANK
+
+
+def run(*args, timeout=300):
+    """Runs kvrank with `args` (any values, turned into strings); stdout and stderr captured."""
+    return subprocess.run([KVRANK, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def analyze_json(*args):
+    """`kvrank analyze ARGS --format json` as a parsed document; an AssertionError if it fails."""
+    proc = run("analyze", *args, "--format", "json")
+    if proc.returncode != 0:
+        raise AssertionError(f"kvrank analyze {' '.join(map(str, args))} exited "
+                             f"{proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def run_script(name, *args, check=True):
+    """Runs scripts/<name> with this Python (the one with numpy)."""
+    return subprocess.run([PYTHON, os.path.join(SCRIPTS, name), *map(str, args)],
+                          capture_output=True, text=True, check=check)
+
+
+def close(a, b, rel=REL, abs_tol=ABS):
+    return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_tol)
+
+
+def shared_fixture(name):
+    """../shared/fixtures/<name>, or None where it is absent."""
+    path = os.path.join(SHARED_FIXTURES, name)
+    return path if os.path.isdir(path) else None
+
+
+def skip(reason):
+    """Ends the test as skipped: ctest shows it as "Not Run (Skipped)", never as passed."""
+    print(f"{os.path.basename(sys.argv[0])}: skipped: {reason}")
+    sys.exit(SKIP)
+
+
+def main_unittest():
+    """The main of a unittest-based test: kvrank from argv, then exit 0 only if all passed."""
+    kvrank_from_argv()
+    program = unittest.main(exit=False, verbosity=1)
+    sys.exit(0 if program.result.wasSuccessful() else 1)
+
+
+class Failures(list):
+    """Collects failures of a script-style test; finish() prints them and sets the exit code."""
+
+    def finish(self, name, success_message):
+        if self:
+            print(f"{len(self)} failure(s):")
+            for failure in self:
+                print("  " + failure)
+            sys.exit(1)
+        print(f"{name}: {success_message}")

@@ -1,0 +1,105 @@
+// The usage examples of the public headers, copied here verbatim between the `example:` markers,
+// so that an example that stops compiling (or stops working) fails the build or this test. Each
+// runs on the trained checkpoint data/tiny/gqa.
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kvrank/checkpoint.hpp"
+#include "kvrank/diversity.hpp"
+#include "kvrank/families.hpp"
+#include "kvrank/mapped_file.hpp"
+#include "kvrank/safetensors.hpp"
+#include "support/catch.hpp"
+#include "support/test_util.hpp"
+
+namespace kvrank {
+namespace {
+
+/// What the examples do with their results: collect them for the checks below.
+struct Collected {
+  std::vector<std::string> tensor_names;
+  std::vector<LayerMetrics> layers;
+  void operator()(const TensorView& t) { tensor_names.push_back(t.name); }
+  void operator()(const LayerMetrics& m) { layers.push_back(m); }
+};
+
+std::string trimmed(const std::string& line) {
+  const auto first = line.find_first_not_of(' ');
+  return first == std::string::npos ? "" : line.substr(first);
+}
+
+/// The code lines of the header comment of include/kvrank/<header> (after "//", trimmed).
+std::vector<std::string> header_comment_lines(const std::string& header) {
+  std::istringstream text(test::read_file(test::source_dir() / "include" / "kvrank" / header));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(text, line) && line.starts_with("//");)
+    lines.push_back(trimmed(line.substr(2)));
+  return lines;
+}
+
+/// The lines of this file between "// example: <header>" and "// end of example", trimmed.
+std::vector<std::string> example_lines(const std::string& header) {
+  std::istringstream text(
+      test::read_file(test::source_dir() / "tests" / "header_examples_test.cpp"));
+  std::vector<std::string> lines;
+  bool inside = false;
+  for (std::string line; std::getline(text, line);) {
+    const std::string code = trimmed(line);
+    if (code == "// end of example") inside = false;
+    if (inside) lines.push_back(code);
+    if (code == "// example: " + header) inside = true;
+  }
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("header examples: this file holds each header's example verbatim", "[examples]") {
+  for (const char* header : {"safetensors.hpp", "families.hpp", "diversity.hpp"}) {
+    INFO(header);
+    const std::vector<std::string> example = example_lines(header);
+    const std::vector<std::string> comment = header_comment_lines(header);
+    REQUIRE(!example.empty());
+    auto start = std::search(comment.begin(), comment.end(), example.begin(), example.end());
+    CHECK(start != comment.end());
+  }
+}
+
+TEST_CASE("header examples: safetensors.hpp", "[examples]") {
+  const std::filesystem::path folder = test::tiny_model("gqa");
+  const std::filesystem::path previous = std::filesystem::current_path();
+  std::filesystem::current_path(folder);  // the example opens "model.safetensors"
+  Collected use;
+  // example: safetensors.hpp
+  MappedFile file("model.safetensors");  // mapped_file.hpp
+  SafetensorsFile st = parse_safetensors(file.bytes(), "model.safetensors");
+  for (const TensorView& t : st.tensors) use(t);  // views into `file`
+  // end of example
+  std::filesystem::current_path(previous);
+  CHECK(use.tensor_names.size() == 38);
+}
+
+TEST_CASE("header examples: families.hpp and diversity.hpp", "[examples]") {
+  const std::filesystem::path path = test::tiny_model("gqa");
+  Collected use;
+  // example: families.hpp
+  Checkpoint ckpt = Checkpoint::open(path);
+  ModelLayout layout = detect_layout(ckpt, {});
+  for (int layer = 0; layer < layout.num_layers; ++layer)
+    use(analyze_layer(layer_factors(ckpt, layout, layer, Repr::qk)));  // diversity.hpp
+  // end of example
+  REQUIRE(use.layers.size() == 4);
+
+  const int layer = 2;
+  // example: diversity.hpp
+  HeadFactors f = layer_factors(ckpt, layout, layer, Repr::qk);  // families.hpp, or by hand
+  LayerMetrics m = analyze_layer(f);  // m.erank, m.erank_centered, m.similarity, ...
+  // end of example
+  CHECK(m.erank == use.layers[2].erank);
+  CHECK(m.similarity.rows() == 8);
+}
+
+}  // namespace kvrank
