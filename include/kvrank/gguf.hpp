@@ -24,7 +24,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -72,11 +71,10 @@ GgufFile parse_gguf(std::span<const std::byte> file_bytes, const std::string& fi
 /// llama.cpp's converter permutes the rows of Q and K within each head (for its RoPE layout); the
 /// permutation is the same for a query head and its key head, so every representation kvrank
 /// computes is unchanged and the rows are left as stored. Gemma's converter stores RMSNorm gains as
-/// 1 + w; the q/k norm gains are shifted back to w (a float32 copy in `owned`).
+/// 1 + w; the q/k norm gains are shifted back to w (float32, produced when first read).
 struct GgufCheckpoint {
   std::vector<TensorView> tensors;
   nlohmann::json config;  ///< an object, with "model_type" and the fields above
-  std::vector<std::shared_ptr<std::vector<std::byte>>> owned;
 };
 
 /// Maps a parsed GGUF file. Throws kvrank::Error (naming `file_name`) for an architecture kvrank

@@ -1,6 +1,7 @@
 #include "kvrank/checkpoint.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -124,7 +125,6 @@ class CheckpointLoader {
     GgufCheckpoint gguf =
         gguf_checkpoint(parse_gguf(map(path).bytes(), path.string()), path.string());
     for (TensorView& tensor : gguf.tensors) tensors_.push_back(std::move(tensor));
-    owned_.insert(owned_.end(), gguf.owned.begin(), gguf.owned.end());
     gguf_config = std::move(gguf.config);
   }
 

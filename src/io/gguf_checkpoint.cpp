@@ -1,10 +1,13 @@
 // GGUF tensor names and hyperparameters mapped to their Hugging Face equivalents (gguf.hpp).
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <limits>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
@@ -199,17 +202,41 @@ bool is_norm_gain(const std::string& name) {
   return name.ends_with(".self_attn.q_norm.weight") || name.ends_with(".self_attn.k_norm.weight");
 }
 
-// Gemma's converter adds 1 to every RMSNorm gain; a float32 copy holds the gain HF stores.
-TensorView unshifted_gain(const TensorView& tensor,
-                          std::vector<std::shared_ptr<std::vector<std::byte>>>& owned) {
-  std::vector<float> values = to_f32(tensor);
-  for (float& value : values) value -= 1.0f;
-  auto buffer = std::make_shared<std::vector<std::byte>>(values.size() * sizeof(float));
-  if (!values.empty()) std::memcpy(buffer->data(), values.data(), buffer->size());
-  owned.push_back(buffer);
+// Gemma's converter adds 1 to every RMSNorm gain; the HF gain is the stored one minus 1, produced
+// as float32 when the tensor is first read (the source view stays valid with the memory map).
+class UnshiftedGain final : public DeferredBytes {
+ public:
+  explicit UnshiftedGain(TensorView source) : source_(std::move(source)) {}
+
+  std::size_t size() const noexcept override {
+    return static_cast<std::size_t>(source_.numel()) * sizeof(float);
+  }
+
+  std::span<const std::byte> get() const override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (values_.empty() && source_.numel() > 0) {
+      values_ = to_f32(source_);
+      for (float& value : values_) value -= 1.0f;
+    }
+    return std::as_bytes(std::span<const float>(values_));
+  }
+
+  void release() const noexcept override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    values_ = {};
+  }
+
+ private:
+  TensorView source_;
+  mutable std::mutex mutex_;
+  mutable std::vector<float> values_;
+};
+
+TensorView unshifted_gain(const TensorView& tensor) {
   TensorView copy = tensor;
   copy.dtype = DType::F32;
-  copy.bytes = std::span<const std::byte>(buffer->data(), buffer->size());
+  copy.bytes = {};
+  copy.deferred = std::make_shared<UnshiftedGain>(tensor);
   return copy;
 }
 
@@ -259,7 +286,7 @@ GgufCheckpoint gguf_checkpoint(GgufFile file, const std::string& file_name) {
     if (std::optional<std::string> name = hf_name(tensor.name)) {
       tensor.stored_name = std::move(tensor.name);
       tensor.name = std::move(*name);
-      if (gemma && is_norm_gain(tensor.name)) tensor = unshifted_gain(tensor, result.owned);
+      if (gemma && is_norm_gain(tensor.name)) tensor = unshifted_gain(tensor);
     }
     result.tensors.push_back(std::move(tensor));
   }

@@ -138,6 +138,22 @@ class GgufTest(unittest.TestCase):
         for g, w in zip(got["layers"], want["layers"]):
             self.assertTrue(close(g["erank"], w["erank"], 1e-5), f"{g['erank']} vs {w['erank']}")
 
+    def test_qk_norm_families_match_their_safetensors(self):
+        # Qwen3 / Gemma 3 (per-head-dim gains; Gemma's stored as 1 + w in GGUF) and OLMo 2 (gains
+        # over the whole width): the GGUF gives the numbers of the Hugging Face checkpoint.
+        for family, arch in (("qwen3", "qwen3"), ("gemma3", "gemma3"), ("olmo2", "olmo2")):
+            with self.subTest(family=family):
+                src = os.path.join(self.dir, family)
+                family_writer.write_family(family, src, os.path.join(self.dir, family + "-ref"),
+                                           layers=2, heads=4, kv_heads=2, head_dim=8, d_model=32)
+                path = os.path.join(self.dir, family + ".gguf")
+                write_gguf.convert(src, path, "F32", arch=arch, vocabulary_size=10)
+                got_all, want_all = analyze_all(path, ["qk", "k"]), analyze_all(src, ["qk", "k"])
+                for repr_name in ("qk", "k"):
+                    for g, w in zip(got_all[repr_name]["layers"], want_all[repr_name]["layers"]):
+                        self.assertTrue(close(g["erank"], w["erank"], EXACT),
+                                        f"{repr_name} layer {g['layer']}: {g['erank']} vs {w['erank']}")
+
     def test_deepseek2_mla(self):
         src, ref = os.path.join(self.dir, "mla"), os.path.join(self.dir, "mla-ref")
         script = os.path.join(os.path.dirname(write_gguf.__file__), "write_latent_checkpoints.py")
