@@ -54,6 +54,9 @@ std::vector<fs::path> files_with_extension(const fs::path& folder, std::string_v
 }
 
 bool starts_with_gguf_magic(const fs::path& path) {
+  // Regular files only: opening a FIFO (with no writer) would block.
+  std::error_code error;
+  if (!fs::is_regular_file(path, error)) return false;
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   return in.read(magic, sizeof magic) && std::string_view(magic, sizeof magic) == "GGUF";

@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "io/json_strict.hpp"
 #include "kvrank/analysis.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/report.hpp"
@@ -31,7 +32,7 @@ std::string describe_tool(const json& tool) {
   const auto name = tool.find("name");
   const auto version = tool.find("version");
   if (name == tool.end() || version == tool.end() || !name->is_string() || !version->is_string())
-    return tool.dump();
+    return detail::json_excerpt(tool);
   return name->get<std::string>() + " " + version->get<std::string>();
 }
 
@@ -86,20 +87,22 @@ void require_same_model(const ModelEntry& entry, const json& description, const 
   const std::string name = model_name(entry.report);
   const json& path = description.at("path");
   if (path != entry.description.at("path"))
-    throw Error(file, name + ": path is " + path.dump() + ", but " +
-                          entry.description.at("path").dump() + " in " + entry.first_file +
+    throw Error(file, name + ": path is " + detail::json_excerpt(path) + ", but " +
+                          detail::json_excerpt(entry.description.at("path")) + " in " +
+                          entry.first_file +
                           ": two checkpoints share this label (give each its own --label)");
   for (const auto& [key, value] : description.items()) {
     const auto first = entry.description.find(key);
     if (first == entry.description.end() || *first != value)
-      throw Error(file, name + ": " + key + " is " + value.dump() + ", but " +
-                            (first == entry.description.end() ? "absent" : first->dump()) + " in " +
-                            entry.first_file);
+      throw Error(file,
+                  name + ": " + key + " is " + detail::json_excerpt(value) + ", but " +
+                      (first == entry.description.end() ? "absent" : detail::json_excerpt(*first)) +
+                      " in " + entry.first_file);
   }
   for (const auto& [key, value] : entry.description.items())
     if (!description.contains(key))
-      throw Error(
-          file, name + ": " + key + " is absent, but " + value.dump() + " in " + entry.first_file);
+      throw Error(file, name + ": " + key + " is absent, but " + detail::json_excerpt(value) +
+                            " in " + entry.first_file);
 }
 
 void add_layers(ModelEntry& entry, const std::vector<LayerMetrics>& layers,
