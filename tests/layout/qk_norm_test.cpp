@@ -79,7 +79,8 @@ TEST_CASE("QK-norm gains are folded into the query and key rows of each family",
   CHECK(lists_norm == (*family_case.gain != '\0'));
 }
 
-TEST_CASE("--family gemma3 reads q_norm as 1 + weight when config.json does not say", "[qk_norm]") {
+TEST_CASE("q_norm read as 1 + weight with --family gemma3 when config.json does not say",
+          "[qk_norm]") {
   TempDir dir;
   write_family(dir, "gemma3", "--layers 2 --heads 4 --head-dim 12");
   std::filesystem::remove(dir / "ckpt" / "config.json");
