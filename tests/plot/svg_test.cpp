@@ -98,7 +98,8 @@ TEST_CASE("curves: one series path per model, markers per layer, baseline and le
   const std::string tricky = "LRKV <r=16> & \"friends\" 'x'";
   Panel panel{"128M <scale>",
               {model("Standard MHA", "mha", 12, 4.0, -0.05), model(tricky, "lrkv", 12, 2.0, 0.3),
-               model("MQA", "mqa", 5, 3.0, 0.1), model("Fully redundant", "baseline", 12, 1.0, 0)}};
+               model("MQA", "mqa", 5, 3.0, 0.1), model("Fully redundant", "baseline", 12, 1.0, 0)},
+              ""};
   const json svg = parse_svg(plot_curves_svg({panel}, {}));
   CHECK(svg["all_series_paths"] == 3);
   CHECK(svg["all_markers"] == 12 + 12 + 5);
@@ -123,7 +124,7 @@ TEST_CASE("curves: one series path per model, markers per layer, baseline and le
 TEST_CASE("curves: marker positions are a linear map of layer and value", "[svg]") {
   const ModelReport rising = model("rising", "mha", 12, 2.0, 0.25);
   const ModelReport falling = model("falling", "mha", 12, 5.0, -0.2);
-  const json svg = parse_svg(plot_curves_svg({{"p", {rising, falling}}}, {}));
+  const json svg = parse_svg(plot_curves_svg({{"p", {rising, falling}, ""}}, {}));
   // Fit y = a + b·value on two markers of one model, then predict all markers of both.
   const json& r = series_named(svg, "rising")["markers"];
   const double b = (r[11][1].get<double>() - r[0][1].get<double>()) /
@@ -151,8 +152,8 @@ TEST_CASE("curves: marker positions are a linear map of layer and value", "[svg]
 }
 
 TEST_CASE("curves: one panel per input, colours shared by label", "[svg]") {
-  Panel small{"128M", {model("MHA", "mha", 12, 4, 0), model("MQA", "mqa", 12, 2, 0.1)}};
-  Panel large{"2.5B", {model("MQA", "mqa", 36, 6, 0.2), model("MHA", "mha", 36, 14, 0)}};
+  Panel small{"128M", {model("MHA", "mha", 12, 4, 0), model("MQA", "mqa", 12, 2, 0.1)}, ""};
+  Panel large{"2.5B", {model("MQA", "mqa", 36, 6, 0.2), model("MHA", "mha", 36, 14, 0)}, ""};
   const std::string text = plot_curves_svg({small, large}, {.metric = "erank", .title = "T"});
   const json svg = parse_svg(text);
   CHECK(svg["panels"] == json::array({"128M", "2.5B"}));
@@ -175,7 +176,7 @@ TEST_CASE("curves: one panel per input, colours shared by label", "[svg]") {
 }
 
 TEST_CASE("curves: the fully-redundant line only for effective-rank metrics", "[svg]") {
-  Panel panel{"p", {model("MHA", "mha", 6, 4, 0.1)}};
+  Panel panel{"p", {model("MHA", "mha", 6, 4, 0.1)}, ""};
   for (const char* metric : {"erank", "erank_centered"}) {
     const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
     CHECK(svg["baselines"].size() == 1);
