@@ -216,7 +216,7 @@ MatrixD chunked_inner_products(const SideCoordinates& x, const SideCoordinates& 
   if (heads == 0 || p == 0 || q == 0 || k == 0) return inner;
   const Index chunk = std::clamp<Index>(kChunkFloats / (heads * q), 1, p);
   RowMatrixF rows(heads, chunk * q);
-  const bool nested = blas_nests_in_openmp();
+  [[maybe_unused]] const bool nested = blas_nests_in_openmp();  // only in the OpenMP clause
   for (Index start = 0; start < p; start += chunk) {
     const Index count = std::min(chunk, p - start);
 #pragma omp parallel for schedule(dynamic) if (nested)
