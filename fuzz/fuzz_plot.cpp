@@ -43,8 +43,7 @@ void draw(const std::vector<kvrank::ModelReport>& models) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {  // parsed as `plot` and `check` parse a result file
-    const auto document =
-        kvrank::detail::parse_json_strict<nlohmann::json>(text, "fuzz.json", "file");
+    const auto document = kvrank::detail::parse_json_strict(text, "fuzz.json", "file");
     draw(kvrank::reports_from_json(document, "fuzz.json"));
   } catch (const kvrank::Error&) {
   }
