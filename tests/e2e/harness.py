@@ -72,9 +72,12 @@ def skip(reason):
     sys.exit(SKIP)
 
 
-def main_unittest():
-    """The main of a unittest-based test: kvrank from argv, then exit 0 only if all passed."""
-    kvrank_from_argv()
+def main_unittest(module=None):
+    """The main of a unittest-based test: kvrank from argv (also set as `module.KVRANK` for tests
+    that keep their own), then exit 0 only if all passed."""
+    binary = kvrank_from_argv()
+    if module is not None:
+        module.KVRANK = binary
     program = unittest.main(exit=False, verbosity=1)
     sys.exit(0 if program.result.wasSuccessful() else 1)
 

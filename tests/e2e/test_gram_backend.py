@@ -19,6 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import reference  # noqa: E402  (scripts/reference.py: the naive numpy metric)
 import write_family_checkpoints as writer  # noqa: E402
 
+import harness  # noqa: E402  (tests/e2e is on sys.path)
+
 KVRANK = None  # set in main
 
 # 8 heads of 40: query rows 320, two column tiles of the bf16 kernel (one partial). gpt2 and falcon
@@ -124,15 +126,5 @@ class GramBackends(unittest.TestCase):
                                             "or bf16, found \"fast\"\n")
 
 
-def main():
-    global KVRANK
-    if len(sys.argv) < 2:
-        print("usage: test_gram_backend.py path/to/kvrank", file=sys.stderr)
-        return 2
-    KVRANK = os.path.abspath(sys.argv.pop(1))
-    program = unittest.main(exit=False, verbosity=1)
-    return 0 if program.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.main_unittest(sys.modules[__name__])

@@ -22,6 +22,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import write_family_checkpoints as writer  # noqa: E402
 
+import harness  # noqa: E402  (tests/e2e is on sys.path)
+
 KVRANK = None  # set in main
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OLD_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
@@ -204,15 +206,5 @@ class HubCache(unittest.TestCase):
         self.assertEqual(model["path"], "Qwen/Qwen3-tiny")
 
 
-def main():
-    global KVRANK
-    if len(sys.argv) < 2:
-        print("usage: test_model_inputs.py path/to/kvrank", file=sys.stderr)
-        return 2
-    KVRANK = os.path.abspath(sys.argv.pop(1))
-    program = unittest.main(exit=False, verbosity=1)
-    return 0 if program.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.main_unittest(sys.modules[__name__])
