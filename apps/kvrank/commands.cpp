@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -130,6 +131,12 @@ void warn_about_zero_heads(const kvrank::ModelReport& model) {
   }
 }
 
+/// After a run long enough for speed to matter, the advice of generic_blas_kernels_advice().
+void advise_on_blas_kernels(std::chrono::steady_clock::duration elapsed) {
+  if (elapsed < std::chrono::seconds(1)) return;
+  if (const auto advice = kvrank::generic_blas_kernels_advice()) spdlog::info("{}", *advice);
+}
+
 std::string format_reports(const std::vector<kvrank::ModelReport>& models,
                            const AnalyzeArgs& args) {
   if (args.format == "json") {
@@ -165,6 +172,7 @@ int run_analyze(const AnalyzeArgs& args) {
   if (!args.layout.map_file.empty()) input_paths.push_back(args.layout.map_file);
   Destination destination(args.output, input_paths);
   kvrank::set_compute_threads(args.threads);
+  spdlog::debug("products: {}", kvrank::compute_backend_description());
   for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
   if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
   if (!args.layer_shard.empty()) options.shard = kvrank::parse_layer_shard(args.layer_shard);
@@ -172,6 +180,7 @@ int run_analyze(const AnalyzeArgs& args) {
   options.open = args.layout.open_options();
 
   ProgressBar progress(!args.quiet);
+  const auto started = std::chrono::steady_clock::now();
   std::vector<kvrank::ModelReport> models;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string& label = labels[i];
@@ -187,6 +196,7 @@ int run_analyze(const AnalyzeArgs& args) {
         kvrank::fully_redundant_baseline(models.front().num_layers, models.front().heads));
   }
   destination.emit(format_reports(models, args));
+  advise_on_blas_kernels(std::chrono::steady_clock::now() - started);
   return 0;
 }
 

@@ -23,6 +23,8 @@
 //    erank_centered 1, mean_similarity 1.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kvrank/eigen.hpp"
@@ -73,5 +75,15 @@ MatrixD basis_gram(const RowMatrixF& basis);
 
 /// Sets the number of threads used by the BLAS and by kvrank's own loops (0 = all cores).
 void set_compute_threads(int threads);
+
+/// What runs the products, for `-v`: the BLAS and the kernels it picked for this CPU, and whether
+/// bf16 Grams run on oneDNN.
+std::string compute_backend_description();
+
+/// A one-line advice when OpenBLAS did not recognise this CPU and runs its generic (Prescott)
+/// kernels although the CPU has AVX2 — Debian 12's OpenBLAS 0.3.21 on CPUs newer than it (5th
+/// generation Xeon, AMD Zen 5): every product is then 3–5× slower than it could be, and only the
+/// OPENBLAS_CORETYPE variable, read when OpenBLAS is loaded, can change that. nullopt otherwise.
+std::optional<std::string> generic_blas_kernels_advice();
 
 }  // namespace kvrank

@@ -26,6 +26,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "kvrank/gram_backend.hpp"
@@ -427,6 +428,35 @@ void set_compute_threads(int threads) {
   if (count > 0) openblas_set_num_threads(count);
 #endif
   (void)count;
+}
+
+std::string compute_backend_description() {
+#ifdef KVRANK_HAVE_OPENBLAS
+  std::string text =
+      std::string(openblas_get_config()) + ", " + openblas_get_corename() + " kernels";
+#else
+  std::string text = "Eigen's own products (no OpenBLAS)";
+#endif
+  return text + (bf16_gram_supported() ? "; bf16 Grams on oneDNN" : "; float32 Grams only");
+}
+
+std::optional<std::string> generic_blas_kernels_advice() {
+#ifdef KVRANK_HAVE_OPENBLAS
+  if (std::string_view(openblas_get_corename()) != "Prescott") return std::nullopt;
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!avx2 && !avx512) return std::nullopt;  // Prescott is the right choice there
+  // SkylakeX and Haswell are the float kernels OpenBLAS runs on every CPU it knows with AVX-512,
+  // respectively AVX2 (its Cooperlake and Sapphire Rapids targets differ only in bf16 routines).
+  return std::string(
+             "OpenBLAS does not recognise this CPU and runs its generic Prescott kernels, "
+             "3-5x slower than the CPU allows; set OPENBLAS_CORETYPE=") +
+         (avx512 ? "SkylakeX" : "Haswell") + " to use its " + (avx512 ? "AVX-512" : "AVX2") +
+         " kernels";
+#else
+  return std::nullopt;
+#endif
 }
 
 }  // namespace kvrank
