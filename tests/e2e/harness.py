@@ -3,12 +3,14 @@
 tests/CMakeLists.txt runs every test as `python3 tests/e2e/test_X.py path/to/kvrank` from the
 repository root; the script's folder is on sys.path, so `import harness` works. This module holds
 what they all need: the binary under test, the repository's paths, running kvrank and the scripts,
-the tolerance of float comparisons, the fixtures, and skips that ctest reports as skips.
+the tolerance of float comparisons, the fixtures, a test case with its own temporary folder, and
+skips that ctest reports as skips.
 """
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,10 +37,14 @@ def kvrank_from_argv():
     return KVRANK
 
 
-def run(*args, timeout=300):
-    """Runs kvrank with `args` (any values, turned into strings); stdout and stderr captured."""
-    return subprocess.run([KVRANK, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+def run(*args, timeout=300, text=True, **options):
+    """Runs kvrank with `args` (bytes passed as they are, anything else turned into a string);
+    stdout and stderr captured, as str or with text=False as bytes. `options` go to
+    subprocess.run (cwd, env, stdout, preexec_fn...)."""
+    options.setdefault("stdout", subprocess.PIPE)
+    options.setdefault("stderr", subprocess.PIPE)
+    command = [KVRANK, *(arg if isinstance(arg, bytes) else str(arg) for arg in args)]
+    return subprocess.run(command, text=text, timeout=timeout, **options)
 
 
 def analyze_json(*args):
@@ -80,6 +86,21 @@ def main_unittest(module=None):
         module.KVRANK = binary
     program = unittest.main(exit=False, verbosity=1)
     sys.exit(0 if program.result.wasSuccessful() else 1)
+
+
+class TestCase(unittest.TestCase):
+    """A unittest case with a fresh temporary folder for each test: self.dir, and self.path(name)
+    inside it; the folder is removed after the test."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
 
 
 class Failures(list):

@@ -15,19 +15,15 @@ Run from the repository root: python3 tests/e2e/test_gguf.py path/to/kvrank
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-import reference  # noqa: E402
-import write_family_checkpoints as family_writer  # noqa: E402
-import write_gguf  # noqa: E402
-
-KVRANK = None
+import harness  # puts scripts/ on sys.path
+import reference
+import write_family_checkpoints as family_writer
+import write_gguf
 
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"]
 REPRS = ["qk", "ov", "k", "v"]
@@ -49,17 +45,13 @@ GEOMETRY = dict(family="llama", variant="gqa", heads=8, kv_heads=2, head_dim=32,
                 num_layers=2)
 
 
-def run(args):
-    return subprocess.run([KVRANK] + args, capture_output=True, text=True)
-
-
 def analyze(path, repr_name):
     return analyze_all(path, [repr_name])[repr_name]
 
 
 def analyze_all(path, reprs=REPRS):
     """repr → the model's JSON (one kvrank run: --repr takes a list)."""
-    result = run(["analyze", path, "--repr", ",".join(reprs), "--format", "json"])
+    result = harness.run("analyze", path, "--repr", ",".join(reprs), "--format", "json")
     assert result.returncode == 0, result.stderr
     return {model["repr"]: model for model in json.loads(result.stdout)["models"]}
 
@@ -156,10 +148,9 @@ class GgufTest(unittest.TestCase):
 
     def test_deepseek2_mla(self):
         src, ref = os.path.join(self.dir, "mla"), os.path.join(self.dir, "mla-ref")
-        script = os.path.join(os.path.dirname(write_gguf.__file__), "write_latent_checkpoints.py")
-        subprocess.run([sys.executable, script, "mla", src, ref, "--layers", "2", "--heads", "4",
-                        "--hidden", "64", "--kv-lora-rank", "32", "--q-lora-rank", "32",
-                        "--nope", "8", "--rope", "4", "--v-head-dim", "8"], check=True)
+        harness.run_script("write_latent_checkpoints.py", "mla", src, ref, "--layers", "2",
+                           "--heads", "4", "--hidden", "64", "--kv-lora-rank", "32",
+                           "--q-lora-rank", "32", "--nope", "8", "--rope", "4", "--v-head-dim", "8")
         want_all = analyze_all(src)
         for type_name, allowed in (("F32", 1e-6), ("Q8_0", tolerance(6e-3, 4, 12))):
             with self.subTest(type=type_name):
@@ -174,7 +165,7 @@ class GgufTest(unittest.TestCase):
                         self.assertLessEqual(abs(g["erank"] - w["erank"]), allowed, repr_name)
 
     def test_inspect_lists_gguf_names_and_types(self):
-        result = run(["inspect", self.gguf["Q4_K"], "--format", "json"])
+        result = harness.run("inspect", self.gguf["Q4_K"], "--format", "json")
         self.assertEqual(result.returncode, 0, result.stderr)
         checkpoint = json.loads(result.stdout)["checkpoints"][0]
         tensors = {t["name"]: t for t in checkpoint["tensors"]}
@@ -186,7 +177,7 @@ class GgufTest(unittest.TestCase):
         self.assertEqual(tensors["token_embd.weight"]["dtype"], "F32")
         self.assertEqual(tensors["blk.0.attn_norm.weight"]["layer"], 0)
         self.assertEqual(checkpoint["family"], "llama")
-        text = run(["inspect", self.gguf["Q4_K"]]).stdout
+        text = harness.run("inspect", self.gguf["Q4_K"]).stdout
         self.assertIn("blk.0.attn_q.weight", text)
         self.assertIn("Q4_K", text)
 
@@ -204,7 +195,7 @@ class GgufTest(unittest.TestCase):
                 path = os.path.join(self.dir, name)
                 with open(path, "wb") as f:
                     f.write(data)
-                result = run(["analyze", path])
+                result = harness.run("analyze", path)
                 self.assertEqual(result.returncode, 2, result.stderr)
                 self.assertEqual(result.stdout, "")
                 self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
@@ -213,5 +204,4 @@ class GgufTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    KVRANK = os.path.abspath(sys.argv.pop(1))
-    unittest.main()
+    harness.main_unittest()

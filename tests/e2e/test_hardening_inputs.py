@@ -16,18 +16,14 @@ import json
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
-import unittest
 import zipfile
 
 import numpy as np
 
-KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
-sys.path.insert(0, SCRIPTS)
-from write_family_checkpoints import write_safetensors_entries  # noqa: E402
+import harness  # puts scripts/ on sys.path
+from write_family_checkpoints import write_safetensors_entries
 
 MB = 1 << 20
 DEEP = 100_000  # nesting levels of the deep-JSON cases
@@ -41,7 +37,7 @@ class Run:
 def kvrank(*args, timeout=60):
     """Runs kvrank; the peak RSS comes from wait4 on this one child."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen([KVRANK, *args], stdout=out, stderr=err,
+        process = subprocess.Popen([harness.KVRANK, *args], stdout=out, stderr=err,
                                    stdin=subprocess.DEVNULL)
         timer = threading.Timer(timeout, process.kill)
         timer.start()
@@ -93,17 +89,7 @@ def deep_array(levels):
     return "[" * levels + "]" * levels
 
 
-class Case(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.dir = self.tmp.name
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
+class Case(harness.TestCase):
     def assertRefused(self, run, file, *fragments, max_rss=2 << 30):
         """Exit 2, no stdout, one line `kvrank: error: <file>...` holding every fragment."""
         self.assertEqual(run.code, 2, run.err)
@@ -254,8 +240,7 @@ class TrustingConfigCounts(Case):
 
     def write_latent(self, family):
         folder, ref = self.path(family), self.path(family + "_ref")
-        subprocess.run([sys.executable, os.path.join(SCRIPTS, "write_latent_checkpoints.py"),
-                        family, folder, ref, "--layers", "3"], check=True)
+        harness.run_script("write_latent_checkpoints.py", family, folder, ref, "--layers", "3")
         return folder
 
     def set_layers(self, folder, count):
@@ -394,4 +379,4 @@ class ActivationsAndRepr(Case):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=1)
+    harness.main_unittest()

@@ -14,7 +14,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,9 +22,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from write_test_files import safetensors_bytes  # noqa: E402  (the independent numpy writer)
+import harness  # puts scripts/ on sys.path
+from write_test_files import safetensors_bytes  # the independent numpy writer
 
 NS = "{http://www.w3.org/2000/svg}"
 MEMORY_LIMIT = 2 << 30  # issue 9: ≤ 2 GB for any input under 10 MB
@@ -42,7 +40,12 @@ def built_with_asan(binary):
         return b"__asan_init" in f.read()
 
 
-BOUND_ADDRESS_SPACE = not built_with_asan(KVRANK)
+BOUND_ADDRESS_SPACE = True  # setUpModule: False for a binary built with AddressSanitizer
+
+
+def setUpModule():
+    global BOUND_ADDRESS_SPACE
+    BOUND_ADDRESS_SPACE = not built_with_asan(harness.KVRANK)
 
 
 def limit_memory():
@@ -54,10 +57,10 @@ def limit_memory():
         signal.signal(number, signal.SIG_DFL)
 
 
-def run(*args, cwd=None, env=None, timeout=TIMEOUT, stdout=subprocess.PIPE):
-    """Runs kvrank with bytes arguments allowed; stdout/stderr are returned as bytes."""
-    return subprocess.run([KVRANK, *args], stdout=stdout, stderr=subprocess.PIPE, cwd=cwd, env=env,
-                          timeout=timeout, preexec_fn=limit_memory)
+def run(*args, timeout=TIMEOUT, **options):
+    """harness.run under the memory bound: bytes arguments allowed, stdout/stderr as bytes;
+    `options`: cwd, env, stdout."""
+    return harness.run(*args, timeout=timeout, text=False, preexec_fn=limit_memory, **options)
 
 
 def layer_entry(index, heads=4, erank=2.0):
@@ -112,17 +115,7 @@ def debris(folder):
     return sorted(name for name in os.listdir(folder) if ".tmp-" in name)
 
 
-class OutputTestCase(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.dir = self.tmp.name
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
+class OutputTestCase(harness.TestCase):
     def assert_error(self, result, *naming):
         """Exit 2, nothing on stdout, one `kvrank: error:` line on stderr holding each of naming."""
         stderr = result.stderr.decode("utf-8", "replace")
@@ -455,7 +448,7 @@ class Class13InterruptedWrites(OutputTestCase):
 
     def interrupt(self, signal_number):
         output = self.path("out.json")
-        process = subprocess.Popen([KVRANK, "analyze", self.ckpt, "--repr", "qk,ov,k,v",
+        process = subprocess.Popen([harness.KVRANK, "analyze", self.ckpt, "--repr", "qk,ov,k,v",
                                     "--format", "json", "-o", output, "-q"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    preexec_fn=limit_memory)
@@ -495,8 +488,8 @@ class Class13InterruptedWrites(OutputTestCase):
         os.chmod(os.path.join(folder, "rsvg-convert"), 0o755)
         mark = os.path.join(folder, "pid")
         env = dict(os.environ, PATH=folder + os.pathsep + os.environ["PATH"], TMPDIR_MARK=mark)
-        process = subprocess.Popen([KVRANK, "plot", result_file, "-o", "fig.png"], cwd=self.dir,
-                                   preexec_fn=limit_memory,
+        process = subprocess.Popen([harness.KVRANK, "plot", result_file, "-o", "fig.png"],
+                                   cwd=self.dir, preexec_fn=limit_memory,
                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + TIMEOUT
@@ -594,4 +587,4 @@ class Class15TerminalInjection(OutputTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=1)
+    harness.main_unittest()

@@ -6,33 +6,23 @@ the bytes one `analyze` over the same inputs writes; broken sets of parts are re
 """
 import json
 import os
-import subprocess
-import sys
-import tempfile
-import unittest
 
-KVRANK = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "build/kvrank"
+import harness
+
 MHA, GQA, MQA = (os.path.join("data", "tiny", name) for name in ("mha", "gqa", "mqa"))
 
 
 def run(*args):
-    return subprocess.run([KVRANK, *args], capture_output=True, timeout=120)
+    """kvrank ARGS with stdout as bytes: merged files are compared byte for byte."""
+    return harness.run(*args, text=False, timeout=120)
 
 
-class MergeTest(unittest.TestCase):
+class MergeTest(harness.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
         with open(os.path.join(MHA, "config.json")) as config:
             cls.num_layers = json.load(config)["num_hidden_layers"]
         assert cls.num_layers >= 3, cls.num_layers
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def path(self, name):
-        return os.path.join(self.tmp.name, name)
 
     def analyze(self, *args):
         result = run("analyze", *args, "--format", "json", "-q")
@@ -143,4 +133,4 @@ class MergeTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main_unittest()

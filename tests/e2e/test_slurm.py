@@ -19,10 +19,10 @@ import sys
 import tempfile
 import time
 
-KVRANK = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.abspath("build/kvrank")
-SUBMIT = os.path.abspath("scripts/slurm/submit.sh")
+import harness
+
+SUBMIT = os.path.join(harness.SCRIPTS, "slurm", "submit.sh")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel")
-SKIP = 77
 NODE = "kvrank-node"
 TIMEOUT_S = 40  # per submission, for the array and its merge job
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -190,15 +190,15 @@ class Cluster:
 def analyze_single(*args):
     # The array tasks run with --threads 1 (SLURM_CPUS_PER_TASK unset); results are byte-identical
     # for the same thread count (BLAS may sum in another order with more threads).
-    result = subprocess.run([KVRANK, "analyze", *args, "--threads", "1", "--format", "json", "-q"],
-                            capture_output=True, timeout=120)
+    result = harness.run("analyze", *args, "--threads", "1", "--format", "json", "-q", text=False,
+                         timeout=120)
     assert result.returncode == 0, result.stderr.decode()
     return result.stdout
 
 
 def run_script(cluster, *command):
-    result = subprocess.run(command, env=dict(cluster.env, KVRANK=KVRANK), capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(command, env=dict(cluster.env, KVRANK=harness.KVRANK),
+                            capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, f"{command}: {result.stderr}"
     return result.stdout.split()
 
@@ -292,10 +292,10 @@ def run_tests(tmp):
 
 
 def main():
+    harness.kvrank_from_argv()
     reason = skip_reason()
     if reason:
-        print(f"SKIP: Slurm e2e test: {reason}")
-        return SKIP
+        harness.skip(reason)
     started = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="kvrank-slurm-")
     os.chmod(tmp, 0o755)  # munged checks every folder above its socket
