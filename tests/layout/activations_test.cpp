@@ -34,7 +34,7 @@ LayoutOverrides activations() {
 
 }  // namespace
 
-TEST_CASE("[T, H, d_h] captures: head h's columns are Q[:, h, :]; GQA keys by h / group",
+TEST_CASE("[T, H, d_h] captures: head h's columns are Q[:, h, :], GQA keys by h / group",
           "[activations]") {
   constexpr Index T = 7, H = 4, H_KV = 2, D_H = 3;
   TempDir dir;

@@ -95,7 +95,7 @@ LlamaWeights write_llama(const std::filesystem::path& dir, int layers, int heads
 
 }  // namespace
 
-TEST_CASE("parse_repr and repr_name round-trip; unknown names are usage errors", "[families]") {
+TEST_CASE("parse_repr and repr_name round-trip, unknown names are usage errors", "[families]") {
   for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v})
     CHECK(parse_repr(repr_name(repr)) == repr);
   CHECK(repr_name(Repr::ov) == "ov");
@@ -235,7 +235,7 @@ TEST_CASE("K/V-only checkpoints: k and v only", "[families]") {
              Catch::Matchers::Contains("layer 2 out of range"));
 }
 
-TEST_CASE("A --map file names the tensors of any layout; its mistakes are named", "[families]") {
+TEST_CASE("A --map file names the tensors of any layout, its mistakes are named", "[families]") {
   TempDir dir;
   const RowMatrixF q = random_matrix(8, 8), k = random_matrix(4, 8), v = random_matrix(4, 8);
   write_safetensors(dir / "model.safetensors", {{"blk.0.wq", q}, {"blk.0.wk", k}, {"blk.0.wv", v}});

@@ -69,7 +69,7 @@ TEST_CASE("LRKV factors equal the explicit per-head projections", "[lrkv]") {
   }
 }
 
-TEST_CASE("LRKV key basis is [k_shared; k_lora_a]: d_h + H·r rows", "[lrkv]") {
+TEST_CASE("LRKV key basis is k_shared stacked on k_lora_a: d_h + H·r rows", "[lrkv]") {
   TempDir dir;
   write_lrkv(dir, "--rank 2 --heads 3 --head-dim 4 --hidden 30");
   const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");

@@ -90,7 +90,7 @@ TEST_CASE("resolve_model_argument: existing paths first, then repo ids in the ca
                          (hub / "models--Qwen--Qwen3-8B").string()));
 }
 
-TEST_CASE("unique_labels: defaults get -2, -3 with a note; given labels are kept", "[labels]") {
+TEST_CASE("unique_labels: defaults get -2, -3 with a note, given labels are kept", "[labels]") {
   std::vector<std::string> notes;
   CHECK(labels_of({{"model", false, "a/model.safetensors"},
                    {"model", false, "b/model.safetensors"},
