@@ -4,31 +4,10 @@
 #include <vector>
 
 #include "kvrank/error.hpp"
+#include "kvrank/text.hpp"
 
 namespace kvrank::detail {
 namespace {
-
-// Length of the UTF-8 sequence starting at text[i], or 0 when it is malformed (RFC 3629 table).
-std::size_t utf8_sequence_length(std::string_view text, std::size_t i) noexcept {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  auto continuation = [&](std::size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    return k < text.size() && byte(k) >= lo && byte(k) <= hi;
-  };
-  const unsigned lead = byte(i);
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return continuation(i + 1) ? 2 : 0;
-  if (lead >= 0xE0 && lead <= 0xEF) {
-    const unsigned lo = lead == 0xE0 ? 0xA0 : 0x80;  // no overlongs
-    const unsigned hi = lead == 0xED ? 0x9F : 0xBF;  // no surrogates
-    return continuation(i + 1, lo, hi) && continuation(i + 2) ? 3 : 0;
-  }
-  if (lead >= 0xF0 && lead <= 0xF4) {
-    const unsigned lo = lead == 0xF0 ? 0x90 : 0x80;  // no overlongs
-    const unsigned hi = lead == 0xF4 ? 0x8F : 0xBF;  // nothing above U+10FFFF
-    return continuation(i + 1, lo, hi) && continuation(i + 2) && continuation(i + 3) ? 4 : 0;
-  }
-  return 0;
-}
 
 // nlohmann's messages start with "[json.exception.parse_error.101] "; the rest is the useful part.
 std::string strip_exception_id(const std::string& message) {
@@ -112,11 +91,10 @@ class StrictChecker {
 }  // namespace
 
 std::optional<std::size_t> first_invalid_utf8(std::string_view text) noexcept {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    std::size_t length = utf8_sequence_length(text, i);
-    if (length == 0) return i;
-    i += length;
+  for (std::size_t at = 0; at < text.size();) {
+    const Utf8Char c = decode_utf8(text, at);
+    if (!c.valid) return at;
+    at += c.length;
   }
   return std::nullopt;
 }

@@ -18,7 +18,8 @@
 namespace kvrank::detail {
 
 /// Offset of the first byte that is not part of well-formed UTF-8 (no overlongs, surrogates or
-/// code points above U+10FFFF), or nullopt when `text` is valid.
+/// code points above U+10FFFF: decode_utf8() of kvrank/text.hpp decides), or nullopt when `text`
+/// is valid.
 std::optional<std::size_t> first_invalid_utf8(std::string_view text) noexcept;
 
 /// Containers (objects and arrays) may nest this deep; kvrank's own files need 6 levels.
