@@ -10,7 +10,9 @@
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/diversity.hpp"
 #include "kvrank/families.hpp"
+#include "kvrank/family.hpp"
 #include "kvrank/mapped_file.hpp"
+#include "kvrank/name_table.hpp"
 #include "kvrank/safetensors.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
@@ -58,7 +60,8 @@ std::vector<std::string> example_lines(const std::string& header) {
 }  // namespace
 
 TEST_CASE("header examples: this file holds each header's example verbatim", "[examples]") {
-  for (const char* header : {"safetensors.hpp", "families.hpp", "diversity.hpp"}) {
+  for (const char* header :
+       {"safetensors.hpp", "families.hpp", "diversity.hpp", "family.hpp", "name_table.hpp"}) {
     INFO(header);
     const std::vector<std::string> example = example_lines(header);
     const std::vector<std::string> comment = header_comment_lines(header);
@@ -100,6 +103,34 @@ TEST_CASE("header examples: families.hpp and diversity.hpp", "[examples]") {
   // end of example
   CHECK(m.erank == use.layers[2].erank);
   CHECK(m.similarity.rows() == 8);
+}
+
+TEST_CASE("header examples: family.hpp", "[examples]") {
+  // example: family.hpp
+  std::string_view name = family_name(Family::gpt_neox);  // "gpt_neox"
+  std::optional<Family> falcon = family_named("falcon");  // Family::falcon
+  bool mha_only = family_info(Family::gpt2).mha_only;     // true: one fused [3·H·d_h, d]
+  Variant variant = attention_variant(32, 8);             // Variant::gqa
+  // end of example
+  CHECK(name == "gpt_neox");
+  CHECK(falcon == Family::falcon);
+  CHECK(mha_only);
+  CHECK(variant == Variant::gqa);
+}
+
+TEST_CASE("header examples: name_table.hpp", "[examples]") {
+  // example: name_table.hpp
+  enum class Colour { red, green };
+  constexpr std::array<Named<Colour>, 2> kColours{{{Colour::red, "red"}, {Colour::green, "g"}}};
+  static_assert(in_enum_order(kColours));
+  std::string_view green = name_of(kColours, Colour::green);  // "g"
+  std::optional<Colour> red = value_named(kColours, "red");   // Colour::red
+  std::string both = name_list(kColours);                     // "red or g"
+  // end of example
+  CHECK(green == "g");
+  CHECK(red == Colour::red);
+  CHECK(both == "red or g");
+  CHECK_FALSE(value_named(kColours, "blue"));
 }
 
 }  // namespace kvrank

@@ -222,11 +222,11 @@ std::vector<kvrank::ModelReport> read_results(const std::string& path) {
 
 int run_check(const CheckArgs& args) {
   kvrank::CheckOptions options;
-  options.metrics = split_list(args.metrics);
+  options.metrics.clear();
+  for (const auto& name : split_list(args.metrics))
+    options.metrics.push_back(kvrank::parse_metric(name));
   options.abs_tol = args.abs_tol;
   options.rel_tol = args.rel_tol;
-  for (const auto& metric : options.metrics)
-    (void)kvrank::metric_value({}, metric);  // validate names
   const auto violations = kvrank::check_reports(
       read_results(args.current), read_results(args.golden), options, args.current, args.golden);
   const std::string current = kvrank::printable(args.current);
@@ -282,7 +282,8 @@ int run_plot(const PlotArgs& args) {
   for (const auto& input : args.inputs) {
     panels.push_back({fs::path(input).stem().string(), read_results(input), input});
   }
-  write_figure(kvrank::plot_curves_svg(panels, {.metric = args.metric, .title = args.title}),
+  write_figure(kvrank::plot_curves_svg(
+                   panels, {.metric = kvrank::parse_metric(args.metric), .title = args.title}),
                args.output, destination);
   return 0;
 }

@@ -12,7 +12,7 @@
 namespace kvrank {
 
 struct CheckOptions {
-  std::vector<std::string> metrics{"erank", "erank_centered"};
+  std::vector<Metric> metrics{Metric::erank, Metric::erank_centered};
   double abs_tol = 0.05;
   std::optional<double> rel_tol;  ///< when set, a difference within rel_tol·|golden| also passes
 };
@@ -21,7 +21,7 @@ struct Violation {
   std::string label;
   std::string repr;
   int layer = 0;
-  std::string metric;
+  Metric metric = Metric::erank;
   double golden = 0;
   double current = 0;
 };
@@ -34,8 +34,5 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
 
 /// A compact table of violations (one line each), or "" when there are none.
 std::string format_violations(const std::vector<Violation>& violations);
-
-/// The value of a per-layer metric by its JSON name; throws kvrank::Error for an unknown name.
-double metric_value(const LayerMetrics& layer, std::string_view metric);
 
 }  // namespace kvrank

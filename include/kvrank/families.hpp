@@ -17,10 +17,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/factors.hpp"
+#include "kvrank/family.hpp"
 
 namespace kvrank {
 
@@ -37,7 +40,7 @@ Repr parse_repr(std::string_view name);
 
 /// What the user may force from the command line (each wins over config.json).
 struct LayoutOverrides {
-  std::optional<std::string> family;
+  std::optional<std::string> family;  ///< a Family name, a llama-like model type, or "mla"
   std::optional<int> heads;
   std::optional<int> kv_heads;
   std::optional<int> head_dim;
@@ -45,10 +48,59 @@ struct LayoutOverrides {
   bool activations = false;                       ///< --activations: captured Q/K/V, not weights
 };
 
+/// The projections of a dense layer; fused_qkv is one [q; k; v] tensor (gpt2, phi3, gpt_neox,
+/// falcon). Listed in the order of their names (k, o, q, qkv, v): the order in which a layout's
+/// tensors are checked, so that the first error named is the same whatever the family.
+enum class ProjectionRole { k, o, q, fused_qkv, v };
+std::string_view role_name(ProjectionRole role) noexcept;  ///< "q" … "o", "qkv"
+
+/// Row order of a fused q/k/v tensor:
+///   stacked: all q heads, then all k heads, then all v heads      (gpt2, phi3)
+///   grouped: per KV head g its H/H_kv q heads, then k_g, then v_g  (gpt_neox, falcon)
+enum class QkvOrder { stacked, grouped };
+/// How a projection is stored: [out, in] (torch Linear) or [in, out] (gpt2's Conv1D).
+enum class Orientation { out_in, in_out };
+/// What multiplies a normalised query/key row: the stored weight, or 1 + weight (Gemma).
+enum class NormGain { weight, one_plus_weight };
+
+/// Dense layouts (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`, NPY): tensor-name templates
+/// with a "{i}" layer slot.
+struct DenseTensors {
+  std::map<ProjectionRole, std::string> names;  ///< q, k, v, o — or fused_qkv, o
+  QkvOrder qkv_order = QkvOrder::stacked;       ///< when fused
+  Orientation orientation = Orientation::out_in;
+  std::string source;  ///< where the head geometry came from, for shape errors
+  /// QK-norm gains (Qwen3, Gemma 3, OLMo 2 …) folded into the q / k rows (norm_gains.cpp).
+  std::optional<std::string> q_norm, k_norm;
+  NormGain norm_gain = NormGain::weight;
+  bool fused() const { return names.count(ProjectionRole::fused_qkv) > 0; }
+};
+
+/// MLA (DeepSeek-V2/V3): `prefix` + layer + ".self_attn." + tensor, and the latent sizes.
+struct MlaTensors {
+  std::string prefix;
+  int kv_lora_rank = 0;
+  int q_lora_rank = 0;  ///< 0: a plain q_proj
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+};
+
+/// LRKV and captured activations: the tensor-name prefix before the layer index.
+struct LrkvTensors {
+  std::string prefix;
+};
+struct ActivationTensors {
+  std::string prefix;
+};
+
+using FamilyTensors = std::variant<DenseTensors, MlaTensors, LrkvTensors, ActivationTensors>;
+
 struct ModelLayout {
-  std::string family;   ///< "llama", "gpt2", "gpt_neox", "falcon", "phi3", "deepseek_v2", "lrkv",
-                        ///< "map", "npy", "activations"
-  std::string variant;  ///< "mha", "gqa", "mqa", "mla", "lrkv"
+  Family family = Family::llama;
+  Variant variant = Variant::mha;
+  /// config.json's model_type, or a llama-like `--family` (mistral, gemma3 …); empty when neither.
+  std::string model_type;
   int heads = 0;
   int kv_heads = 0;
   int head_dim = 0;
@@ -58,8 +110,8 @@ struct ModelLayout {
   std::optional<int> mla_kv_lora_rank;
   bool has_queries = true;  ///< false for K/V-only inputs: only `k` and `v` can be analysed
   bool has_outputs = true;  ///< false when no o_proj/dense: `ov` cannot be analysed
-  /// Family-specific facts layer_factors() needs (tensor name prefix, MLA dims, falcon layout...).
-  std::map<std::string, std::string> details;
+  /// What layer_factors() needs to find and read a layer, by the family's reader.
+  FamilyTensors tensors = DenseTensors{};
 };
 
 /// Detects family, variant and geometry. Throws kvrank::Error when config and tensors disagree

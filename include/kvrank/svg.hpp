@@ -20,12 +20,11 @@ struct Panel {
 };
 
 struct PlotOptions {
-  std::string metric = "erank";  ///< erank | erank_centered | erank_pct | erank_centered_pct |
-                                 ///< mean_similarity | pcs_90
-  std::string title;             ///< figure title (optional)
+  Metric metric = Metric::erank;  ///< the y axis (results.hpp)
+  std::string title;              ///< figure title (optional)
 };
 
-/// Throws kvrank::Error for an unknown metric, and for values too far apart to draw (naming the
+/// Throws kvrank::Error for values too far apart to draw (naming the
 /// panel's source). Any finite values and layer indices give a bounded figure.
 std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions& options);
 

@@ -56,7 +56,7 @@ CaptureShape capture_shape(const TensorView& tensor) {
 }
 
 std::string name_of(const ModelLayout& layout, int layer, const char* which) {
-  return layout.details.at("prefix") + std::to_string(layer) + "." + which;
+  return std::get<ActivationTensors>(layout.tensors).prefix + std::to_string(layer) + "." + which;
 }
 
 std::string shape_text(const CaptureShape& shape) {
@@ -122,7 +122,7 @@ ModelLayout detect_activations(const Checkpoint& checkpoint, const LayoutOverrid
   const TensorView* queries = checkpoint.find(scan.prefix + "0.q");
 
   ModelLayout layout;
-  layout.family = "activations";
+  layout.family = Family::activations;
   layout.kv_heads = key_shape.heads;
   layout.heads = key_shape.heads;
   if (queries) {
@@ -135,7 +135,7 @@ ModelLayout detect_activations(const Checkpoint& checkpoint, const LayoutOverrid
   layout.num_layers = scan.count;
   layout.has_queries = queries != nullptr;
   layout.has_outputs = false;
-  layout.details = {{"prefix", scan.prefix}};
+  layout.tensors = ActivationTensors{scan.prefix};
   if (layout.kv_heads <= 0 || layout.heads % layout.kv_heads != 0) {
     throw Error(keys.file, keys.name,
                 "expected a key head count dividing the " + std::to_string(layout.heads) +

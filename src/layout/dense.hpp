@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -32,20 +31,17 @@ std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
 
 // ---- dense layouts as data (dense_names.cpp) ---------------------------------------------------
 
+/// A dense layout found by its tensor names (or given by a `--map` file), before its geometry.
 struct DenseSpec {
-  std::string family;
-  std::map<std::string, std::string> names;  // "q","k","v","o" or "qkv","o" → template
-  std::string qkv_order;                     // "stacked" | "grouped" when fused
-  bool in_out = false;                       // stored [in, out] (gpt2 Conv1D, map "in_out")
-  bool fused() const { return names.count("qkv") > 0; }
+  Family family;
+  DenseTensors tensors;  // `source` is filled in when the geometry is known
 };
 
-constexpr std::array<const char*, 7> kDenseFamilies{"llama",  "phi3", "gpt2", "gpt_neox",
-                                                    "falcon", "map",  "npy"};
+/// The dense tensors of a layout whose reader is LayoutKind::dense (a logic error otherwise).
+const DenseTensors& dense_tensors(const ModelLayout& layout);
 
 /// The dense layout of a checkpoint by its tensor names; `only` restricts to one family.
-std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint,
-                                    const std::optional<std::string>& only);
+std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint, std::optional<Family> only);
 
 // ---- head geometry (dense_geometry.cpp) --------------------------------------------------------
 
@@ -65,7 +61,7 @@ struct Geometry {
   }
 };
 
-Geometry config_geometry(const Checkpoint& checkpoint, const std::string& family);
+Geometry config_geometry(const Checkpoint& checkpoint, Family family);
 void apply_overrides(const LayoutOverrides& overrides, Geometry& geometry);
 /// Fills what config, map and flags left open from the first layer's tensor shapes.
 void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int first_layer,
@@ -84,23 +80,22 @@ struct Dims {
   int heads, kv_heads;
   Index head_dim, d_model;
   std::string source;
-  bool in_out;
-  std::string qkv_order;
+  Orientation orientation;
+  QkvOrder qkv_order;
 };
 
 Dims dims_of(const ModelLayout& layout);
 /// Checks a role's tensor shape from its metadata only (detection time: nothing is read).
 void check_role_shape(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
-                      char role);
+                      ProjectionRole role);
 HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                           Repr repr);
 
 // ---- QK-norm gains of Qwen3, Gemma 3, OLMo 2 … (norm_gains.cpp) --------------------------------
 
-/// Records q_norm / k_norm beside a llama-named key projection in layout.details ("q_norm",
-/// "k_norm": templates; "qk_norm_gain": "weight", or "1 + weight" for Gemma's model types, from
-/// details["model_type"]), checking the first layer's shapes: [head_dim] (one gain shared by all
-/// heads) or [heads·head_dim] (one gain per projection row).
+/// Records q_norm / k_norm beside a llama-named key projection in the layout's DenseTensors (their
+/// templates, and the gain convention: 1 + weight for Gemma's model types), checking the first
+/// layer's shapes: [head_dim] (one gain shared by all heads) or [heads·head_dim] (one per row).
 void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_template, int first_layer,
                     ModelLayout& layout);
 /// head_dim from a per-head QK norm of the first layer: the size of a 1-D k_norm (q_norm) that
@@ -109,9 +104,9 @@ void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_templat
 std::optional<int> qk_norm_head_dim(const Checkpoint& checkpoint, const std::string& key_template,
                                     int first_layer, Index key_rows, Index query_rows);
 /// `rows` (the q or k projection of `layer`, [count·head_dim, d]) with row j scaled by the gain
-/// the dot product applies to it; unchanged when the layout has no norm for `role` ('q' or 'k').
+/// the dot product applies to it; unchanged when the layout has no norm for `role` (q or k).
 RowMatrixF fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                        char role, RowMatrixF rows);
+                        ProjectionRole role, RowMatrixF rows);
 /// The q_norm / k_norm tensor names of one layer (none when the layout has no QK norm).
 std::vector<std::string> qk_norm_tensor_names(const ModelLayout& layout, int layer);
 

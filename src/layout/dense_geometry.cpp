@@ -36,7 +36,7 @@ std::optional<int> falcon_kv_heads(const Checkpoint& checkpoint, std::optional<i
 
 }  // namespace
 
-Geometry config_geometry(const Checkpoint& checkpoint, const std::string& family) {
+Geometry config_geometry(const Checkpoint& checkpoint, Family family) {
   Geometry geometry;
   if (!checkpoint.config()) return geometry;
   geometry.heads = first_config_int(checkpoint, {"num_attention_heads", "n_head", "num_heads"});
@@ -44,9 +44,9 @@ Geometry config_geometry(const Checkpoint& checkpoint, const std::string& family
   geometry.head_dim = config_int(checkpoint, "head_dim");
   geometry.num_layers =
       first_config_int(checkpoint, {"num_hidden_layers", "n_layer", "num_layers"});
-  if (family == "falcon") {
+  if (family == Family::falcon) {
     geometry.kv_heads = falcon_kv_heads(checkpoint, geometry.heads);
-  } else if (family == "gpt2" || family == "gpt_neox") {
+  } else if (family_info(family).mha_only) {
     geometry.kv_heads = geometry.heads;
   } else {
     geometry.kv_heads =
@@ -81,13 +81,13 @@ void apply_overrides(const LayoutOverrides& overrides, Geometry& geometry) {
 namespace {
 
 /// A 2-D tensor's [out, in] sizes, whatever its storage orientation.
-std::pair<Index, Index> out_in_shape(const TensorView& tensor, bool in_out) {
+std::pair<Index, Index> out_in_shape(const TensorView& tensor, Orientation orientation) {
   if (tensor.shape.size() != 2)
     throw Error(tensor.file, tensor.name,
                 "expected a 2-D projection matrix, found shape " + tensor.shape_string());
   const Index first = static_cast<Index>(tensor.shape[0]);
   const Index second = static_cast<Index>(tensor.shape[1]);
-  return in_out ? std::pair{second, first} : std::pair{first, second};
+  return orientation == Orientation::in_out ? std::pair{second, first} : std::pair{first, second};
 }
 
 /// total / part as an int; 0 (later reported as an invalid geometry) when it cannot be one.
@@ -101,30 +101,32 @@ int ratio(Index total, int part) {
 /// Fills what config, map and flags left open from the first layer's tensor shapes.
 void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int first_layer,
                     Geometry& g) {
-  const std::string main_role = spec.fused() ? "qkv" : "k";
-  const TensorView& main = checkpoint.at(layer_name(spec.names.at(main_role), first_layer));
-  const auto [main_out, main_in] = out_in_shape(main, spec.in_out);
-  const bool has_q = spec.names.count("q") > 0;
-  const Index q_out =
-      has_q ? out_in_shape(checkpoint.at(layer_name(spec.names.at("q"), first_layer)), spec.in_out)
-                  .first
-            : 0;
+  const DenseTensors& tensors = spec.tensors;
+  const auto main_role = tensors.fused() ? ProjectionRole::fused_qkv : ProjectionRole::k;
+  const auto shape_of = [&](ProjectionRole role) {
+    return out_in_shape(checkpoint.at(layer_name(tensors.names.at(role), first_layer)),
+                        tensors.orientation);
+  };
+  const auto [main_out, main_in] = shape_of(main_role);
+  const bool has_q = tensors.names.count(ProjectionRole::q) > 0;
+  const Index q_out = has_q ? shape_of(ProjectionRole::q).first : 0;
   if (!g.d_model) {
     g.d_model = ratio(main_in, 1);
     g.add_source("tensor shapes");
   }
-  if (!g.head_dim && !spec.fused()) {  // Qwen3 / Gemma 3: a [head_dim] q_norm or k_norm says it
-    g.head_dim = qk_norm_head_dim(checkpoint, spec.names.at("k"), first_layer, main_out, q_out);
+  if (!g.head_dim && !tensors.fused()) {  // Qwen3 / Gemma 3: a [head_dim] q_norm or k_norm says it
+    g.head_dim = qk_norm_head_dim(checkpoint, tensors.names.at(ProjectionRole::k), first_layer,
+                                  main_out, q_out);
     if (g.head_dim) g.add_source("the q_norm/k_norm shape");
   }
-  const bool need_flag = !g.heads && !g.head_dim && !(g.kv_heads && !spec.fused());
+  const bool need_flag = !g.heads && !g.head_dim && !(g.kv_heads && !tensors.fused());
   if (need_flag)
     throw Error(checkpoint.path().string(),
                 "cannot tell the number of attention heads: neither config.json nor a flag gives "
                 "it; pass --heads "
                 "(and --kv-heads, --head-dim when they differ from the defaults)");
   if (!g.head_dim) {
-    if (g.heads && (spec.fused() || g.d_model_given || !has_q)) {
+    if (g.heads && (tensors.fused() || g.d_model_given || !has_q)) {
       g.head_dim = ratio(*g.d_model, *g.heads);
     } else if (g.heads) {
       g.head_dim = ratio(q_out, *g.heads);
@@ -132,7 +134,7 @@ void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int fir
       g.head_dim = ratio(main_out, *g.kv_heads);
     }
   }
-  if (spec.fused()) {
+  if (tensors.fused()) {
     if (!g.heads) g.heads = ratio(*g.d_model, *g.head_dim);
     if (!g.kv_heads) g.kv_heads = (ratio(main_out, *g.head_dim) - *g.heads) / 2;
   } else {

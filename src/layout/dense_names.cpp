@@ -80,34 +80,39 @@ std::optional<std::string> find_template(const Checkpoint& checkpoint, const Mar
 // ---- dense layouts as data ----------------------------------------------------------------------
 
 struct FusedFamily {
-  const char* family;
+  Family family;
   MarkerName marker;  // the fused tensor
   const char* fused_part;
   const char* output_part;
-  const char* order;
-  bool in_out;
+  QkvOrder order;
+  Orientation orientation;
 };
 
 constexpr std::array<FusedFamily, 4> kFusedFamilies{{
-    {"phi3",
+    {Family::phi3,
      {kAnyOuter, "layers.", {".self_attn.qkv_proj.weight"}},
      "qkv_proj",
      "o_proj",
-     "stacked",
-     false},
-    {"gpt2", {"transformer.", "h.", {".attn.c_attn.weight"}}, "c_attn", "c_proj", "stacked", true},
-    {"gpt_neox",
+     QkvOrder::stacked,
+     Orientation::out_in},
+    {Family::gpt2,
+     {"transformer.", "h.", {".attn.c_attn.weight"}},
+     "c_attn",
+     "c_proj",
+     QkvOrder::stacked,
+     Orientation::in_out},
+    {Family::gpt_neox,
      {"gpt_neox.", "layers.", {".attention.query_key_value.weight"}},
      "query_key_value",
      "dense",
-     "grouped",
-     false},
-    {"falcon",
+     QkvOrder::grouped,
+     Orientation::out_in},
+    {Family::falcon,
      {"transformer.", "h.", {".self_attention.query_key_value.weight"}},
      "query_key_value",
      "dense",
-     "grouped",
-     false},
+     QkvOrder::grouped,
+     Orientation::out_in},
 }};
 
 bool template_present(const Checkpoint& checkpoint, const std::string& name_template) {
@@ -123,38 +128,43 @@ std::optional<DenseSpec> find_llama(const Checkpoint& checkpoint) {
       {".self_attn.k_proj.weight", ".self_attn.k_proj", ".k_proj.weight", ".k_proj"}};
   const auto key_template = find_template(checkpoint, kKey);
   if (!key_template) return std::nullopt;
-  DenseSpec spec{"llama", {}, "", false};
-  for (const char* role : {"q", "k", "v", "o"}) {
-    std::string name_template = replace_last(*key_template, "k_proj", std::string(role) + "_proj");
-    const bool required = role[0] == 'k' || role[0] == 'v';
-    if (required || template_present(checkpoint, name_template)) spec.names[role] = name_template;
+  DenseSpec spec{Family::llama, {}};
+  for (ProjectionRole role :
+       {ProjectionRole::q, ProjectionRole::k, ProjectionRole::v, ProjectionRole::o}) {
+    std::string name_template =
+        replace_last(*key_template, "k_proj", std::string(role_name(role)) + "_proj");
+    const bool required = role == ProjectionRole::k || role == ProjectionRole::v;
+    if (required || template_present(checkpoint, name_template))
+      spec.tensors.names[role] = name_template;
   }
   const std::string& file =
       checkpoint.at(layer_name(*key_template, template_layers(checkpoint, *key_template)->first))
           .file;
-  if (file.ends_with(".npy") || file.ends_with(".npz")) spec.family = "npy";
+  if (file.ends_with(".npy") || file.ends_with(".npz")) spec.family = Family::npy;
   return spec;
 }
 
 std::optional<DenseSpec> find_fused(const Checkpoint& checkpoint, const FusedFamily& family) {
   const auto fused_template = find_template(checkpoint, family.marker);
   if (!fused_template) return std::nullopt;
-  DenseSpec spec{family.family, {{"qkv", *fused_template}}, family.order, family.in_out};
+  DenseSpec spec{family.family, {}};
+  spec.tensors.names[ProjectionRole::fused_qkv] = *fused_template;
+  spec.tensors.qkv_order = family.order;
+  spec.tensors.orientation = family.orientation;
   std::string output = replace_last(*fused_template, family.fused_part, family.output_part);
-  if (template_present(checkpoint, output)) spec.names["o"] = output;
+  if (template_present(checkpoint, output)) spec.tensors.names[ProjectionRole::o] = output;
   return spec;
 }
 
 }  // namespace
 
 /// The dense layout of a checkpoint by its tensor names; `only` restricts to one family.
-std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint,
-                                    const std::optional<std::string>& only) {
+std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint, std::optional<Family> only) {
   for (const FusedFamily& family : kFusedFamilies) {
     if (only && *only != family.family) continue;
     if (auto spec = find_fused(checkpoint, family)) return spec;
   }
-  if (!only || *only == "llama" || *only == "npy") return find_llama(checkpoint);
+  if (!only || *only == Family::llama || *only == Family::npy) return find_llama(checkpoint);
   return std::nullopt;
 }
 

@@ -1,6 +1,7 @@
 // Dense layouts (families.cpp): the canonical projections of one layer — q [H·d_h, d], k and v
 // [H_kv·d_h, d], o [d, H·d_h] — and the per-head factors built from them.
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "kvrank/error.hpp"
@@ -11,63 +12,69 @@ namespace kvrank::dense {
 
 // ---- the canonical projections of one layer ---------------------------------------------------
 
+const DenseTensors& dense_tensors(const ModelLayout& layout) {
+  const auto* tensors = std::get_if<DenseTensors>(&layout.tensors);
+  if (tensors == nullptr) throw std::logic_error("dense_tensors: not a dense layout");
+  return *tensors;
+}
+
 Dims dims_of(const ModelLayout& layout) {
-  auto field = [&](const char* key) {
-    auto it = layout.details.find(key);
-    return it == layout.details.end() ? std::string() : it->second;
-  };
-  return {layout.heads,      layout.kv_heads, layout.head_dim,
-          layout.d_model,    field("source"), field("orientation") == "in_out",
-          field("qkv_order")};
+  const DenseTensors& tensors = dense_tensors(layout);
+  return {layout.heads,   layout.kv_heads,     layout.head_dim,  layout.d_model,
+          tensors.source, tensors.orientation, tensors.qkv_order};
 }
 
 namespace {
 
-/// Rows a role has in canonical [out, in] form ('o' is [d, H·d_h]: its rows are d).
-Index role_rows(const Dims& dims, char role) {
+/// Rows a role has in canonical [out, in] form (o is [d, H·d_h]: its rows are d).
+Index role_rows(const Dims& dims, ProjectionRole role) {
   switch (role) {
-    case 'q':
+    case ProjectionRole::q:
       return dims.heads * dims.head_dim;
-    case 'k':
-    case 'v':
+    case ProjectionRole::k:
+    case ProjectionRole::v:
       return dims.kv_heads * dims.head_dim;
-    case 'o':
+    case ProjectionRole::o:
       return dims.d_model;
-    default:
-      return (Index{dims.heads} + 2 * Index{dims.kv_heads}) * dims.head_dim;  // fused qkv
+    case ProjectionRole::fused_qkv:
+      break;
   }
+  return (Index{dims.heads} + 2 * Index{dims.kv_heads}) * dims.head_dim;
 }
 
-Index role_cols(const Dims& dims, char role) {
-  return role == 'o' ? dims.heads * dims.head_dim : dims.d_model;
+Index role_cols(const Dims& dims, ProjectionRole role) {
+  return role == ProjectionRole::o ? dims.heads * dims.head_dim : dims.d_model;
 }
 
 /// Why a role has the shape it has, for shape errors ("8 heads × head_dim 8 = 64 rows, ...").
-std::string shape_reason(const Dims& dims, char role) {
+std::string shape_reason(const Dims& dims, ProjectionRole role) {
   const std::string head_dim = " × head_dim " + std::to_string(dims.head_dim) + " = ";
   std::string count;
-  if (role == 'q' || role == 'o') {
+  if (role == ProjectionRole::q || role == ProjectionRole::o) {
     count = std::to_string(dims.heads) + " heads" + head_dim;
-  } else if (role == 'k' || role == 'v') {
+  } else if (role == ProjectionRole::k || role == ProjectionRole::v) {
     count = std::to_string(dims.kv_heads) + " kv heads" + head_dim;
   } else {
     count = "(" + std::to_string(dims.heads) + " heads + 2 × " + std::to_string(dims.kv_heads) +
             " kv heads)" + head_dim;
   }
   // The head dimension is the output side of q/k/v and the input side of o.
-  const bool heads_on_rows = (role != 'o') != dims.in_out;
-  return count + std::to_string(role == 'o' ? role_cols(dims, role) : role_rows(dims, role)) +
+  const bool in_out = dims.orientation == Orientation::in_out;
+  const bool output = role == ProjectionRole::o;
+  const bool heads_on_rows = !output != in_out;
+  return count + std::to_string(output ? role_cols(dims, role) : role_rows(dims, role)) +
          (heads_on_rows ? " rows" : " columns") + ", hidden size " + std::to_string(dims.d_model) +
          "; from " + dims.source;
 }
 
 /// The role's tensor in canonical [out, in] form, its shape checked.
 RowMatrixF load_role(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
-                     char role) {
+                     ProjectionRole role) {
   const Index rows = role_rows(dims, role);
   const Index cols = role_cols(dims, role);
   const std::string why = shape_reason(dims, role);
-  if (!dims.in_out) return detail::load_matrix(checkpoint, name, rows, cols, why);
+  if (dims.orientation == Orientation::out_in)
+    return detail::load_matrix(checkpoint, name, rows, cols, why);
   return detail::load_matrix(checkpoint, name, cols, rows, why).transpose();
 }
 
@@ -75,28 +82,28 @@ RowMatrixF load_role(const Checkpoint& checkpoint, const Dims& dims, const std::
 
 /// Checks a role's tensor shape from its metadata only (detection time: nothing is read).
 void check_role_shape(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
-                      char role) {
+                      ProjectionRole role) {
   Index rows = role_rows(dims, role);
   Index cols = role_cols(dims, role);
-  if (dims.in_out) std::swap(rows, cols);
+  if (dims.orientation == Orientation::in_out) std::swap(rows, cols);
   detail::check_matrix_shape(checkpoint.at(name), rows, cols, shape_reason(dims, role));
 }
 
 namespace {
 
-/// First row of head `head` of `role` ('q': a query head; 'k'/'v': a KV head) in a fused tensor.
-Index fused_row(const Dims& dims, char role, int head) {
+/// First row of head `head` of `role` (q: a query head; k, v: a KV head) in a fused tensor.
+Index fused_row(const Dims& dims, ProjectionRole role, int head) {
   const int group = dims.heads / dims.kv_heads;
   Index block = 0;
-  if (dims.qkv_order == "grouped") {
+  if (dims.qkv_order == QkvOrder::grouped) {
     const int stride = group + 2;
-    if (role == 'q') block = (head / group) * stride + head % group;
-    if (role == 'k') block = head * stride + group;
-    if (role == 'v') block = head * stride + group + 1;
+    if (role == ProjectionRole::q) block = (head / group) * stride + head % group;
+    if (role == ProjectionRole::k) block = head * stride + group;
+    if (role == ProjectionRole::v) block = head * stride + group + 1;
   } else {
-    if (role == 'q') block = head;
-    if (role == 'k') block = dims.heads + head;
-    if (role == 'v') block = dims.heads + dims.kv_heads + head;
+    if (role == ProjectionRole::q) block = head;
+    if (role == ProjectionRole::k) block = dims.heads + head;
+    if (role == ProjectionRole::v) block = dims.heads + dims.kv_heads + head;
   }
   return block * dims.head_dim;
 }
@@ -104,15 +111,20 @@ Index fused_row(const Dims& dims, char role, int head) {
 class LayerProjections {
  public:
   LayerProjections(const Checkpoint& checkpoint, const ModelLayout& layout, int layer)
-      : checkpoint_(checkpoint), layout_(layout), dims_(dims_of(layout)), layer_(layer) {}
+      : checkpoint_(checkpoint),
+        tensors_(dense_tensors(layout)),
+        dims_(dims_of(layout)),
+        layer_(layer) {}
 
   /// q [H·d_h, d], k / v [H_kv·d_h, d], o [d, H·d_h].
-  RowMatrixF get(char role) {
-    const bool fused = layout_.details.count("qkv") > 0;
-    if (role == 'o' || !fused)
-      return load_role(checkpoint_, dims_, name(std::string(1, role)), role);
-    if (!fused_) fused_ = load_role(checkpoint_, dims_, name("qkv"), 'f');
-    const int count = role == 'q' ? dims_.heads : dims_.kv_heads;
+  RowMatrixF get(ProjectionRole role) {
+    if (role == ProjectionRole::o || !tensors_.fused())
+      return load_role(checkpoint_, dims_, name(role), role);
+    if (!fused_) {
+      fused_ =
+          load_role(checkpoint_, dims_, name(ProjectionRole::fused_qkv), ProjectionRole::fused_qkv);
+    }
+    const int count = role == ProjectionRole::q ? dims_.heads : dims_.kv_heads;
     RowMatrixF rows(count * dims_.head_dim, dims_.d_model);
     for (int h = 0; h < count; ++h)
       rows.middleRows(h * dims_.head_dim, dims_.head_dim) =
@@ -121,16 +133,16 @@ class LayerProjections {
   }
 
  private:
-  std::string name(const std::string& role) const {
-    auto it = layout_.details.find(role);
-    if (it == layout_.details.end())
+  std::string name(ProjectionRole role) const {
+    auto it = tensors_.names.find(role);
+    if (it == tensors_.names.end())
       throw Error(checkpoint_.path().string(),
-                  "this checkpoint has no " + role + " projection tensors");
+                  "this checkpoint has no " + std::string(role_name(role)) + " projection tensors");
     return layer_name(it->second, layer_);
   }
 
   const Checkpoint& checkpoint_;
-  const ModelLayout& layout_;
+  const DenseTensors& tensors_;
   Dims dims_;
   int layer_;
   std::optional<RowMatrixF> fused_;
@@ -140,6 +152,7 @@ class LayerProjections {
 
 HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                           Repr repr) {
+  using Role = ProjectionRole;
   LayerProjections projections(checkpoint, layout, layer);
   const int heads = layout.heads;
   const int group = layout.heads / layout.kv_heads;
@@ -148,23 +161,24 @@ HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layou
   switch (repr) {
     case Repr::qk:  // QK-norm gains scale the rows the dot product sees (norm_gains.cpp)
       factors.left = detail::row_block_side(
-          fold_qk_norm(checkpoint, layout, layer, 'q', projections.get('q')), heads, head_dim, 1);
-      factors.right =
-          detail::row_block_side(fold_qk_norm(checkpoint, layout, layer, 'k', projections.get('k')),
-                                 heads, head_dim, group);
+          fold_qk_norm(checkpoint, layout, layer, Role::q, projections.get(Role::q)), heads,
+          head_dim, 1);
+      factors.right = detail::row_block_side(
+          fold_qk_norm(checkpoint, layout, layer, Role::k, projections.get(Role::k)), heads,
+          head_dim, group);
       break;
     case Repr::ov:
-      factors.left = detail::column_block_side(projections.get('o'), heads, head_dim);
-      factors.right = detail::row_block_side(projections.get('v'), heads, head_dim, group);
+      factors.left = detail::column_block_side(projections.get(Role::o), heads, head_dim);
+      factors.right = detail::row_block_side(projections.get(Role::v), heads, head_dim, group);
       break;
     case Repr::k:  // the cached key is the normalised one
-      factors.left =
-          detail::row_block_side(fold_qk_norm(checkpoint, layout, layer, 'k', projections.get('k')),
-                                 heads, head_dim, group);
+      factors.left = detail::row_block_side(
+          fold_qk_norm(checkpoint, layout, layer, Role::k, projections.get(Role::k)), heads,
+          head_dim, group);
       factors.symmetric = true;
       break;
     case Repr::v:
-      factors.left = detail::row_block_side(projections.get('v'), heads, head_dim, group);
+      factors.left = detail::row_block_side(projections.get(Role::v), heads, head_dim, group);
       factors.symmetric = true;
       break;
   }

@@ -21,6 +21,7 @@
 
 #include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
+#include "kvrank/name_table.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 #include "layout/layer_scan.hpp"
@@ -118,12 +119,6 @@ FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_col
   return row_block_side(matrix.transpose(), heads, head_cols, 1);
 }
 
-std::string attention_variant(int heads, int kv_heads) {
-  if (kv_heads == heads) return "mha";
-  if (kv_heads == 1) return "mqa";
-  return "gqa";
-}
-
 }  // namespace detail
 
 namespace {
@@ -140,7 +135,6 @@ using dense::dims_of;
 using dense::find_dense;
 using dense::Geometry;
 using dense::infer_geometry;
-using dense::kDenseFamilies;
 using dense::layer_name;
 using dense::map_geometry;
 using dense::read_map_spec;
@@ -149,12 +143,23 @@ using detail::config_bool;
 using detail::config_int;
 using detail::config_string;
 
+constexpr std::array<Named<Repr>, 4> kReprs{
+    {{Repr::qk, "qk"}, {Repr::ov, "ov"}, {Repr::k, "k"}, {Repr::v, "v"}}};
+static_assert(in_enum_order(kReprs));
+
+constexpr std::array<Named<ProjectionRole>, 5> kRoles{{{ProjectionRole::k, "k"},
+                                                       {ProjectionRole::o, "o"},
+                                                       {ProjectionRole::q, "q"},
+                                                       {ProjectionRole::fused_qkv, "qkv"},
+                                                       {ProjectionRole::v, "v"}}};
+static_assert(in_enum_order(kRoles));
+
 // ---- detection ---------------------------------------------------------------------------------
 
 std::optional<int> first_layer_of(const Checkpoint& checkpoint, const DenseSpec& spec,
                                   int& num_layers) {
   std::optional<int> first;
-  for (const auto& [role, name_template] : spec.names) {
+  for (const auto& [role, name_template] : spec.tensors.names) {
     auto range = template_layers(checkpoint, name_template);
     if (!range) continue;
     first = std::min(first.value_or(range->first), range->first);
@@ -165,11 +170,13 @@ std::optional<int> first_layer_of(const Checkpoint& checkpoint, const DenseSpec&
 
 ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Geometry geometry,
                          const std::string& spec_file) {
+  const auto& names = spec.tensors.names;
+  const std::string& some_template = names.begin()->second;
   int num_layers = 0;
   const auto first_layer = first_layer_of(checkpoint, spec, num_layers);
   if (!first_layer)
-    throw Error(spec_file, "no tensor matches any of the names given (e.g. \"" +
-                               spec.names.begin()->second + "\")");
+    throw Error(spec_file,
+                "no tensor matches any of the names given (e.g. \"" + some_template + "\")");
   infer_geometry(checkpoint, spec, *first_layer, geometry);
   check_geometry(checkpoint, geometry);
 
@@ -180,24 +187,19 @@ ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Ge
   layout.head_dim = *geometry.head_dim;
   layout.d_model = *geometry.d_model;
   // Layers come from the tensor names; config.json's count is cross-checked.
-  layout.num_layers =
-      detail::checked_layer_count(checkpoint, num_layers, geometry.num_layers,
-                                  layer_name(spec.names.begin()->second, num_layers));
-  layout.variant = detail::attention_variant(layout.heads, layout.kv_heads);
-  layout.has_queries = spec.names.count("q") || spec.fused();
-  layout.has_outputs = spec.names.count("o") > 0;
-  layout.details = spec.names;
-  layout.details["orientation"] = spec.in_out ? "in_out" : "out_in";
-  if (spec.fused()) layout.details["qkv_order"] = spec.qkv_order;
-  layout.details["source"] = geometry.source_text();
-  if (auto model_type = config_string(checkpoint, "model_type"))
-    layout.details["model_type"] = *model_type;
+  layout.num_layers = detail::checked_layer_count(checkpoint, num_layers, geometry.num_layers,
+                                                  layer_name(some_template, num_layers));
+  layout.variant = attention_variant(layout.heads, layout.kv_heads);
+  layout.has_queries = names.count(ProjectionRole::q) || spec.tensors.fused();
+  layout.has_outputs = names.count(ProjectionRole::o) > 0;
+  layout.model_type = config_string(checkpoint, "model_type").value_or("");
+  DenseTensors tensors = spec.tensors;
+  tensors.source = geometry.source_text();
+  layout.tensors = std::move(tensors);
 
   const Dims dims = dims_of(layout);
-  for (const auto& [role, name_template] : spec.names) {
-    const char role_char = role == "qkv" ? 'f' : role[0];
-    check_role_shape(checkpoint, dims, layer_name(name_template, *first_layer), role_char);
-  }
+  for (const auto& [role, name_template] : names)
+    check_role_shape(checkpoint, dims, layer_name(name_template, *first_layer), role);
   return layout;
 }
 
@@ -206,7 +208,7 @@ ModelLayout map_layout(const Checkpoint& checkpoint, const LayoutOverrides& over
   const nlohmann::json map = read_json_object(*overrides.map_file);
   check_map_keys(map, file);
   const DenseSpec spec = read_map_spec(map, file);
-  Geometry geometry = map_geometry(map, file, config_geometry(checkpoint, "map"));
+  Geometry geometry = map_geometry(map, file, config_geometry(checkpoint, Family::map));
   apply_overrides(overrides, geometry);
   return dense_layout(checkpoint, spec, geometry, file);
 }
@@ -221,22 +223,26 @@ bool is_llama_alias(const std::string& family) {
                      [&](const char* name) { return family == name; });
 }
 
-bool is_mla_family(const std::string& family) {
-  return family == "deepseek_v2" || family == "deepseek_v3" || family == "mla";
-}
+/// What `--family NAME` asks for: a family (MLA also as "mla"), or a llama-like model type.
+struct FamilyChoice {
+  Family family;
+  std::string model_type;  ///< the llama-like model type, else empty
+};
 
-void check_family_name(const std::string& family) {
-  const bool dense = std::any_of(kDenseFamilies.begin(), kDenseFamilies.end(),
-                                 [&](const char* name) { return family == name; });
-  if (!dense && !is_llama_alias(family) && !is_mla_family(family) && family != "lrkv")
-    throw Error("", "unknown --family \"" + family +
+FamilyChoice parse_family_choice(const std::string& name) {
+  if (is_llama_alias(name)) return {Family::llama, name};
+  if (name == "mla") return {Family::deepseek_v2, ""};
+  const std::optional<Family> family = family_named(name);
+  if (!family || *family == Family::activations)  // activations: --activations
+    throw Error("", "unknown --family \"" + name +
                         "\" (expected llama or a llama-like model type such as mistral, "
                         "gpt2, gpt_neox, falcon, phi3, deepseek_v2, deepseek_v3, lrkv, map)");
+  return {*family, ""};
 }
 
-ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  std::optional<std::string> only = overrides.family;
-  if (only && is_llama_alias(*only)) only = "llama";
+ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& overrides,
+                         const std::optional<FamilyChoice>& choice) {
+  const std::optional<Family> only = choice ? std::optional<Family>(choice->family) : std::nullopt;
   const auto spec = find_dense(checkpoint, only);
   if (!spec) {
     const std::string wanted =
@@ -248,10 +254,10 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
   Geometry geometry = config_geometry(checkpoint, spec->family);
   apply_overrides(overrides, geometry);
   ModelLayout layout = dense_layout(checkpoint, *spec, geometry, checkpoint.path().string());
-  if (overrides.family && is_llama_alias(*overrides.family))  // --family gemma3 wins
-    layout.details["model_type"] = *overrides.family;
-  if (!spec->fused()) {
-    const std::string& key_template = spec->names.at("k");
+  if (choice && !choice->model_type.empty())  // --family gemma3 wins
+    layout.model_type = choice->model_type;
+  if (!spec->tensors.fused()) {
+    const std::string& key_template = spec->tensors.names.at(ProjectionRole::k);
     dense::detect_qk_norm(checkpoint, key_template,
                           dense::template_layers(checkpoint, key_template)->first, layout);
   }
@@ -270,40 +276,31 @@ void check_repr_supported(const Checkpoint& checkpoint, const ModelLayout& layou
 
 }  // namespace
 
-std::string_view repr_name(Repr repr) noexcept {
-  switch (repr) {
-    case Repr::qk:
-      return "qk";
-    case Repr::ov:
-      return "ov";
-    case Repr::k:
-      return "k";
-    case Repr::v:
-      return "v";
-  }
-  return "qk";
-}
+std::string_view repr_name(Repr repr) noexcept { return name_of(kReprs, repr); }
+
+std::string_view role_name(ProjectionRole role) noexcept { return name_of(kRoles, role); }
 
 Repr parse_repr(std::string_view name) {
-  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v})
-    if (repr_name(repr) == name) return repr;
-  throw Error("", "unknown representation \"" + std::string(name) +
-                      "\" for --repr (expected qk, ov, k or v)");
+  if (const std::optional<Repr> repr = value_named(kReprs, name)) return *repr;
+  throw Error("", "unknown representation \"" + std::string(name) + "\" for --repr (expected " +
+                      name_list(kReprs) + ")");
 }
 
 ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
   if (overrides.activations) return detail::detect_activations(checkpoint, overrides);
-  if (overrides.family) check_family_name(*overrides.family);
-  const std::string family = overrides.family.value_or("");
-  if (overrides.map_file || family == "map") {
+  std::optional<FamilyChoice> choice;
+  if (overrides.family) choice = parse_family_choice(*overrides.family);
+  const std::optional<LayoutKind> kind =
+      choice ? std::optional<LayoutKind>(family_info(choice->family).kind) : std::nullopt;
+  if (overrides.map_file || (choice && choice->family == Family::map)) {
     if (!overrides.map_file) throw Error("", "--family map needs --map FILE");
     return map_layout(checkpoint, overrides);
   }
-  if (is_mla_family(family) || (family.empty() && detail::is_mla(checkpoint)))
+  if (kind == LayoutKind::mla || (!choice && detail::is_mla(checkpoint)))
     return detail::detect_mla(checkpoint, overrides);
-  if (family == "lrkv" || (family.empty() && detail::is_lrkv(checkpoint)))
+  if (kind == LayoutKind::lrkv || (!choice && detail::is_lrkv(checkpoint)))
     return detail::detect_lrkv(checkpoint, overrides);
-  return dense_detect(checkpoint, overrides);
+  return dense_detect(checkpoint, overrides, choice);
 }
 
 HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
@@ -313,21 +310,36 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
                                                 " out of range (the model has " +
                                                 std::to_string(layout.num_layers) + " layers)");
   check_repr_supported(checkpoint, layout, repr);
-  if (layout.family == "activations")
-    return detail::activation_factors(checkpoint, layout, layer, repr);
-  if (layout.variant == "mla") return detail::mla_factors(checkpoint, layout, layer, repr);
-  if (layout.variant == "lrkv") return detail::lrkv_factors(checkpoint, layout, layer, repr);
+  switch (family_info(layout.family).kind) {
+    case LayoutKind::activations:
+      return detail::activation_factors(checkpoint, layout, layer, repr);
+    case LayoutKind::mla:
+      return detail::mla_factors(checkpoint, layout, layer, repr);
+    case LayoutKind::lrkv:
+      return detail::lrkv_factors(checkpoint, layout, layer, repr);
+    case LayoutKind::dense:
+      break;
+  }
   return dense_factors(checkpoint, layout, layer, repr);
 }
 
 std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer) {
-  if (layout.family == "activations") return detail::activation_tensor_names(layout, layer);
-  if (layout.variant == "mla") return detail::mla_tensor_names(layout, layer);
-  if (layout.variant == "lrkv") return detail::lrkv_tensor_names(layout, layer);
+  switch (family_info(layout.family).kind) {
+    case LayoutKind::activations:
+      return detail::activation_tensor_names(layout, layer);
+    case LayoutKind::mla:
+      return detail::mla_tensor_names(layout, layer);
+    case LayoutKind::lrkv:
+      return detail::lrkv_tensor_names(layout, layer);
+    case LayoutKind::dense:
+      break;
+  }
   std::vector<std::string> names = dense::qk_norm_tensor_names(layout, layer);
-  for (const char* role : {"q", "k", "v", "o", "qkv"}) {
-    auto it = layout.details.find(role);
-    if (it != layout.details.end()) names.push_back(layer_name(it->second, layer));
+  const auto& templates = dense::dense_tensors(layout).names;
+  for (ProjectionRole role : {ProjectionRole::q, ProjectionRole::k, ProjectionRole::v,
+                              ProjectionRole::o, ProjectionRole::fused_qkv}) {
+    auto it = templates.find(role);
+    if (it != templates.end()) names.push_back(layer_name(it->second, layer));
   }
   return names;
 }

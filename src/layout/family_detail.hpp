@@ -41,9 +41,6 @@ FactorSide row_block_side(RowMatrixF rows, int heads, Index head_cols, int heads
 /// transposes it once into basis rows.
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols);
 
-/// "mha" / "gqa" / "mqa" from the head counts.
-std::string attention_variant(int heads, int kv_heads);
-
 /// The 1-D gain tensor `name`, of shape [size] (else an error naming it and `why`), as float32
 /// (src/layout/norm_gains.cpp: RMSNorm gains folded into projection rows).
 std::vector<float> load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,

@@ -155,8 +155,8 @@ ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& ove
   }
 
   ModelLayout layout;
-  layout.family = "lrkv";
-  layout.variant = "lrkv";
+  layout.family = Family::lrkv;
+  layout.variant = Variant::lrkv;
   layout.heads = dims.heads;
   layout.kv_heads = dims.heads;
   layout.head_dim = dims.head_dim;
@@ -167,14 +167,14 @@ ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& ove
   layout.lrkv_rank = dims.rank;
   layout.has_queries = checkpoint.find(attn + "q_proj.weight") != nullptr;
   layout.has_outputs = checkpoint.find(attn + "o_proj.weight") != nullptr;
-  layout.details = {{"prefix", dims.prefix}};
+  layout.tensors = LrkvTensors{dims.prefix};
   return layout;
 }
 
 HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                          Repr repr) {
   LrkvDims dims;
-  dims.prefix = layout.details.at("prefix");
+  dims.prefix = std::get<LrkvTensors>(layout.tensors).prefix;
   dims.heads = layout.heads;
   dims.head_dim = layout.head_dim;
   dims.rank = layout.lrkv_rank.value_or(0);
@@ -202,7 +202,7 @@ HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout
 }
 
 std::vector<std::string> lrkv_tensor_names(const ModelLayout& layout, int layer) {
-  const std::string attn = attn_prefix(layout.details.at("prefix"), layer);
+  const std::string attn = attn_prefix(std::get<LrkvTensors>(layout.tensors).prefix, layer);
   std::vector<std::string> names;
   for (const char* weight : {"q_proj", "o_proj", "k_shared_proj", "v_shared_proj", "k_lora_a",
                              "k_lora_b", "v_lora_a", "v_lora_b"}) {

@@ -46,19 +46,16 @@ std::string attn_prefix(const std::string& prefix, int layer) {
   return prefix + std::to_string(layer) + ".self_attn.";
 }
 
-int detail_int(const ModelLayout& layout, const std::string& key) {
-  return std::stoi(layout.details.at(key));
-}
-
 MlaDims dims_of(const ModelLayout& layout) {
+  const auto& tensors = std::get<MlaTensors>(layout.tensors);
   MlaDims dims;
-  dims.prefix = layout.details.at("prefix");
+  dims.prefix = tensors.prefix;
   dims.heads = layout.heads;
-  dims.kv_lora = detail_int(layout, "kv_lora_rank");
-  dims.q_lora = detail_int(layout, "q_lora_rank");
-  dims.nope = detail_int(layout, "qk_nope_head_dim");
-  dims.rope = detail_int(layout, "qk_rope_head_dim");
-  dims.v_dim = detail_int(layout, "v_head_dim");
+  dims.kv_lora = tensors.kv_lora_rank;
+  dims.q_lora = tensors.q_lora_rank;
+  dims.nope = tensors.qk_nope_head_dim;
+  dims.rope = tensors.qk_rope_head_dim;
+  dims.v_dim = tensors.v_head_dim;
   dims.d_model = layout.d_model;
   return dims;
 }
@@ -258,8 +255,9 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
 
   ModelLayout layout;
   const std::optional<std::string> model_type = config_string(checkpoint, "model_type");
-  layout.family = model_type == "deepseek_v3" ? "deepseek_v3" : "deepseek_v2";
-  layout.variant = "mla";
+  layout.family = model_type == "deepseek_v3" ? Family::deepseek_v3 : Family::deepseek_v2;
+  layout.variant = Variant::mla;
+  layout.model_type = model_type.value_or("");
   layout.heads = dims.heads;
   layout.kv_heads = dims.heads;
   layout.head_dim = dims.nope + dims.rope;
@@ -273,12 +271,8 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
   layout.mla_kv_lora_rank = dims.kv_lora;
   layout.has_queries = q_proj || q_a || q_b;
   layout.has_outputs = checkpoint.find(attn + "o_proj.weight") != nullptr;
-  layout.details = {{"prefix", dims.prefix},
-                    {"kv_lora_rank", std::to_string(dims.kv_lora)},
-                    {"q_lora_rank", std::to_string(dims.q_lora)},
-                    {"qk_nope_head_dim", std::to_string(dims.nope)},
-                    {"qk_rope_head_dim", std::to_string(dims.rope)},
-                    {"v_head_dim", std::to_string(dims.v_dim)}};
+  layout.tensors =
+      MlaTensors{dims.prefix, dims.kv_lora, dims.q_lora, dims.nope, dims.rope, dims.v_dim};
   return layout;
 }
 
@@ -308,7 +302,7 @@ HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
 }
 
 std::vector<std::string> mla_tensor_names(const ModelLayout& layout, int layer) {
-  const std::string attn = attn_prefix(layout.details.at("prefix"), layer);
+  const std::string attn = attn_prefix(std::get<MlaTensors>(layout.tensors).prefix, layer);
   std::vector<std::string> names;
   for (const char* weight :
        {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}) {

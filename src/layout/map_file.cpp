@@ -7,6 +7,7 @@
 
 #include "io/json_strict.hpp"
 #include "kvrank/error.hpp"
+#include "kvrank/name_table.hpp"
 #include "layout/dense.hpp"
 
 namespace kvrank::dense {
@@ -37,6 +38,24 @@ std::optional<std::string> map_string(const nlohmann::json& map, const std::stri
   return it->get<std::string>();
 }
 
+constexpr std::array<Named<QkvOrder>, 2> kQkvOrders{
+    {{QkvOrder::stacked, "stacked"}, {QkvOrder::grouped, "grouped"}}};
+static_assert(in_enum_order(kQkvOrders));
+constexpr std::array<Named<Orientation>, 2> kOrientations{
+    {{Orientation::out_in, "out_in"}, {Orientation::in_out, "in_out"}}};
+static_assert(in_enum_order(kOrientations));
+
+/// The value of a string field naming one of two `choices`; the first when the field is absent.
+template <typename Enum>
+Enum map_choice(const nlohmann::json& map, const std::string& file, const char* key,
+                const std::array<Named<Enum>, 2>& choices) {
+  const std::optional<std::string> name = map_string(map, file, key);
+  if (!name) return choices[0].value;
+  if (const std::optional<Enum> value = value_named(choices, *name)) return *value;
+  throw Error(file, std::string("\"") + key + "\": expected \"" + std::string(choices[0].name) +
+                        "\" or \"" + std::string(choices[1].name) + "\", found \"" + *name + "\"");
+}
+
 }  // namespace
 
 void check_map_keys(const nlohmann::json& map, const std::string& file) {
@@ -51,30 +70,28 @@ void check_map_keys(const nlohmann::json& map, const std::string& file) {
 }
 
 DenseSpec read_map_spec(const nlohmann::json& map, const std::string& file) {
-  DenseSpec spec{"map", {}, "", false};
-  for (const char* role : {"q", "k", "v", "o", "qkv"}) {
-    auto name_template = map_string(map, file, role);
+  DenseSpec spec{Family::map, {}};
+  auto& names = spec.tensors.names;
+  for (ProjectionRole role : {ProjectionRole::q, ProjectionRole::k, ProjectionRole::v,
+                              ProjectionRole::o, ProjectionRole::fused_qkv}) {
+    const std::string key(role_name(role));
+    auto name_template = map_string(map, file, key.c_str());
     if (!name_template) continue;
     if (name_template->find(kLayerSlot) == std::string::npos)
-      throw Error(file, std::string("\"") + role +
+      throw Error(file, "\"" + key +
                             "\": expected a tensor name with \"{i}\" for "
                             "the layer index, found \"" +
                             *name_template + "\"");
-    spec.names[role] = *name_template;
+    names[role] = *name_template;
   }
-  const bool fused = spec.names.count("qkv") > 0;
-  if (fused && (spec.names.count("q") || spec.names.count("k") || spec.names.count("v")))
+  const bool fused = spec.tensors.fused();
+  if (fused && (names.count(ProjectionRole::q) || names.count(ProjectionRole::k) ||
+                names.count(ProjectionRole::v)))
     throw Error(file, "give either \"qkv\" or \"q\"/\"k\"/\"v\", not both");
-  if (!fused && (!spec.names.count("k") || !spec.names.count("v")))
+  if (!fused && (!names.count(ProjectionRole::k) || !names.count(ProjectionRole::v)))
     throw Error(file, "expected \"k\" and \"v\" (or a fused \"qkv\") tensor names");
-  spec.qkv_order = map_string(map, file, "qkv_order").value_or("stacked");
-  if (spec.qkv_order != "stacked" && spec.qkv_order != "grouped")
-    throw Error(file, "\"qkv_order\": expected \"stacked\" or \"grouped\", found \"" +
-                          spec.qkv_order + "\"");
-  const std::string layout = map_string(map, file, "layout").value_or("out_in");
-  if (layout != "out_in" && layout != "in_out")
-    throw Error(file, "\"layout\": expected \"out_in\" or \"in_out\", found \"" + layout + "\"");
-  spec.in_out = layout == "in_out";
+  spec.tensors.qkv_order = map_choice(map, file, "qkv_order", kQkvOrders);
+  spec.tensors.orientation = map_choice(map, file, "layout", kOrientations);
   return spec;
 }
 

@@ -95,43 +95,42 @@ std::optional<int> qk_norm_head_dim(const Checkpoint& checkpoint, const std::str
 void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_template, int first_layer,
                     ModelLayout& layout) {
   if (key_template.find("k_proj") == std::string::npos) return;
-  for (const char role : {'q', 'k'}) {
+  DenseTensors& tensors = std::get<DenseTensors>(layout.tensors);
+  for (const ProjectionRole role : {ProjectionRole::q, ProjectionRole::k}) {
+    const bool query = role == ProjectionRole::q;
     const std::string norm_template =
-        replace_last(key_template, "k_proj", std::string(1, role) + "_norm");
+        replace_last(key_template, "k_proj", std::string(role_name(role)) + "_norm");
     const TensorView* first = checkpoint.find(layer_name(norm_template, first_layer));
     if (!first) continue;
-    check_qk_gain_shape(*first, role == 'q' ? layout.heads : layout.kv_heads, layout.head_dim,
-                        role == 'q' ? "heads" : "kv heads");
-    layout.details[std::string(1, role) + "_norm"] = norm_template;
+    check_qk_gain_shape(*first, query ? layout.heads : layout.kv_heads, layout.head_dim,
+                        query ? "heads" : "kv heads");
+    (query ? tensors.q_norm : tensors.k_norm) = norm_template;
   }
-  if (!layout.details.count("q_norm") && !layout.details.count("k_norm")) return;
-  auto model_type = layout.details.find("model_type");
-  const bool offset =
-      model_type != layout.details.end() && gain_has_unit_offset(model_type->second);
-  layout.details["qk_norm_gain"] = offset ? "1 + weight" : "weight";
+  if (gain_has_unit_offset(layout.model_type)) tensors.norm_gain = NormGain::one_plus_weight;
 }
 
 RowMatrixF fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                        char role, RowMatrixF rows) {
-  const auto norm = layout.details.find(std::string(1, role) + "_norm");
-  if (norm == layout.details.end()) return rows;
-  const int count = role == 'q' ? layout.heads : layout.kv_heads;
-  const TensorView& tensor = checkpoint.at(layer_name(norm->second, layer));
-  check_qk_gain_shape(tensor, count, layout.head_dim, role == 'q' ? "heads" : "kv heads");
+                        ProjectionRole role, RowMatrixF rows) {
+  const DenseTensors& tensors = dense_tensors(layout);
+  const bool query = role == ProjectionRole::q;
+  const std::optional<std::string>& norm = query ? tensors.q_norm : tensors.k_norm;
+  if (!norm) return rows;
+  const int count = query ? layout.heads : layout.kv_heads;
+  const TensorView& tensor = checkpoint.at(layer_name(*norm, layer));
+  check_qk_gain_shape(tensor, count, layout.head_dim, query ? "heads" : "kv heads");
   std::vector<float> stored = to_f32(tensor);
-  const bool offset = layout.details.at("qk_norm_gain") == "1 + weight";
+  const float offset = tensors.norm_gain == NormGain::one_plus_weight ? 1.0f : 0.0f;
   std::vector<float> gain(static_cast<std::size_t>(rows.rows()));
   for (std::size_t i = 0; i < gain.size(); ++i)  // a [d_h] gain repeats for every head
-    gain[i] = stored[i % stored.size()] + (offset ? 1.0f : 0.0f);
+    gain[i] = stored[i % stored.size()] + offset;
   return scale_rows(std::move(rows), gain);
 }
 
 std::vector<std::string> qk_norm_tensor_names(const ModelLayout& layout, int layer) {
+  const DenseTensors& tensors = dense_tensors(layout);
   std::vector<std::string> names;
-  for (const char* key : {"q_norm", "k_norm"}) {
-    auto it = layout.details.find(key);
-    if (it != layout.details.end()) names.push_back(layer_name(it->second, layer));
-  }
+  for (const auto& norm : {tensors.q_norm, tensors.k_norm})
+    if (norm) names.push_back(layer_name(*norm, layer));
   return names;
 }
 

@@ -94,20 +94,4 @@ std::string tick_label(double value, int decimals) {
   return label;
 }
 
-std::string metric_axis_label(const std::string& metric) {
-  static const std::map<std::string, std::string> kLabels = {
-      {"erank", "Effective rank"},
-      {"erank_centered", "Effective rank (centred)"},
-      {"erank_pct", "Effective rank (% of heads)"},
-      {"erank_centered_pct", "Centred effective rank (% of heads)"},
-      {"mean_similarity", "Mean head similarity"},
-      {"pcs_90", "Components for 90% of variance"},
-  };
-  return kLabels.at(metric);
-}
-
-bool has_fully_redundant_line(const std::string& metric) {
-  return metric == "erank" || metric == "erank_centered";
-}
-
 }  // namespace kvrank::plot_detail

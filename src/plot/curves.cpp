@@ -16,8 +16,6 @@ namespace {
 
 using namespace plot_detail;
 
-bool is_baseline(const ModelReport& model) { return model.variant == "baseline"; }
-
 // ---------------------------------------------------------------------------------------------
 // Curves
 // ---------------------------------------------------------------------------------------------
@@ -64,8 +62,7 @@ struct Layout {
 };
 
 /// The value range a panel must show: all finite points, and 1.0 when the baseline is drawn.
-std::pair<double, double> value_range(const Panel& panel, const std::string& metric,
-                                      bool baseline_at_one) {
+std::pair<double, double> value_range(const Panel& panel, Metric metric, bool baseline_at_one) {
   double low = std::numeric_limits<double>::infinity();
   double high = -low;
   for (const ModelReport& model : panel.models) {
@@ -105,14 +102,15 @@ std::int64_t layer_span(const Panel& panel) {
 
 /// The value axis of a panel; values too far apart for a double (±1e308) are an error naming the
 /// panel's file, as they would give infinite or NaN coordinates.
-Axis checked_value_axis(const Panel& panel, const std::string& metric, double low, double high) {
+Axis checked_value_axis(const Panel& panel, Metric metric, double low, double high) {
   Axis axis = value_axis(low, high, 8);
   if (std::isfinite(axis.low) && std::isfinite(axis.high) && std::isfinite(axis.high - axis.low)) {
     return axis;
   }
   char range[96];
   std::snprintf(range, sizeof range, "values from %g to %g", low, high);
-  throw Error(panel.source, metric + " " + range + " are too far apart to plot");
+  throw Error(panel.source,
+              std::string(metric_name(metric)) + " " + range + " are too far apart to plot");
 }
 
 std::string axes_and_grid(const Frame& frame, const std::string& y_label) {
@@ -157,7 +155,7 @@ std::string frame_box(const Frame& frame) {
 }
 
 /// Path data through the finite points of a model (a NaN layer breaks the line).
-std::string path_data(const Frame& frame, const ModelReport& model, const std::string& metric,
+std::string path_data(const Frame& frame, const ModelReport& model, Metric metric,
                       std::vector<std::pair<double, double>>* points) {
   std::string data;
   bool pen_down = false;
@@ -184,7 +182,7 @@ std::string baseline_path(const std::string& data, const std::string& label) {
          " stroke-width=\"1.6\" stroke-dasharray=\"6 4\" fill=\"none\"/>\n";
 }
 
-std::string model_series(const Frame& frame, const ModelReport& model, const std::string& metric,
+std::string model_series(const Frame& frame, const ModelReport& model, Metric metric,
                          const Style& style, double marker_radius) {
   std::vector<std::pair<double, double>> points;
   const std::string data = path_data(frame, model, metric, &points);
@@ -206,7 +204,7 @@ std::string panel_svg(const Panel& panel, const Frame& frame, const PlotOptions&
                       const std::map<std::string, Style>& styles, bool* drew_baseline,
                       std::string* baseline_label) {
   std::string out = "<g class=\"panel\"" + attr("data-title", xml_escape(panel.title)) + ">\n";
-  out += axes_and_grid(frame, metric_axis_label(options.metric));
+  out += axes_and_grid(frame, std::string(metric_axis_label(options.metric)));
   bool has_baseline_model = false;
   for (const ModelReport& model : panel.models) {
     if (!is_baseline(model)) continue;
@@ -215,7 +213,7 @@ std::string panel_svg(const Panel& panel, const Frame& frame, const PlotOptions&
     *drew_baseline = true;
     if (baseline_label->empty()) *baseline_label = model.label;
   }
-  if (!has_baseline_model && has_fully_redundant_line(options.metric)) {
+  if (!has_baseline_model && fully_redundant_at_one(options.metric)) {
     const double y = frame.py(1.0);
     out += baseline_path(
         "M" + num(frame.left) + " " + num(y) + " L" + num(frame.left + frame.width) + " " + num(y),
@@ -290,7 +288,6 @@ std::string legend_svg(const std::vector<LegendEntry>& entries, double centre_x,
 }  // namespace
 
 std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions& options) {
-  metric_value(LayerMetrics{}, options.metric);  // rejects an unknown metric up front
   if (panels.empty()) throw Error("", "nothing to plot: no input file");
 
   std::vector<std::string> order;
@@ -317,7 +314,7 @@ std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions&
     frame.height = layout.plot_height;
     const auto [first, last] = layer_range(panel);
     frame.x = layer_axis(first, last);
-    const bool at_one = has_fully_redundant_line(options.metric);
+    const bool at_one = fully_redundant_at_one(options.metric);
     const auto [low, high] = value_range(panel, options.metric, at_one);
     frame.y = checked_value_axis(panel, options.metric, low, high);
     body += panel_svg(panel, frame, options, styles, &drew_baseline, &baseline_label);

@@ -55,7 +55,5 @@ Axis value_axis(double data_min, double data_max, int target_ticks);
 /// Layer axis: limits 5 % beyond the first and last layer, integer ticks.
 Axis layer_axis(int first, int last);
 std::string tick_label(double value, int decimals);
-std::string metric_axis_label(const std::string& metric);
-bool has_fully_redundant_line(const std::string& metric);
 
 }  // namespace kvrank::plot_detail

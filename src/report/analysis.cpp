@@ -101,8 +101,8 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   ModelReport report;
   report.label = label;
   report.path = path.string();
-  report.family = layout.family;
-  report.variant = layout.variant;
+  report.family = family_name(layout.family);
+  report.variant = variant_name(layout.variant);
   report.heads = layout.heads;
   report.kv_heads = layout.kv_heads;
   report.head_dim = layout.head_dim;
@@ -229,8 +229,8 @@ ModelReport fully_redundant_baseline(int num_layers, int heads) {
                     std::to_string(heads) + " heads and " + std::to_string(num_layers) + " layers");
   ModelReport report;
   report.label = "Fully redundant";
-  report.family = "baseline";
-  report.variant = "baseline";
+  report.family = kBaseline;
+  report.variant = kBaseline;
   report.heads = heads;
   report.kv_heads = heads;
   report.num_layers = num_layers;

@@ -14,18 +14,6 @@
 
 namespace kvrank {
 
-double metric_value(const LayerMetrics& layer, std::string_view metric) {
-  if (metric == "erank") return layer.erank;
-  if (metric == "erank_centered") return layer.erank_centered;
-  if (metric == "erank_pct") return layer.erank_pct;
-  if (metric == "erank_centered_pct") return layer.erank_centered_pct;
-  if (metric == "mean_similarity") return layer.mean_similarity;
-  if (metric == "pcs_90") return layer.pcs_90;
-  throw Error("", "unknown metric \"" + std::string(metric) +
-                      "\" (expected erank, erank_centered, erank_pct, erank_centered_pct, "
-                      "mean_similarity or pcs_90)");
-}
-
 namespace {
 
 using ModelKey = std::pair<std::string, std::string>;  // (label, repr)
@@ -96,8 +84,6 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
                                      const CheckOptions& options, const std::string& current_file,
                                      const std::string& golden_file) {
   if (options.metrics.empty()) throw Error("", "no metric to check");
-  const LayerMetrics probe;
-  for (const std::string& metric : options.metrics) metric_value(probe, metric);
 
   const auto current_models = index_models(current, current_file);
   const auto golden_models = index_models(golden, golden_file);
@@ -129,7 +115,7 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
     }
     for (const auto& [index, gold_layer] : gold_layers) {
       const LayerMetrics& cur_layer = *cur_layers.at(index);
-      for (const std::string& metric : options.metrics) {
+      for (const Metric metric : options.metrics) {
         const double gold_value = metric_value(*gold_layer, metric);
         const double cur_value = metric_value(cur_layer, metric);
         if (!within_tolerance(cur_value, gold_value, options)) {
@@ -156,7 +142,7 @@ std::string format_violations(const std::vector<Violation>& raw_violations) {
   for (const Violation& v : violations) {
     label_width = std::max(label_width, v.label.size());
     repr_width = std::max(repr_width, v.repr.size());
-    metric_width = std::max(metric_width, v.metric.size());
+    metric_width = std::max(metric_width, metric_name(v.metric).size());
   }
   const auto pad = [](const std::string& text, std::size_t width) {
     return text + std::string(width - std::min(width, text.size()), ' ');
@@ -166,7 +152,8 @@ std::string format_violations(const std::vector<Violation>& raw_violations) {
   for (const Violation& v : violations) {
     char numbers[128];
     std::snprintf(numbers, sizeof numbers, "%5d  %s  %10.6f  %10.6f  %+10.6f", v.layer,
-                  pad(v.metric, metric_width).c_str(), v.golden, v.current, v.current - v.golden);
+                  pad(std::string(metric_name(v.metric)), metric_width).c_str(), v.golden,
+                  v.current, v.current - v.golden);
     out += pad(v.label, label_width) + "  " + pad(v.repr, repr_width) + "  " + numbers + "\n";
   }
   return out;

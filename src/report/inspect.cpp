@@ -71,8 +71,8 @@ std::uint64_t total_bytes(const std::vector<TensorView>& tensors) {
 nlohmann::json report_json(const InspectReport& report) {
   nlohmann::json checkpoint = {{"path", report.path}};
   const std::optional<ModelLayout>& layout = report.layout;
-  checkpoint["family"] = layout ? nlohmann::json(layout->family) : nlohmann::json(nullptr);
-  checkpoint["variant"] = layout ? nlohmann::json(layout->variant) : nlohmann::json(nullptr);
+  checkpoint["family"] = layout ? nlohmann::json(family_name(layout->family)) : nlohmann::json();
+  checkpoint["variant"] = layout ? nlohmann::json(variant_name(layout->variant)) : nlohmann::json();
   auto geometry = [&](int ModelLayout::*field) {
     return layout ? nlohmann::json((*layout).*field) : nlohmann::json(nullptr);
   };
@@ -107,7 +107,8 @@ nlohmann::json report_json(const InspectReport& report) {
 void write_summary(std::ostringstream& out, const InspectReport& report) {
   out << printable(report.path) << "\n";  // names are escaped: this text is for a terminal
   if (const auto& layout = report.layout) {
-    out << "  family " << layout->family << ", variant " << layout->variant << "\n"
+    out << "  family " << family_name(layout->family) << ", variant "
+        << variant_name(layout->variant) << "\n"
         << "  heads " << layout->heads << ", kv_heads " << layout->kv_heads << ", head_dim "
         << layout->head_dim << ", d_model " << layout->d_model << ", layers " << layout->num_layers;
     if (layout->lrkv_rank) out << ", lrkv_rank " << *layout->lrkv_rank;

@@ -166,8 +166,6 @@ void require_expected_layers(const ModelEntry& entry, const MergeOptions& option
 /// model. Each part carries its own copy; they must agree, and the merge writes it once, last.
 class BaselineSlot {
  public:
-  static bool is_baseline(const ModelReport& model) { return model.variant == "baseline"; }
-
   void offer(ModelReport model, const json& as_json, const std::string& file) {
     if (!report_) {
       report_ = std::move(model);
@@ -199,7 +197,7 @@ class Merger {
       const json& layers_json = models_json[m].at("layers");
       for (std::size_t l = 0; l < layers_json.size(); ++l)
         similarity_.check(layers_json[l], part.file, where + ".layers[" + std::to_string(l) + "]");
-      if (BaselineSlot::is_baseline(models[m]))
+      if (is_baseline(models[m]))
         baseline_.offer(std::move(models[m]), models_json[m], part.file);
       else
         add_model(std::move(models[m]), models_json[m], part.file);

@@ -46,33 +46,33 @@ nlohmann::json config_json(const Model& m) {
   using nlohmann::json;
   json config;
   const json provenance = {{"seed", m.seed}, {"redundancy", m.redundancy}};
-  if (m.family == "gpt2") {
+  if (m.family == Family::gpt2) {
     config = {{"architectures", {"GPT2LMHeadModel"}},
               {"model_type", "gpt2"},
               {"n_embd", m.d_model},
               {"n_head", m.heads},
               {"n_layer", m.layers},
               {"n_positions", 1024}};
-  } else if (m.family == "gpt_neox") {
+  } else if (m.family == Family::gpt_neox) {
     config = {{"architectures", {"GPTNeoXForCausalLM"}},
               {"model_type", "gpt_neox"},
               {"hidden_size", m.d_model},
               {"num_attention_heads", m.heads},
               {"num_hidden_layers", m.layers},
               {"rotary_pct", 0.25}};
-  } else if (m.family == "falcon") {
+  } else if (m.family == Family::falcon) {
     config = {{"architectures", {"FalconForCausalLM"}},
               {"model_type", "falcon"},
               {"hidden_size", m.d_model},
               {"num_attention_heads", m.heads},
               {"num_hidden_layers", m.layers},
               {"num_kv_heads", m.kv_heads},
-              {"new_decoder_architecture", m.variant == "gqa"},
-              {"multi_query", m.variant == "mqa"},
+              {"new_decoder_architecture", m.variant == Variant::gqa},
+              {"multi_query", m.variant == Variant::mqa},
               {"parallel_attn", true},
               {"bias", false},
               {"alibi", false}};
-  } else if (m.family == "deepseek_v2") {
+  } else if (m.family == Family::deepseek_v2) {
     config = {{"architectures", {"DeepseekV2ForCausalLM"}},
               {"model_type", "deepseek_v2"},
               {"hidden_size", m.d_model},
@@ -85,7 +85,7 @@ nlohmann::json config_json(const Model& m) {
               {"qk_rope_head_dim", m.rope_dim},
               {"v_head_dim", m.v_dim}};
   } else {
-    const bool phi3 = m.family == "phi3";
+    const bool phi3 = m.family == Family::phi3;
     config = {{"architectures", {phi3 ? "Phi3ForCausalLM" : "LlamaForCausalLM"}},
               {"model_type", phi3 ? "phi3" : "llama"},
               {"hidden_size", m.d_model},
@@ -93,7 +93,7 @@ nlohmann::json config_json(const Model& m) {
               {"num_key_value_heads", m.kv_heads},
               {"num_hidden_layers", m.layers}};
     if (!phi3) config["head_dim"] = m.head_dim;
-    if (m.family == "lrkv") {
+    if (m.family == Family::lrkv) {
       config["attention_variant"] = "lrkv";
       config["lrkv_rank"] = m.rank;
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/safetensors_writer.hpp"
+#include "kvrank/family.hpp"
 #include "kvrank/synth.hpp"
 
 namespace kvrank::synth_detail {
@@ -24,8 +25,8 @@ constexpr std::uint64_t kSharedBlock = ~std::uint64_t{0};  // block index of a r
 
 /// Options resolved and validated: everything the writer needs, nothing optional.
 struct Model {
-  std::string family;   // llama, lrkv, gpt2, gpt_neox, falcon, phi3, deepseek_v2
-  std::string variant;  // mha, gqa, mqa, mla, lrkv
+  Family family = Family::llama;  // a synthesizable one (family.hpp)
+  Variant variant = Variant::mha;
   int layers = 0;
   int heads = 0;
   int kv_heads = 0;

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "kvrank/error.hpp"
 #include "synth/synth_detail.hpp"
@@ -16,20 +18,6 @@ namespace kvrank::synth_detail {
 namespace {
 
 // ---- options -----------------------------------------------------------------------------------
-
-const std::vector<std::string> kFamilies = {"llama", "gpt2",        "gpt_neox", "falcon",
-                                            "phi3",  "deepseek_v2", "lrkv"};
-const std::vector<std::string> kVariants = {"mha", "gqa", "mqa", "mla", "lrkv"};
-
-std::string join(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) text += (text.empty() ? "" : ", ") + item;
-  return text;
-}
-
-bool contains(const std::vector<std::string>& items, const std::string& item) {
-  return std::find(items.begin(), items.end(), item) != items.end();
-}
 
 void check_extent(const char* flag, int value) {
   if (value <= 0)
@@ -54,13 +42,14 @@ std::string format_number(double value) {
 }
 
 /// The variant the head counts imply, and whether an explicit --variant agrees with them.
-std::string resolve_attention_variant(const std::string& asked, int heads,
-                                      const std::optional<int>& kv_heads_option, int& kv_heads) {
+Variant resolve_attention_variant(std::optional<Variant> asked, int heads,
+                                  const std::optional<int>& kv_heads_option, int& kv_heads) {
   if (!kv_heads_option) {
-    if (asked == "gqa") throw Error("", "--variant gqa needs --kv-heads");
-    if (asked == "mqa" && heads == 1) throw Error("", "--variant mqa needs --heads > 1 (found 1)");
-    kv_heads = asked == "mqa" ? 1 : heads;
-    return asked.empty() ? "mha" : asked;
+    if (asked == Variant::gqa) throw Error("", "--variant gqa needs --kv-heads");
+    if (asked == Variant::mqa && heads == 1)
+      throw Error("", "--variant mqa needs --heads > 1 (found 1)");
+    kv_heads = asked == Variant::mqa ? 1 : heads;
+    return asked.value_or(Variant::mha);
   }
   kv_heads = *kv_heads_option;
   check_extent("--kv-heads", kv_heads);
@@ -72,55 +61,76 @@ std::string resolve_attention_variant(const std::string& asked, int heads,
     throw Error("", "--heads " + std::to_string(heads) + " is not a multiple of --kv-heads " +
                         std::to_string(kv_heads));
   }
-  const std::string implied = kv_heads == heads ? "mha" : kv_heads == 1 ? "mqa" : "gqa";
-  if (!asked.empty() && asked != implied) {
-    throw Error("", "--variant " + asked + " does not match --kv-heads " +
-                        std::to_string(kv_heads) + " with --heads " + std::to_string(heads) +
-                        " (that is " + implied + ")");
+  const Variant implied = attention_variant(heads, kv_heads);
+  if (asked && asked != implied) {
+    throw Error("", "--variant " + std::string(variant_name(*asked)) +
+                        " does not match --kv-heads " + std::to_string(kv_heads) +
+                        " with --heads " + std::to_string(heads) + " (that is " +
+                        std::string(variant_name(implied)) + ")");
   }
   return implied;
 }
 
+/// The variant a family has whatever the head counts (lrkv, mla), if any.
+std::optional<Variant> own_variant(Family family) {
+  switch (family_info(family).kind) {
+    case LayoutKind::lrkv:
+      return Variant::lrkv;
+    case LayoutKind::mla:
+      return Variant::mla;
+    default:
+      return std::nullopt;
+  }
+}
+
+/// --family and --variant as the table's values: errors list what synth writes.
+std::pair<Family, std::optional<Variant>> parse_family_variant(const SynthOptions& options) {
+  const std::optional<Family> family = family_named(options.family);
+  if (!family || !family_info(*family).synthesizable) {
+    throw Error("", "--family " + options.family + " is not one of " + synthesizable_family_list());
+  }
+  std::optional<Variant> variant;
+  if (!options.variant.empty()) {
+    variant = variant_named(options.variant);
+    if (!variant) {
+      throw Error("", "--variant " + options.variant + " is not one of " + variant_list(", "));
+    }
+  }
+  return {*family, variant};
+}
+
 /// Family and variant: which combinations exist (SPEC.md §2).
 void resolve_family_variant(const SynthOptions& options, Model& model) {
-  if (!contains(kFamilies, options.family)) {
-    throw Error("", "--family " + options.family + " is not one of " + join(kFamilies));
-  }
-  if (!options.variant.empty() && !contains(kVariants, options.variant)) {
-    throw Error("", "--variant " + options.variant + " is not one of " + join(kVariants));
-  }
-  model.family = options.family;
-  std::string asked = options.variant;
-  if (asked == "lrkv" && model.family == "llama") model.family = "lrkv";
-  if (asked == "mla" && model.family != "deepseek_v2") {
+  const auto [family, asked] = parse_family_variant(options);
+  model.family = family;
+  if (asked == Variant::lrkv && model.family == Family::llama) model.family = Family::lrkv;
+  if (asked == Variant::mla && model.family != Family::deepseek_v2) {
     throw Error("", "--variant mla needs --family deepseek_v2 (found " + options.family + ")");
   }
-  if (asked == "lrkv" && model.family != "lrkv") {
+  if (asked == Variant::lrkv && model.family != Family::lrkv) {
     throw Error("", "--variant lrkv needs --family lrkv or llama (found " + options.family + ")");
   }
-  const std::string own_variant = model.family == "lrkv"          ? "lrkv"
-                                  : model.family == "deepseek_v2" ? "mla"
-                                                                  : "";
-  if (!own_variant.empty()) {
-    if (!asked.empty() && asked != own_variant) {
-      throw Error("", "--family " + model.family + " supports only --variant " + own_variant +
-                          " (found " + asked + ")");
+  const std::string name(family_name(model.family));
+  if (const std::optional<Variant> own = own_variant(model.family)) {
+    const std::string own_name(variant_name(*own));
+    if (asked && asked != own) {
+      throw Error("", "--family " + name + " supports only --variant " + own_name + " (found " +
+                          std::string(variant_name(*asked)) + ")");
     }
     if (options.kv_heads && *options.kv_heads != options.heads) {
       throw Error("", "--kv-heads " + std::to_string(*options.kv_heads) +
-                          " does not apply to --variant " + own_variant +
+                          " does not apply to --variant " + own_name +
                           " (every query head has its own key; leave it out or use --heads " +
                           std::to_string(options.heads) + ")");
     }
-    model.variant = own_variant;
+    model.variant = *own;
     model.kv_heads = options.heads;
     return;
   }
   model.variant = resolve_attention_variant(asked, options.heads, options.kv_heads, model.kv_heads);
-  const bool mha_only = model.family == "gpt2" || model.family == "gpt_neox";
-  if (mha_only && model.variant != "mha") {
-    throw Error("", "--family " + model.family + " supports only --variant mha (found " +
-                        model.variant + ")");
+  if (family_info(model.family).mha_only && model.variant != Variant::mha) {
+    throw Error("", "--family " + name + " supports only --variant mha (found " +
+                        std::string(variant_name(model.variant)) + ")");
   }
 }
 
@@ -164,19 +174,17 @@ Model resolve(const SynthOptions& options) {
   model.head_dim = options.head_dim;
   model.d_model = options.d_model.value_or(options.heads * options.head_dim);
   check_extent("--d-model", model.d_model);
-  const bool head_dim_implied = model.family == "gpt2" || model.family == "gpt_neox" ||
-                                model.family == "falcon" || model.family == "phi3";
-  if (head_dim_implied && model.d_model != model.heads * model.head_dim) {
+  if (family_info(model.family).head_dim_implied && model.d_model != model.heads * model.head_dim) {
     throw Error("", "--d-model " + std::to_string(model.d_model) +
                         " must equal --heads × --head-dim = " +
                         std::to_string(model.heads * model.head_dim) + " for --family " +
-                        model.family + " (its configs have no head_dim)");
+                        std::string(family_name(model.family)) + " (its configs have no head_dim)");
   }
-  if (model.variant == "lrkv") {
+  if (model.variant == Variant::lrkv) {
     check_extent("--rank", options.rank);
     model.rank = options.rank;
   }
-  if (model.variant == "mla") {
+  if (model.variant == Variant::mla) {
     check_extent("--kv-lora-rank", options.kv_lora_rank);
     model.kv_lora_rank = options.kv_lora_rank;
     model.nope_dim = options.nope_dim.value_or(model.head_dim);

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <stdexcept>
 
 #include "synth/synth_detail.hpp"
 
@@ -165,10 +167,10 @@ class Planner {
   }
 
   void add_model_tensors() {
-    static const std::map<std::string, std::string> kEmbeddings = {
-        {"gpt2", "wte.weight"},
-        {"gpt_neox", "gpt_neox.embed_in.weight"},
-        {"falcon", "transformer.word_embeddings.weight"}};
+    static const std::map<Family, std::string> kEmbeddings = {
+        {Family::gpt2, "wte.weight"},
+        {Family::gpt_neox, "gpt_neox.embed_in.weight"},
+        {Family::falcon, "transformer.word_embeddings.weight"}};
     const auto found = kEmbeddings.find(model_.family);
     const std::string name =
         found != kEmbeddings.end() ? found->second : "model.embed_tokens.weight";
@@ -178,14 +180,25 @@ class Planner {
   }
 
   void add_layer(int layer) {
-    const std::string& family = model_.family;
-    if (family == "llama") add_llama(layer);
-    if (family == "lrkv") add_lrkv(layer);
-    if (family == "phi3") add_phi3(layer);
-    if (family == "gpt2") add_gpt2(layer);
-    if (family == "gpt_neox") add_gpt_neox(layer);
-    if (family == "falcon") add_falcon(layer);
-    if (family == "deepseek_v2") add_deepseek(layer);
+    switch (model_.family) {
+      case Family::llama:
+        return add_llama(layer);
+      case Family::lrkv:
+        return add_lrkv(layer);
+      case Family::phi3:
+        return add_phi3(layer);
+      case Family::gpt2:
+        return add_gpt2(layer);
+      case Family::gpt_neox:
+        return add_gpt_neox(layer);
+      case Family::falcon:
+        return add_falcon(layer);
+      case Family::deepseek_v2:
+        return add_deepseek(layer);
+      default:  // not synthesizable: resolve() refused it
+        throw std::logic_error("synth: no writer for family " +
+                               std::string(family_name(model_.family)));
+    }
   }
 
   static std::string llama_prefix(int layer) {
@@ -296,7 +309,7 @@ class Planner {
     const Model& m = model_;
     const std::string p = "transformer.h." + std::to_string(layer) + ".";
     const std::int64_t d = m.d_model, dh = m.head_dim;
-    const bool new_architecture = m.variant == "gqa";
+    const bool new_architecture = m.variant == Variant::gqa;
     const std::string norm = new_architecture ? "ln_attn" : "input_layernorm";
     add_norm(p + norm + ".weight", layer, 1.0f);
     add_norm(p + norm + ".bias", layer, 0.0f);
@@ -305,9 +318,9 @@ class Planner {
           const Weights w(m, layer);
           const Floats q = w.query(m.head_dim), k = w.key(), v = w.value();
           const int dh_rows = m.head_dim;
-          if (m.variant == "mha")
+          if (m.variant == Variant::mha)
             return fuse_rows({{&q, dh_rows}, {&k, dh_rows}, {&v, dh_rows}}, m.heads, m.d_model);
-          if (m.variant == "mqa") {
+          if (m.variant == Variant::mqa) {
             return fuse_rows({{&q, m.heads * dh_rows}, {&k, dh_rows}, {&v, dh_rows}}, 1, m.d_model);
           }
           const int group = m.heads / m.kv_heads;  // GQA: [H_kv, G + 2, d_h]

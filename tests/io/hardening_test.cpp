@@ -150,7 +150,7 @@ TEST_CASE("hardening: regex recursion — a 100000-character name beside a valid
   overrides.heads = 1;
   const ModelLayout layout = detect_layout(Checkpoint::open(dir / "m.safetensors"), overrides);
   CHECK(layout.num_layers == 1);
-  CHECK(layout.details.at("k") == "layers.{i}.k_proj");
+  CHECK(std::get<DenseTensors>(layout.tensors).names.at(ProjectionRole::k) == "layers.{i}.k_proj");
 }
 
 TEST_CASE("hardening: truncation while mapped is an error naming the file and no SIGBUS",

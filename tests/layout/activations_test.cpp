@@ -48,8 +48,8 @@ TEST_CASE("[T, H, d_h] captures: head h's columns are Q[:, h, :], GQA keys by h 
   }
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
   const ModelLayout layout = detect_layout(checkpoint, activations());
-  CHECK(layout.family == "activations");
-  CHECK(layout.variant == "gqa");
+  CHECK(layout.family == Family::activations);
+  CHECK(layout.variant == Variant::gqa);
   CHECK(layout.heads == H);
   CHECK(layout.kv_heads == H_KV);
   CHECK(layout.head_dim == D_H);
@@ -83,7 +83,7 @@ TEST_CASE("[B, H, T, d_h] captures fold the batch into the tokens", "[activation
   const ModelLayout layout = detect_layout(checkpoint, activations());
   CHECK_FALSE(layout.has_queries);  // K only: k and v are analysed
   CHECK(layout.heads == H);
-  CHECK(layout.variant == "mha");
+  CHECK(layout.variant == Variant::mha);
   CHECK(layout.d_model == B * T);
   const HeadFactors factors = layer_factors(checkpoint, layout, 0, Repr::k);
   CHECK(factors.symmetric);

@@ -108,8 +108,8 @@ TEST_CASE("llama-like GQA with explicit head_dim: geometry from config.json", "[
   write_llama(dir.path(), 3, 4, 2, 6, 16);
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
   const ModelLayout layout = detect_layout(checkpoint);
-  CHECK(layout.family == "llama");
-  CHECK(layout.variant == "gqa");
+  CHECK(layout.family == Family::llama);
+  CHECK(layout.variant == Variant::gqa);
   CHECK(layout.heads == 4);
   CHECK(layout.kv_heads == 2);
   CHECK(layout.head_dim == 6);
@@ -174,8 +174,8 @@ TEST_CASE("falcon new_decoder_architecture: grouped fused rows", "[families]") {
                                             .dump());
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
   const ModelLayout layout = detect_layout(checkpoint);
-  CHECK(layout.family == "falcon");
-  CHECK(layout.variant == "gqa");
+  CHECK(layout.family == Family::falcon);
+  CHECK(layout.variant == Variant::gqa);
   CHECK(layout.head_dim == 3);
   const HeadFactors qk = layer_factors(checkpoint, layout, 0, Repr::qk);
   const HeadFactors vv = layer_factors(checkpoint, layout, 0, Repr::v);
@@ -248,9 +248,9 @@ TEST_CASE("A --map file names the tensors of any layout, its mistakes are named"
   const nlohmann::json good = {
       {"q", "blk.{i}.wq"}, {"k", "blk.{i}.wk"}, {"v", "blk.{i}.wv"}, {"heads", 4}, {"kv_heads", 2}};
   const ModelLayout layout = with_map(good);
-  CHECK(layout.family == "map");
+  CHECK(layout.family == Family::map);
   CHECK(layout.head_dim == 2);
-  CHECK(layout.variant == "gqa");
+  CHECK(layout.variant == Variant::gqa);
   CHECK_FALSE(layout.has_outputs);
 
   nlohmann::json typo = good;
@@ -283,7 +283,7 @@ TEST_CASE("The --family flag picks or restricts the family", "[families]") {
   const Checkpoint checkpoint = Checkpoint::open(dir.path());
   LayoutOverrides overrides;
   overrides.family = "qwen2";  // a llama-like model type
-  CHECK(detect_layout(checkpoint, overrides).family == "llama");
+  CHECK(detect_layout(checkpoint, overrides).family == Family::llama);
   overrides.family = "gpt2";
   CHECK_THAT(error_message([&] { detect_layout(checkpoint, overrides); }),
              Catch::Matchers::Contains("found no tensors of family gpt2"));
@@ -312,8 +312,8 @@ TEST_CASE("data/tiny: the trained models are detected as their README table says
         Expected{"mqa", "llama", "mqa", 1}, Expected{"lrkv-r2", "lrkv", "lrkv", 8}}) {
     INFO(want.model);
     const ModelLayout layout = detect_layout(Checkpoint::open(test::tiny_model(want.model)));
-    CHECK(layout.family == want.family);
-    CHECK(layout.variant == want.variant);
+    CHECK(family_name(layout.family) == want.family);
+    CHECK(variant_name(layout.variant) == want.variant);
     CHECK(layout.heads == 8);
     CHECK(layout.kv_heads == want.kv_heads);
     CHECK(layout.head_dim == 16);
@@ -321,14 +321,14 @@ TEST_CASE("data/tiny: the trained models are detected as their README table says
     CHECK(layout.num_layers == 4);
   }
   const ModelLayout mla = detect_layout(Checkpoint::open(test::tiny_model("mla")));
-  CHECK((mla.variant == "mla" && mla.mla_kv_lora_rank == 64 && mla.num_layers == 4));
+  CHECK((mla.variant == Variant::mla && mla.mla_kv_lora_rank == 64 && mla.num_layers == 4));
 }
 
 TEST_CASE("stories260K is detected as llama GQA", "[.shared][families]") {
   const Checkpoint checkpoint = Checkpoint::open(test::shared_stories260k());
   const ModelLayout layout = detect_layout(checkpoint);
-  CHECK(layout.family == "llama");
-  CHECK(layout.variant == "gqa");
+  CHECK(layout.family == Family::llama);
+  CHECK(layout.variant == Variant::gqa);
   CHECK(layout.heads == 8);
   CHECK(layout.kv_heads == 4);
   CHECK(layout.head_dim == 8);

@@ -31,8 +31,8 @@ TEST_CASE("LRKV detection from config.json or from the tensors alone", "[lrkv]")
   TempDir dir;
   write_lrkv(dir, "--rank 3 --heads 5 --head-dim 4 --hidden 20" + extra);
   const ModelLayout layout = detect_layout(Checkpoint::open(dir / "ckpt"));
-  CHECK(layout.family == "lrkv");
-  CHECK(layout.variant == "lrkv");
+  CHECK(layout.family == Family::lrkv);
+  CHECK(layout.variant == Variant::lrkv);
   CHECK(layout.heads == 5);
   CHECK(layout.kv_heads == 5);
   CHECK(layout.head_dim == 4);
@@ -52,7 +52,7 @@ TEST_CASE("LRKV factors equal the explicit per-head projections", "[lrkv]") {
   write_lrkv(dir, options);
   const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
   const ModelLayout layout = detect_layout(checkpoint);
-  REQUIRE(layout.variant == "lrkv");
+  REQUIRE(layout.variant == Variant::lrkv);
   for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
     const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
     for (int layer = 0; layer < layout.num_layers; ++layer) {

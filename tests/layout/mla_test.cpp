@@ -80,8 +80,8 @@ TEST_CASE("MLA detection: geometry, and dimensions inferred from shapes match co
   write_latent(minimal, "mla", options + " --minimal-config");
   for (const TempDir* dir : {&full, &minimal}) {
     const ModelLayout layout = detect_layout(Checkpoint::open(*dir / "ckpt"));
-    CHECK(layout.family == "deepseek_v2");
-    CHECK(layout.variant == "mla");
+    CHECK(layout.family == Family::deepseek_v2);
+    CHECK(layout.variant == Variant::mla);
     CHECK(layout.heads == 5);
     CHECK(layout.kv_heads == 5);
     CHECK(layout.head_dim == 5);
@@ -91,9 +91,12 @@ TEST_CASE("MLA detection: geometry, and dimensions inferred from shapes match co
     CHECK_FALSE(layout.lrkv_rank);
     CHECK(layout.has_queries);
     CHECK(layout.has_outputs);
-    CHECK(layout.details.at("q_lora_rank") == "9");
-    CHECK(layout.details.at("v_head_dim") == "4");
-    CHECK(layout.details.at("prefix") == "model.layers.");
+    const auto& tensors = std::get<MlaTensors>(layout.tensors);
+    CHECK(tensors.q_lora_rank == 9);
+    CHECK(tensors.kv_lora_rank == 7);
+    CHECK((tensors.qk_nope_head_dim == 3 && tensors.qk_rope_head_dim == 2));
+    CHECK(tensors.v_head_dim == 4);
+    CHECK(tensors.prefix == "model.layers.");
   }
 }
 
@@ -109,7 +112,7 @@ TEST_CASE("MLA latent-basis factors equal the explicit effective projections", "
   write_latent(dir, "mla", options);
   const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
   const ModelLayout layout = detect_layout(checkpoint);
-  REQUIRE(layout.variant == "mla");
+  REQUIRE(layout.variant == Variant::mla);
   check_factors_match_reference(dir, layout, checkpoint);
 }
 

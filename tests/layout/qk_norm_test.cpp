@@ -44,12 +44,19 @@ double worst_error(const TempDir& dir, const Checkpoint& checkpoint, const Model
   return worst;
 }
 
+/// "weight" or "1 + weight" as the layout reads its QK-norm gains, "" when it has none.
+std::string gain_text(const ModelLayout& layout) {
+  const auto& tensors = std::get<DenseTensors>(layout.tensors);
+  if (!tensors.q_norm && !tensors.k_norm) return "";
+  return tensors.norm_gain == NormGain::one_plus_weight ? "1 + weight" : "weight";
+}
+
 }  // namespace
 
 TEST_CASE("QK-norm gains are folded into the query and key rows of each family", "[qk_norm]") {
   struct Case {
     const char* family;
-    const char* gain;  // details["qk_norm_gain"], "" when the family has no QK norm
+    const char* gain;  // "weight" or "1 + weight", "" when the family has no QK norm
   };
   const Case family_case = GENERATE(
       Case{"qwen3", "weight"}, Case{"gemma3", "1 + weight"}, Case{"gemma3_mm", "1 + weight"},
@@ -63,13 +70,12 @@ TEST_CASE("QK-norm gains are folded into the query and key rows of each family",
                std::string("--layers 3 --heads 4 --kv-heads 2 --head-dim 12 --dtype ") + dtype);
   const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
   const ModelLayout layout = detect_layout(checkpoint, {});
-  CHECK(layout.family == "llama");
-  CHECK(layout.variant == "gqa");
+  CHECK(layout.family == Family::llama);
+  CHECK(layout.variant == Variant::gqa);
   CHECK((layout.heads == 4 && layout.kv_heads == 2 && layout.head_dim == 12));
   CHECK(layout.d_model == 32);
   CHECK(layout.num_layers == 3);
-  const auto gain = layout.details.find("qk_norm_gain");
-  CHECK((gain == layout.details.end() ? "" : gain->second) == std::string(family_case.gain));
+  CHECK(gain_text(layout) == std::string(family_case.gain));
   CHECK(worst_error(dir, checkpoint, layout) < 1e-5);
 
   const auto names = layer_tensor_names(layout, 2);
@@ -88,9 +94,9 @@ TEST_CASE("q_norm read as 1 + weight with --family gemma3 when config.json does 
   LayoutOverrides overrides;
   overrides.heads = 4;
   overrides.head_dim = 12;
-  CHECK(detect_layout(checkpoint, overrides).details.at("qk_norm_gain") == "weight");
+  CHECK(gain_text(detect_layout(checkpoint, overrides)) == "weight");
   overrides.family = "gemma3";
   const ModelLayout layout = detect_layout(checkpoint, overrides);
-  CHECK(layout.details.at("qk_norm_gain") == "1 + weight");
+  CHECK(gain_text(layout) == "1 + weight");
   CHECK(worst_error(dir, checkpoint, layout) < 1e-5);
 }

@@ -154,7 +154,7 @@ TEST_CASE("curves: marker positions are a linear map of layer and value", "[svg]
 TEST_CASE("curves: one panel per input, colours shared by label", "[svg]") {
   Panel small{"128M", {model("MHA", "mha", 12, 4, 0), model("MQA", "mqa", 12, 2, 0.1)}, ""};
   Panel large{"2.5B", {model("MQA", "mqa", 36, 6, 0.2), model("MHA", "mha", 36, 14, 0)}, ""};
-  const std::string text = plot_curves_svg({small, large}, {.metric = "erank", .title = "T"});
+  const std::string text = plot_curves_svg({small, large}, {.metric = Metric::erank, .title = "T"});
   const json svg = parse_svg(text);
   CHECK(svg["panels"] == json::array({"128M", "2.5B"}));
   CHECK(svg["all_series_paths"] == 4);
@@ -178,16 +178,17 @@ TEST_CASE("curves: one panel per input, colours shared by label", "[svg]") {
 TEST_CASE("curves: the fully-redundant line only for effective-rank metrics", "[svg]") {
   Panel panel{"p", {model("MHA", "mha", 6, 4, 0.1)}, ""};
   for (const char* metric : {"erank", "erank_centered"}) {
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
+    const json svg =
+        parse_svg(plot_curves_svg({panel}, {.metric = parse_metric(metric), .title = ""}));
     CHECK(svg["baselines"].size() == 1);
   }
   for (const char* metric : {"erank_pct", "erank_centered_pct", "mean_similarity", "pcs_90"}) {
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
+    const json svg =
+        parse_svg(plot_curves_svg({panel}, {.metric = parse_metric(metric), .title = ""}));
     CHECK(svg["baselines"].empty());
     CHECK(svg["legend"] == json::array({"MHA"}));
     CHECK(svg["all_markers"] == 6);
   }
-  CHECK_THROWS_AS(plot_curves_svg({panel}, {.metric = "rank", .title = ""}), Error);
   CHECK_THROWS_AS(plot_curves_svg({}, {}), Error);
 }
 
@@ -276,7 +277,8 @@ TEST_CASE("xml_escape keeps only characters XML 1.0 allows", "[svg]") {
 TEST_CASE("curves: values closer than double precision give a bounded axis", "[svg]") {
   for (const char* metric : {"erank", "erank_pct"}) {
     const Panel panel{"p", {model_with({0, 1}, {1e17, 1e17 + 32})}, "r.json"};
-    const json svg = parse_svg(plot_curves_svg({panel}, {.metric = metric, .title = ""}));
+    const json svg =
+        parse_svg(plot_curves_svg({panel}, {.metric = parse_metric(metric), .title = ""}));
     CHECK(count_texts(svg) < 60);
     for (const json& marker : svg["series"][0]["markers"])
       CHECK(std::isfinite(marker[1].get<double>()));
@@ -297,7 +299,7 @@ TEST_CASE("curves: layer indices near INT_MAX give a bounded axis", "[svg]") {
 TEST_CASE("curves: a value range wider than a double holds is an error naming the file", "[svg]") {
   const Panel panel{"p", {model_with({0, 1}, {1e308, -1e308})}, "dir/r.json"};
   try {
-    plot_curves_svg({panel}, {.metric = "erank_pct", .title = ""});
+    plot_curves_svg({panel}, {.metric = Metric::erank_pct, .title = ""});
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==

@@ -97,8 +97,8 @@ void check_inspect_llama(const std::filesystem::path& path, int layers, int head
   INFO("detection error: " << report.detection_error);
   REQUIRE(report.layout.has_value());
   CHECK(report.detection_error.empty());
-  CHECK(report.layout->family == "llama");
-  CHECK(report.layout->variant == "gqa");
+  CHECK(report.layout->family == Family::llama);
+  CHECK(report.layout->variant == Variant::gqa);
   CHECK(report.layout->heads == heads);
   CHECK(report.layout->kv_heads == kv_heads);
 }

@@ -349,3 +349,20 @@ TEST_CASE("write_file_atomically writes, replaces and leaves nothing behind on f
 }
 
 }  // namespace kvrank
+
+namespace kvrank {
+
+TEST_CASE("report: each metric of the metric table is written under its name", "[report]") {
+  ModelReport model;
+  const LayerMetrics layer = make_layer(3, 4, 1.1);  // a distinct value in each field
+  model.layers.push_back(layer);
+  const nlohmann::json written = to_json({model})["models"][0]["layers"][0];
+  for (Metric metric : {Metric::erank, Metric::erank_centered, Metric::erank_pct,
+                        Metric::erank_centered_pct, Metric::mean_similarity, Metric::pcs_90}) {
+    INFO(metric_name(metric));
+    CHECK(written.at(std::string(metric_name(metric))).get<double>() ==
+          metric_value(layer, metric));
+  }
+}
+
+}  // namespace kvrank

@@ -1,0 +1,69 @@
+// Closed sets of names — families, variants, metrics, projection roles — as enums, each with one
+// table of {value, name} listed in the enum's order (as dtype.cpp's DType table), and the lookups
+// over such a table. A name read from a user (a flag, a map file, a result file) becomes a value
+// here or an error that lists the names; nothing downstream compares strings.
+//
+//   enum class Colour { red, green };
+//   constexpr std::array<Named<Colour>, 2> kColours{{{Colour::red, "red"}, {Colour::green, "g"}}};
+//   static_assert(in_enum_order(kColours));
+//   std::string_view green = name_of(kColours, Colour::green);  // "g"
+//   std::optional<Colour> red = value_named(kColours, "red");   // Colour::red
+//   std::string both = name_list(kColours);                     // "red or g"
+// (this example is compiled and run by tests/header_examples_test.cpp)
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvrank {
+
+template <typename Enum>
+struct Named {
+  Enum value;
+  std::string_view name;
+};
+
+/// Whether row i of `table` has the enum's value i in `field` (what name_of relies on); tables
+/// with more columns than Named pass their enum column.
+template <typename Row, std::size_t N, typename Enum>
+constexpr bool in_enum_order(const std::array<Row, N>& table, Enum Row::*field) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (static_cast<std::size_t>(table[i].*field) != i) return false;
+  }
+  return true;
+}
+
+template <typename Enum, std::size_t N>
+constexpr bool in_enum_order(const std::array<Named<Enum>, N>& table) {
+  return in_enum_order(table, &Named<Enum>::value);
+}
+
+template <typename Enum, std::size_t N>
+constexpr std::string_view name_of(const std::array<Named<Enum>, N>& table, Enum value) {
+  return table[static_cast<std::size_t>(value)].name;
+}
+
+template <typename Enum, std::size_t N>
+constexpr std::optional<Enum> value_named(const std::array<Named<Enum>, N>& table,
+                                          std::string_view name) {
+  for (const Named<Enum>& entry : table) {
+    if (entry.name == name) return entry.value;
+  }
+  return std::nullopt;
+}
+
+/// "a, b or c": the names of a table (of Named or of any rows with a `name`), for error messages.
+template <typename Row, std::size_t N>
+std::string name_list(const std::array<Row, N>& table, std::string_view last_separator = " or ") {
+  std::string text;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i > 0) text += i + 1 == N ? last_separator : ", ";
+    text += table[i].name;
+  }
+  return text;
+}
+
+}  // namespace kvrank
