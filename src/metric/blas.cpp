@@ -4,6 +4,7 @@
 #include <Eigen/Cholesky>
 #include <algorithm>
 #include <cstddef>
+#include <string_view>
 
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
@@ -42,6 +43,15 @@ bool blas_nests_in_openmp() {
 #ifdef KVRANK_HAVE_OPENBLAS
   static const bool nests = openblas_get_parallel() != 1;  // 0 sequential, 1 pthreads, 2 OpenMP
   return nests;
+#else
+  return true;
+#endif
+}
+
+bool blas_kernels_are_generic() {
+#ifdef KVRANK_HAVE_OPENBLAS
+  static const bool generic = std::string_view(openblas_get_corename()) == "Prescott";
+  return generic;
 #else
   return true;
 #endif

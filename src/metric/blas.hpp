@@ -17,6 +17,11 @@ namespace kvrank::detail {
 /// Whether BLAS/LAPACK may be called from inside an OpenMP parallel loop (see above).
 bool blas_nests_in_openmp();
 
+/// Whether the float32 products run without SIMD kernels of their own: no OpenBLAS (Eigen's
+/// products, built for baseline x86-64), or OpenBLAS on its generic Prescott (SSE3) kernels because
+/// it does not recognise the CPU (Debian 12's 0.3.21 on 5th-generation Xeon or Zen 5).
+bool blas_kernels_are_generic();
+
 /// C (rows × cols, ldc) = op(A) · B + beta · C, op(A) = A (rows × inner, lda) or, with trans_a,
 /// the transpose of A (inner × rows, lda). B is inner × cols (ldb).
 void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Index lda,

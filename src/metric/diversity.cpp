@@ -26,7 +26,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "kvrank/gram_backend.hpp"
@@ -437,12 +436,15 @@ std::string compute_backend_description() {
 #else
   std::string text = "Eigen's own products (no OpenBLAS)";
 #endif
-  return text + (bf16_gram_supported() ? "; bf16 Grams on oneDNN" : "; float32 Grams only");
+  if (!bf16_gram_supported()) return text + "; float32 Grams only";
+  return text + (bf16_gram_in_auto() ? "; bf16 Grams on oneDNN"
+                                     : "; bf16 Grams on oneDNN only when asked (float32 is faster "
+                                       "here)");
 }
 
 std::optional<std::string> generic_blas_kernels_advice() {
 #ifdef KVRANK_HAVE_OPENBLAS
-  if (std::string_view(openblas_get_corename()) != "Prescott") return std::nullopt;
+  if (!detail::blas_kernels_are_generic()) return std::nullopt;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

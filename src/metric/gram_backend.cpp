@@ -4,7 +4,7 @@
 // time: columns [j0, j1) of the upper triangle, rows [0, j1), are the product
 //   B[j0:j1] · B[0:j1]ᵀ      (tile × j1, reduction over the d columns of B)
 // and the column-major block of `gram` at column j0 is, read row-major with stride m, exactly that
-// product's row-major layout — so oneDNN writes it in place, and the tile's diagonal block (both of
+// product's row-major layout — so each tile is a plain copy, and the tile's diagonal block (both of
 // its triangles) is the only redundant work: m²d/2 + m·tile·d/2 multiply-adds in all.
 #include "kvrank/gram_backend.hpp"
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kvrank/error.hpp"
+#include "metric/blas.hpp"
 
 #ifdef KVRANK_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -102,12 +103,19 @@ void matmul_abt(const std::uint16_t* a, const std::uint16_t* b, float* dst, Inde
 
 void triangle_bf16(const std::vector<std::uint16_t>& packed, Index m, Index d, MatrixF& gram) {
   dnnl::stream stream(cpu_engine());
+  // oneDNN runs a product into a strided block of `gram` on a slow generic kernel (gemm:jit)
+  // rather than its brgemm one; so each tile is formed densely in `tile_rows`, then copied.
+  std::vector<float> tile_rows(static_cast<std::size_t>(std::min(kTile, m) * m));
   for (Index j0 = 0; j0 < m; j0 += kTile) {
     const Index tile = std::min(kTile, m - j0);
-    matmul_abt(packed.data() + j0 * d, packed.data(), gram.data() + j0 * m, tile, j0 + tile, d, m,
+    const Index width = j0 + tile;
+    matmul_abt(packed.data() + j0 * d, packed.data(), tile_rows.data(), tile, width, d, width,
                stream);
+    stream.wait();
+    for (Index r = 0; r < tile; ++r) {
+      std::copy_n(tile_rows.data() + r * width, width, gram.data() + (j0 + r) * m);
+    }
   }
-  stream.wait();
 }
 
 #endif  // KVRANK_HAVE_DNNL
@@ -150,6 +158,8 @@ bool bf16_gram_supported() {
 #endif
 }
 
+bool bf16_gram_in_auto() { return bf16_gram_supported() && detail::blas_kernels_are_generic(); }
+
 bool is_bf16_exact(const RowMatrixF& rows) noexcept {
   std::uint32_t low = 0;
   const float* values = rows.data();
@@ -163,7 +173,8 @@ bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   const Index m = basis.rows();
   const Index d = basis.cols();
   const double work = static_cast<double>(m) * static_cast<double>(m) * static_cast<double>(d);
-  if (backend == GramBackend::automatic && work < kMinAutoWork) return false;
+  if (backend == GramBackend::automatic && (work < kMinAutoWork || !bf16_gram_in_auto()))
+    return false;
 #ifdef KVRANK_HAVE_DNNL
   // Per-thread buffer, reused layer after layer (as diversity.cpp's Gram workspaces).
   thread_local std::vector<std::uint16_t> packed;

@@ -3,15 +3,10 @@
 // Reproducibility: every block of weights is drawn from its own splitmix64 stream, keyed by (seed,
 // layer, role, block), and turned into Gaussians by a Box–Muller transform written here with plain
 // float arithmetic (own log/sin/cos polynomials, no libm, no std::normal_distribution, no FMA
-// contraction), so the same options give byte-identical files on every machine and compiler.
+// contraction: the target is built with -ffp-contract=off), so the same options give
+// byte-identical files on every machine and compiler.
 // Streaming: the header of each shard is written first (all shapes are known up front), then the
 // tensors one by one; at most one layer's tensors are in memory at a time.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 #include "kvrank/synth.hpp"
 
 #include <algorithm>

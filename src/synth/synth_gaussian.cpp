@@ -1,11 +1,5 @@
 // `kvrank synth` (synth.cpp): seeded Gaussians — splitmix64 streams keyed by (seed, layer, role,
 // block) and a Box–Muller transform in plain float arithmetic (see synth.cpp).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 #include <bit>
 #include <cmath>
 #include <cstdint>

@@ -1,10 +1,4 @@
 // `kvrank synth` (synth.cpp): the weights of one layer and the plan of every tensor to write.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <functional>

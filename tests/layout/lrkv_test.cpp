@@ -10,18 +10,12 @@
 
 using namespace kvrank;
 using kvrank::test::error_message;
-using kvrank::test::expand_head;
-using kvrank::test::reference_head;
-using kvrank::test::relative_error;
 using kvrank::test::TempDir;
 
 namespace {
 
 void write_lrkv(const TempDir& dir, const std::string& options) {
-  const auto result = test::run_python_script(
-      "write_latent_checkpoints.py",
-      "lrkv " + (dir / "ckpt").string() + " " + (dir / "ref").string() + " " + options);
-  REQUIRE(result.exit_code == 0);
+  test::write_reference_checkpoint(dir, "write_latent_checkpoints.py", "lrkv", options);
 }
 
 }  // namespace
@@ -53,20 +47,7 @@ TEST_CASE("LRKV factors equal the explicit per-head projections", "[lrkv]") {
   const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
   const ModelLayout layout = detect_layout(checkpoint);
   REQUIRE(layout.variant == Variant::lrkv);
-  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
-    const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
-    for (int layer = 0; layer < layout.num_layers; ++layer) {
-      const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
-      const FactorSide& right = factors.symmetric ? factors.left : factors.right;
-      const std::string prefix = "layer" + std::to_string(layer);
-      for (int h = 0; h < layout.heads; ++h) {
-        INFO("repr " << repr_name(repr) << ", layer " << layer << ", head " << h);
-        CHECK(relative_error(expand_head(factors.left, h), reference_head(ref, prefix + ".L", h)) <
-              1e-5);
-        CHECK(relative_error(expand_head(right, h), reference_head(ref, prefix + ".R", h)) < 1e-5);
-      }
-    }
-  }
+  test::check_factors_match_reference(dir, checkpoint, layout);
 }
 
 TEST_CASE("LRKV key basis is k_shared stacked on k_lora_a: d_h + H·r rows", "[lrkv]") {

@@ -11,40 +11,15 @@
 #include "support/test_util.hpp"
 
 using namespace kvrank;
+using kvrank::test::check_factors_match_reference;
 using kvrank::test::error_message;
-using kvrank::test::expand_head;
-using kvrank::test::reference_head;
-using kvrank::test::relative_error;
 using kvrank::test::TempDir;
 
 namespace {
 
 /// Writes `write_latent_checkpoints.py FAMILY` into dir/ckpt and dir/ref.
 void write_latent(const TempDir& dir, const std::string& family, const std::string& options) {
-  const auto result = test::run_python_script(
-      "write_latent_checkpoints.py",
-      family + " " + (dir / "ckpt").string() + " " + (dir / "ref").string() + " " + options);
-  REQUIRE(result.exit_code == 0);
-}
-
-/// Every head of every layer and representation: basisᵀ·C_h equals the writer's explicit matrix.
-void check_factors_match_reference(const TempDir& dir, const ModelLayout& layout,
-                                   const Checkpoint& checkpoint) {
-  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
-    const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
-    for (int layer = 0; layer < layout.num_layers; ++layer) {
-      const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
-      REQUIRE(factors.num_heads() == layout.heads);
-      const FactorSide& right = factors.symmetric ? factors.left : factors.right;
-      const std::string prefix = "layer" + std::to_string(layer);
-      for (int h = 0; h < layout.heads; ++h) {
-        INFO("repr " << repr_name(repr) << ", layer " << layer << ", head " << h);
-        CHECK(relative_error(expand_head(factors.left, h), reference_head(ref, prefix + ".L", h)) <
-              1e-5);
-        CHECK(relative_error(expand_head(right, h), reference_head(ref, prefix + ".R", h)) < 1e-5);
-      }
-    }
-  }
+  test::write_reference_checkpoint(dir, "write_latent_checkpoints.py", family, options);
 }
 
 }  // namespace
@@ -113,7 +88,7 @@ TEST_CASE("MLA latent-basis factors equal the explicit effective projections", "
   const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
   const ModelLayout layout = detect_layout(checkpoint);
   REQUIRE(layout.variant == Variant::mla);
-  check_factors_match_reference(dir, layout, checkpoint);
+  check_factors_match_reference(dir, checkpoint, layout);
 }
 
 TEST_CASE("MLA key side: the basis is the latent (scaled by γ_kv) and the shared rope rows",

@@ -12,36 +12,12 @@
 #include "support/test_util.hpp"
 
 using namespace kvrank;
-using kvrank::test::expand_head;
-using kvrank::test::reference_head;
-using kvrank::test::relative_error;
 using kvrank::test::TempDir;
 
 namespace {
 
 void write_family(const TempDir& dir, const std::string& family, const std::string& options) {
   test::write_reference_checkpoint(dir, "write_family_checkpoints.py", family, options);
-}
-
-/// Largest relative error over every head, layer and representation against the writer's factors.
-double worst_error(const TempDir& dir, const Checkpoint& checkpoint, const ModelLayout& layout) {
-  double worst = 0;
-  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
-    const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
-    for (int layer = 0; layer < layout.num_layers; ++layer) {
-      const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
-      REQUIRE(factors.num_heads() == layout.heads);
-      const FactorSide& right = factors.symmetric ? factors.left : factors.right;
-      const std::string prefix = "layer" + std::to_string(layer);
-      for (int h = 0; h < layout.heads; ++h) {
-        worst = std::max(worst, relative_error(expand_head(factors.left, h),
-                                               reference_head(ref, prefix + ".L", h)));
-        worst = std::max(
-            worst, relative_error(expand_head(right, h), reference_head(ref, prefix + ".R", h)));
-      }
-    }
-  }
-  return worst;
 }
 
 /// "weight" or "1 + weight" as the layout reads its QK-norm gains, "" when it has none.
@@ -76,7 +52,7 @@ TEST_CASE("QK-norm gains are folded into the query and key rows of each family",
   CHECK(layout.d_model == 32);
   CHECK(layout.num_layers == 3);
   CHECK(gain_text(layout) == std::string(family_case.gain));
-  CHECK(worst_error(dir, checkpoint, layout) < 1e-5);
+  test::check_factors_match_reference(dir, checkpoint, layout);
 
   const auto names = layer_tensor_names(layout, 2);
   const bool lists_norm = std::find_if(names.begin(), names.end(), [](const std::string& name) {
@@ -98,5 +74,5 @@ TEST_CASE("q_norm read as 1 + weight with --family gemma3 when config.json does 
   overrides.family = "gemma3";
   const ModelLayout layout = detect_layout(checkpoint, overrides);
   CHECK(gain_text(layout) == "1 + weight");
-  CHECK(worst_error(dir, checkpoint, layout) < 1e-5);
+  test::check_factors_match_reference(dir, checkpoint, layout);
 }

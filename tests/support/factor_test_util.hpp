@@ -8,6 +8,7 @@
 #include "kvrank/checkpoint.hpp"
 #include "kvrank/error.hpp"
 #include "kvrank/factors.hpp"
+#include "kvrank/families.hpp"
 #include "kvrank/tensor.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
@@ -50,6 +51,28 @@ inline void write_reference_checkpoint(const TempDir& dir, const std::string& sc
 /// Relative Frobenius distance.
 inline double relative_error(const MatrixD& got, const MatrixD& want) {
   return (got - want).norm() / std::max(want.norm(), 1e-30);
+}
+
+/// Every head of every layer and representation of `layout`: basisᵀ·C_h of layer_factors() equals
+/// the matrix the writer saved in dir/ref/<repr>.npz (layer<i>.L, layer<i>.R) within `tolerance`.
+inline void check_factors_match_reference(const TempDir& dir, const Checkpoint& checkpoint,
+                                          const ModelLayout& layout, double tolerance = 1e-5) {
+  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
+    const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
+    for (int layer = 0; layer < layout.num_layers; ++layer) {
+      const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
+      REQUIRE(factors.num_heads() == layout.heads);
+      const FactorSide& right = factors.symmetric ? factors.left : factors.right;
+      const std::string prefix = "layer" + std::to_string(layer);
+      for (int h = 0; h < layout.heads; ++h) {
+        INFO("repr " << repr_name(repr) << ", layer " << layer << ", head " << h);
+        CHECK(relative_error(expand_head(factors.left, h), reference_head(ref, prefix + ".L", h)) <
+              tolerance);
+        CHECK(relative_error(expand_head(right, h), reference_head(ref, prefix + ".R", h)) <
+              tolerance);
+      }
+    }
+  }
 }
 
 }  // namespace kvrank::test
