@@ -12,10 +12,11 @@
 // Selection, for the whole process: set_gram_backend(), or the environment variable
 //   KVRANK_GRAM_BACKEND=auto|f32|bf16      (read once, at the first Gram; default auto)
 //   auto  bf16 where the basis is bf16-exact, the Gram is not tiny, the build has oneDNN, the CPU
-//         has BF16 and the float32 products run on generic kernels (bf16_gram_in_auto()); else
-//         f32. Measured on a 5th-generation Xeon (AVX512-BF16, no AMX): oneDNN 2.6's bf16 Gram is
-//         2–3× slower than OpenBLAS's AVX-512 SSYRK, but 2× faster than its generic Prescott
-//         kernels, which are what Debian 12's OpenBLAS runs on CPUs newer than it.
+//         has BF16, and either AMX or float32 products on generic kernels (bf16_gram_in_auto());
+//         else f32. Measured: with AMX the bf16 Gram took 0.11× the f32 SSYRK; on a 5th-generation
+//         Xeon without AMX (AVX512-BF16 only, oneDNN 2.6) it is 2–3× slower than OpenBLAS's
+//         AVX-512 SSYRK, but 2× faster than its generic Prescott kernels, which are what Debian
+//         12's OpenBLAS runs on CPUs newer than it.
 //   f32   always f32 (the fallback, e.g. to compare the two)
 //   bf16  as auto, but an error when this build or CPU has no bf16 kernel
 // The bf16 kernel runs on oneDNN's OpenMP threads, i.e. on kvrank's own pool, so `--threads N`
@@ -45,8 +46,8 @@ GramBackend gram_backend();
 /// effective ISA includes AVX512-BF16; ONEDNN_MAX_CPU_ISA can lower it).
 bool bf16_gram_supported();
 
-/// Whether `auto` takes the bf16 kernel for a large enough bf16-exact basis: bf16_gram_supported()
-/// and the float32 products have no SIMD kernels of their own (OpenBLAS on its generic kernels).
+/// Whether `auto` takes the bf16 kernel for a large enough bf16-exact basis: bf16_gram_supported(),
+/// and AMX, or float32 products without SIMD kernels of their own (OpenBLAS's generic kernels).
 bool bf16_gram_in_auto();
 
 /// True when every value of `rows` is exactly representable in bfloat16 (low 16 bits zero).

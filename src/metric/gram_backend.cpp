@@ -145,20 +145,32 @@ GramBackend gram_backend() {
   return backend;
 }
 
+#ifdef KVRANK_HAVE_DNNL
+/// Whether oneDNN's effective ISA includes `wanted` (the ISA values nest: AMX includes
+/// AVX512-BF16).
+bool dnnl_isa_has(dnnl::cpu_isa wanted) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
+#endif
+
 bool bf16_gram_supported() {
 #ifdef KVRANK_HAVE_DNNL
-  static const bool supported = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-    return (isa & bf16) == bf16;  // the ISA values nest: AMX includes AVX512-BF16
-  }();
+  static const bool supported = dnnl_isa_has(dnnl::cpu_isa::avx512_core_bf16);
   return supported;
 #else
   return false;
 #endif
 }
 
-bool bf16_gram_in_auto() { return bf16_gram_supported() && detail::blas_kernels_are_generic(); }
+bool bf16_gram_in_auto() {
+#ifdef KVRANK_HAVE_DNNL
+  static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
+  return bf16_gram_supported() && (amx || detail::blas_kernels_are_generic());
+#else
+  return false;
+#endif
+}
 
 bool is_bf16_exact(const RowMatrixF& rows) noexcept {
   std::uint32_t low = 0;
