@@ -21,8 +21,9 @@ void check_xml_bytes(const std::string& svg) {
 }
 
 void draw(const std::vector<kvrank::ModelReport>& models) {
-  for (const char* metric : {"erank", "erank_centered", "erank_pct", "erank_centered_pct",
-                             "mean_similarity", "pcs_90"}) {
+  using kvrank::Metric;
+  for (Metric metric : {Metric::erank, Metric::erank_centered, Metric::erank_pct,
+                        Metric::erank_centered_pct, Metric::mean_similarity, Metric::pcs_90}) {
     try {
       check_xml_bytes(kvrank::plot_curves_svg({{"fuzz", models, "fuzz.json"}}, {.metric = metric}));
     } catch (const kvrank::Error&) {

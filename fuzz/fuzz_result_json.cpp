@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const nlohmann::json document = kvrank::detail::parse_json_strict(text, "fuzz.json", "file");
     const auto reports = kvrank::reports_from_json(document, "fuzz.json");
     kvrank::CheckOptions options;
-    options.metrics = {"erank", "erank_centered", "mean_similarity"};
+    options.metrics = {kvrank::Metric::erank, kvrank::Metric::erank_centered,
+                       kvrank::Metric::mean_similarity};
     (void)kvrank::check_reports(reports, reports, options, "a.json", "b.json");
     (void)kvrank::to_json(reports, {.include_similarity = true}).dump();
   } catch (const kvrank::Error&) {
