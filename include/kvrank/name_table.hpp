@@ -46,13 +46,21 @@ constexpr std::string_view name_of(const std::array<Named<Enum>, N>& table, Enum
   return table[static_cast<std::size_t>(value)].name;
 }
 
+/// The value in `field` of the row called `name`; tables with more columns than Named pass their
+/// enum column.
+template <typename Row, std::size_t N, typename Enum>
+constexpr std::optional<Enum> value_named(const std::array<Row, N>& table, std::string_view name,
+                                          Enum Row::*field) {
+  for (const Row& row : table) {
+    if (row.name == name) return row.*field;
+  }
+  return std::nullopt;
+}
+
 template <typename Enum, std::size_t N>
 constexpr std::optional<Enum> value_named(const std::array<Named<Enum>, N>& table,
                                           std::string_view name) {
-  for (const Named<Enum>& entry : table) {
-    if (entry.name == name) return entry.value;
-  }
-  return std::nullopt;
+  return value_named(table, name, &Named<Enum>::value);
 }
 
 /// "a, b or c": the names of a table (of Named or of any rows with a `name`), for error messages.

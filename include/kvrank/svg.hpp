@@ -24,8 +24,8 @@ struct PlotOptions {
   std::string title;              ///< figure title (optional)
 };
 
-/// Throws kvrank::Error for values too far apart to draw (naming the
-/// panel's source). Any finite values and layer indices give a bounded figure.
+/// Throws kvrank::Error for values too far apart to draw (naming the panel's source). Any finite
+/// values and layer indices give a bounded figure.
 std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions& options);
 
 /// Throws kvrank::Error when the model has no such layer or the layer has no similarity matrix

@@ -42,10 +42,7 @@ const FamilyInfo& family_info(Family family) noexcept {
 std::string_view family_name(Family family) noexcept { return family_info(family).name; }
 
 std::optional<Family> family_named(std::string_view name) noexcept {
-  for (const FamilyInfo& info : kFamilies) {
-    if (info.name == name) return info.family;
-  }
-  return std::nullopt;
+  return value_named(kFamilies, name, &FamilyInfo::family);
 }
 
 std::string synthesizable_family_list() {

@@ -42,9 +42,7 @@ constexpr const MetricInfo& info(Metric metric) noexcept {
 std::string_view metric_name(Metric metric) noexcept { return info(metric).name; }
 
 Metric parse_metric(std::string_view name) {
-  for (const MetricInfo& entry : kMetrics) {
-    if (entry.name == name) return entry.metric;
-  }
+  if (const auto metric = value_named(kMetrics, name, &MetricInfo::metric)) return *metric;
   throw Error(
       "", "unknown metric \"" + std::string(name) + "\" (expected " + name_list(kMetrics) + ")");
 }
