@@ -3,9 +3,9 @@
 
 #include <cstdint>
 
-#include "kvrank/dtype.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/tensor.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/dtype.hpp"
+#include "kvrank/io/tensor.hpp"
 
 namespace kvrank::fuzz {
 

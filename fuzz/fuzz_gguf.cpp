@@ -5,7 +5,7 @@
 #include <span>
 
 #include "fuzz_common.hpp"
-#include "kvrank/gguf.hpp"
+#include "kvrank/io/gguf.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);

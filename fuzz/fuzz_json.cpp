@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -14,9 +14,9 @@
 #include <string>
 #include <string_view>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/families.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
 
 namespace {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/report.hpp"
-#include "kvrank/svg.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/plot/svg.hpp"
+#include "kvrank/report/report.hpp"
 
 namespace {
 

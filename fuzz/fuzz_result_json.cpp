@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "io/json_strict.hpp"
-#include "kvrank/check.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/report.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/report/check.hpp"
+#include "kvrank/report/report.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -4,7 +4,7 @@
 #include <span>
 
 #include "fuzz_common.hpp"
-#include "kvrank/safetensors.hpp"
+#include "kvrank/io/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);

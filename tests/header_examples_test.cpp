@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/diversity.hpp"
-#include "kvrank/families.hpp"
-#include "kvrank/family.hpp"
-#include "kvrank/mapped_file.hpp"
-#include "kvrank/name_table.hpp"
-#include "kvrank/safetensors.hpp"
+#include "kvrank/base/name_table.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/io/mapped_file.hpp"
+#include "kvrank/io/safetensors.hpp"
+#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/family.hpp"
+#include "kvrank/metric/diversity.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

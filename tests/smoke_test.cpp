@@ -1,4 +1,4 @@
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 
 TEST_CASE("Error formats file, tensor and detail") {

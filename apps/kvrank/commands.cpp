@@ -10,17 +10,17 @@
 #include <optional>
 #include <thread>
 
-#include "kvrank/analysis.hpp"
-#include "kvrank/atomic_file.hpp"
-#include "kvrank/check.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/inspect.hpp"
-#include "kvrank/merge.hpp"
-#include "kvrank/model_inputs.hpp"
-#include "kvrank/png.hpp"
-#include "kvrank/report.hpp"
-#include "kvrank/svg.hpp"
-#include "kvrank/text.hpp"
+#include "kvrank/analysis/analysis.hpp"
+#include "kvrank/analysis/inspect.hpp"
+#include "kvrank/analysis/merge.hpp"
+#include "kvrank/analysis/model_inputs.hpp"
+#include "kvrank/base/atomic_file.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
+#include "kvrank/plot/png.hpp"
+#include "kvrank/plot/svg.hpp"
+#include "kvrank/report/check.hpp"
+#include "kvrank/report/report.hpp"
 #include "terminal.hpp"
 
 namespace fs = std::filesystem;

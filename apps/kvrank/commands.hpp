@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/families.hpp"
-#include "kvrank/synth.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
+#include "kvrank/synth/synth.hpp"
 
 namespace CLI {
 class App;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "commands.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "terminal.hpp"
 
 using namespace kvrank::cli;

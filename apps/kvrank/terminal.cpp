@@ -10,7 +10,7 @@
 #include <iostream>
 #include <memory>
 
-#include "kvrank/text.hpp"
+#include "kvrank/base/text.hpp"
 
 namespace kvrank::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "kvrank/checkpoint.hpp"
+#include "kvrank/io/checkpoint.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -6,12 +6,12 @@
 #include <map>
 #include <set>
 
+#include "base/json_strict.hpp"
 #include "io/guarded_read.hpp"
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/gguf.hpp"
-#include "kvrank/mapped_file.hpp"
-#include "kvrank/safetensors.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/gguf.hpp"
+#include "kvrank/io/mapped_file.hpp"
+#include "kvrank/io/safetensors.hpp"
 
 namespace kvrank {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "kvrank/dtype.hpp"
+#include "kvrank/io/dtype.hpp"
 
 #include <array>
 #include <bit>

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <span>
 
-#include "kvrank/dtype.hpp"
+#include "kvrank/io/dtype.hpp"
 
 namespace kvrank::detail {
 

@@ -1,4 +1,4 @@
-#include "kvrank/gguf.hpp"
+#include "kvrank/io/gguf.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,8 +9,8 @@
 #include <set>
 #include <string_view>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace {

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/gguf.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/gguf.hpp"
 
 namespace kvrank {
 namespace {

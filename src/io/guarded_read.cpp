@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank::detail {
 namespace {

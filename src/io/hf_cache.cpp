@@ -1,5 +1,5 @@
 // Hugging Face hub cache lookup (hf_cache.hpp): repo ids, the cache folder, snapshots.
-#include "kvrank/hf_cache.hpp"
+#include "kvrank/io/hf_cache.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include <system_error>
 #include <vector>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace fs = std::filesystem;

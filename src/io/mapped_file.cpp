@@ -1,4 +1,4 @@
-#include "kvrank/mapped_file.hpp"
+#include "kvrank/io/mapped_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace {

@@ -1,4 +1,4 @@
-#include "kvrank/npy.hpp"
+#include "kvrank/io/npy.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "io/zip_reader.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace {

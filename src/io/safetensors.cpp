@@ -1,4 +1,4 @@
-#include "kvrank/safetensors.hpp"
+#include "kvrank/io/safetensors.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,9 +7,9 @@
 #include <string_view>
 #include <tuple>
 
+#include "base/json_strict.hpp"
 #include "io/guarded_read.hpp"
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace {

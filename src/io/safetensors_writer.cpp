@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace {

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kvrank/dtype.hpp"
+#include "kvrank/io/dtype.hpp"
 
 namespace kvrank {
 

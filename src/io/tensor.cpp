@@ -1,4 +1,4 @@
-#include "kvrank/tensor.hpp"
+#include "kvrank/io/tensor.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "io/guarded_read.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <set>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank::detail {
 namespace {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "layout/family_detail.hpp"
 #include "layout/layer_scan.hpp"
 

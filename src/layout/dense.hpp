@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/families.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
 
 namespace kvrank::dense {
 

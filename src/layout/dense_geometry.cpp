@@ -4,7 +4,7 @@
 #include <initializer_list>
 #include <limits>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 

@@ -10,7 +10,7 @@
 //            three layouts, which are this order with H_kv = num_kv_heads, 1 or H).
 // layer_factors() turns a layer into canonical projections — q [H·d_h, d], k and v [H_kv·d_h, d],
 // o [d, H·d_h] — and those into HeadFactors.
-#include "kvrank/families.hpp"
+#include "kvrank/layout/families.hpp"
 
 #include <algorithm>
 #include <array>
@@ -19,9 +19,9 @@
 #include <limits>
 #include <utility>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/name_table.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 #include "layout/layer_scan.hpp"

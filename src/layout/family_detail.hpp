@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/families.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
 
 namespace kvrank::detail {
 

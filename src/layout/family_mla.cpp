@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "layout/family_detail.hpp"
 #include "layout/fp8_blocks.hpp"
 #include "layout/layer_scan.hpp"

@@ -1,8 +1,8 @@
 // The family and variant tables of family.hpp.
 #include <array>
 
-#include "kvrank/family.hpp"
-#include "kvrank/name_table.hpp"
+#include "kvrank/base/name_table.hpp"
+#include "kvrank/layout/family.hpp"
 
 namespace kvrank {
 namespace {

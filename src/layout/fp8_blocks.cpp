@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
 #include "layout/family_detail.hpp"
 
 namespace kvrank::detail {

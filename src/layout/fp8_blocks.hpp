@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/eigen.hpp"
+#include "kvrank/base/eigen.hpp"
+#include "kvrank/io/checkpoint.hpp"
 
 namespace kvrank::detail {
 

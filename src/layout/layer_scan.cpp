@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank::detail {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/families.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
 
 namespace kvrank::detail {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/name_table.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "layout/dense.hpp"
 
 namespace kvrank::dense {

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 

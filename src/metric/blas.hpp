@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "kvrank/eigen.hpp"
+#include "kvrank/base/eigen.hpp"
 
 namespace kvrank::detail {
 

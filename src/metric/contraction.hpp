@@ -5,8 +5,8 @@
 #include <optional>
 #include <vector>
 
-#include "kvrank/diversity.hpp"
-#include "kvrank/factors.hpp"
+#include "kvrank/base/factors.hpp"
+#include "kvrank/metric/diversity.hpp"
 
 namespace kvrank::detail {
 

@@ -16,7 +16,7 @@
 //     per-head σ of a rank-deficient head carry that float32 noise;
 //   - no head kept (all heads zero): heads 0, every metric 0, pcs_90 0;
 //   - one head kept: erank 1, erank_centered 1 (degenerate rule), mean_similarity 1.
-#include "kvrank/diversity.hpp"
+#include "kvrank/metric/diversity.hpp"
 
 #include <Eigen/Cholesky>
 #include <algorithm>
@@ -28,7 +28,7 @@
 #include <string>
 #include <utility>
 
-#include "kvrank/gram_backend.hpp"
+#include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
 #include "metric/contraction.hpp"
 

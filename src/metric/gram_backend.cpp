@@ -6,7 +6,7 @@
 // and the column-major block of `gram` at column j0 is, read row-major with stride m, exactly that
 // product's row-major layout — so each tile is a plain copy, and the tile's diagonal block (both of
 // its triangles) is the only redundant work: m²d/2 + m·tile·d/2 multiply-adds in all.
-#include "kvrank/gram_backend.hpp"
+#include "kvrank/metric/gram_backend.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "metric/blas.hpp"
 
 #ifdef KVRANK_HAVE_DNNL

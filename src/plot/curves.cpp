@@ -6,9 +6,9 @@
 #include <map>
 #include <optional>
 
-#include "kvrank/check.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/svg.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/plot/svg.hpp"
+#include "kvrank/report/check.hpp"
 #include "plot/svg_detail.hpp"
 
 namespace kvrank {

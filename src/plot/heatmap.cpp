@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kvrank/error.hpp"
-#include "kvrank/svg.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/plot/svg.hpp"
 #include "plot/svg_detail.hpp"
 
 namespace kvrank {

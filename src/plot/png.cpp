@@ -1,4 +1,4 @@
-#include "kvrank/png.hpp"
+#include "kvrank/plot/png.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "io/signal_cleanup.hpp"
-#include "kvrank/error.hpp"
+#include "base/signal_cleanup.hpp"
+#include "kvrank/base/error.hpp"
 
 extern char** environ;
 

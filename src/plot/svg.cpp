@@ -8,15 +8,15 @@
 // holding ONE <path class="series"> and one <circle class="marker"> per plotted layer; the
 // fully-redundant line is a <path class="baseline">; legend entries are <g class="legend-entry">;
 // heatmap cells are <rect class="cell">.
-#include "kvrank/svg.hpp"
+#include "kvrank/plot/svg.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 
-#include "kvrank/error.hpp"
-#include "kvrank/text.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
 #include "plot/svg_detail.hpp"
 
 namespace kvrank {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/svg.hpp"
+#include "kvrank/plot/svg.hpp"
 
 namespace kvrank::plot_detail {
 

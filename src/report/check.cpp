@@ -1,5 +1,5 @@
 // `kvrank check`: compares per-layer metrics of two result sets within tolerances.
-#include "kvrank/check.hpp"
+#include "kvrank/report/check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <set>
 #include <utility>
 
-#include "kvrank/error.hpp"
-#include "kvrank/text.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
 
 namespace kvrank {
 

@@ -2,7 +2,7 @@
 #include <charconv>
 #include <string>
 
-#include "kvrank/report.hpp"
+#include "kvrank/report/report.hpp"
 
 namespace kvrank {
 

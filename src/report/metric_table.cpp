@@ -2,9 +2,9 @@
 #include <array>
 #include <string>
 
-#include "kvrank/error.hpp"
-#include "kvrank/name_table.hpp"
-#include "kvrank/results.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/name_table.hpp"
+#include "kvrank/report/results.hpp"
 
 namespace kvrank {
 namespace {

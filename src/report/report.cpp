@@ -1,13 +1,13 @@
 // Writers and readers of analysis results (SPEC.md §3): the JSON writer and reader; CSV in
 // csv.cpp, the terminal table in table.cpp.
-#include "kvrank/report.hpp"
+#include "kvrank/report/report.hpp"
 
 #include <cmath>
 #include <limits>
 #include <sstream>
 
-#include "io/json_strict.hpp"
-#include "kvrank/error.hpp"
+#include "base/json_strict.hpp"
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 

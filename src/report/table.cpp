@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <string>
 
-#include "kvrank/report.hpp"
-#include "kvrank/text.hpp"
+#include "kvrank/base/text.hpp"
+#include "kvrank/report/report.hpp"
 
 namespace kvrank {
 

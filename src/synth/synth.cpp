@@ -7,7 +7,7 @@
 // byte-identical files on every machine and compiler.
 // Streaming: the header of each shard is written first (all shapes are known up front), then the
 // tensors one by one; at most one layer's tensors are in memory at a time.
-#include "kvrank/synth.hpp"
+#include "kvrank/synth/synth.hpp"
 
 #include <algorithm>
 #include <array>
@@ -22,8 +22,8 @@
 #include <system_error>
 
 #include "io/safetensors_writer.hpp"
-#include "kvrank/atomic_file.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/atomic_file.hpp"
+#include "kvrank/base/error.hpp"
 #include "synth/synth_detail.hpp"
 
 namespace kvrank {

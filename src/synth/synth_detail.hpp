@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "io/safetensors_writer.hpp"
-#include "kvrank/family.hpp"
-#include "kvrank/synth.hpp"
+#include "kvrank/layout/family.hpp"
+#include "kvrank/synth/synth.hpp"
 
 namespace kvrank::synth_detail {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <utility>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "synth/synth_detail.hpp"
 
 namespace kvrank::synth_detail {

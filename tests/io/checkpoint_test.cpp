@@ -1,12 +1,12 @@
-#include "kvrank/checkpoint.hpp"
+#include "kvrank/io/checkpoint.hpp"
 
 #include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "kvrank/error.hpp"
-#include "kvrank/mapped_file.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/mapped_file.hpp"
 #include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 

@@ -1,4 +1,4 @@
-#include "kvrank/dtype.hpp"
+#include "kvrank/io/dtype.hpp"
 
 #include <bit>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "kvrank/mapped_file.hpp"
-#include "kvrank/npy.hpp"
+#include "kvrank/io/mapped_file.hpp"
+#include "kvrank/io/npy.hpp"
 #include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 

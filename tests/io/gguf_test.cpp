@@ -1,12 +1,12 @@
-#include "kvrank/gguf.hpp"
+#include "kvrank/io/gguf.hpp"
 
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/checkpoint.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "base/json_strict.hpp"
 #include "io/guarded_read.hpp"
-#include "io/json_strict.hpp"
-#include "kvrank/analysis.hpp"
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/mapped_file.hpp"
-#include "kvrank/npy.hpp"
-#include "kvrank/safetensors.hpp"
+#include "kvrank/analysis/analysis.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/io/mapped_file.hpp"
+#include "kvrank/io/npy.hpp"
+#include "kvrank/io/safetensors.hpp"
 #include "layout/layer_scan.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"

@@ -1,12 +1,12 @@
 // Hugging Face cache lookup on fake cache trees built here: repo ids, the cache folder chosen from
 // the environment, refs → snapshots, the errors, and reading a snapshot whose files are symlinks
 // into blobs/ (as huggingface_hub stores them).
-#include "kvrank/hf_cache.hpp"
+#include "kvrank/io/hf_cache.hpp"
 
 #include <map>
 #include <string>
 
-#include "kvrank/checkpoint.hpp"
+#include "kvrank/io/checkpoint.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"

@@ -2,8 +2,8 @@
 // one-line kvrank::Error that starts with the file (or folder) it is about.
 #include <string>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/checkpoint.hpp"
 #include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 

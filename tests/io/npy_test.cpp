@@ -1,12 +1,12 @@
-#include "kvrank/npy.hpp"
+#include "kvrank/io/npy.hpp"
 
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "kvrank/error.hpp"
-#include "kvrank/mapped_file.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/mapped_file.hpp"
 #include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 

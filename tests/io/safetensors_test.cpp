@@ -1,10 +1,10 @@
-#include "kvrank/safetensors.hpp"
+#include "kvrank/io/safetensors.hpp"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/families.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"

@@ -2,14 +2,14 @@
 //
 // Factors are checked against their definition: the explicit d×d matrix A_h built from the
 // HeadFactors (basisᵀ C_h) must equal W_Q^h (W_K^h)ᵀ computed from the matrices that were written.
-#include "kvrank/families.hpp"
+#include "kvrank/layout/families.hpp"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"

@@ -3,7 +3,7 @@
 #include <set>
 #include <string>
 
-#include "kvrank/family.hpp"
+#include "kvrank/layout/family.hpp"
 #include "support/catch.hpp"
 
 namespace kvrank {

@@ -2,8 +2,8 @@
 // keys k_shared + k_lora_b_h · k_lora_a_h written by scripts/write_latent_checkpoints.py.
 #include <string>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/families.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"

@@ -3,8 +3,8 @@
 // numpy).
 #include <string>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/families.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
 #include "layout/fp8_blocks.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"

@@ -1,7 +1,7 @@
 // Tests of the metric engine (src/diversity.cpp): closed forms, invariances, the block-sparse
 // factor representation, and a cross-check against the naive numpy reference
 // (scripts/reference.py).
-#include "kvrank/diversity.hpp"
+#include "kvrank/metric/diversity.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // Tests of the Gram backends (src/metric/gram_backend.cpp): the bf16 kernel against the f32 path
 // on the same bf16 weights (Grams and layer metrics to 1e-5), the fallbacks, and the selection.
-#include "kvrank/gram_backend.hpp"
+#include "kvrank/metric/gram_backend.hpp"
 
 #include <bit>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <random>
 #include <string>
 
-#include "kvrank/diversity.hpp"
-#include "kvrank/dtype.hpp"
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/dtype.hpp"
+#include "kvrank/metric/diversity.hpp"
 #include "support/catch.hpp"
 
 using namespace kvrank;

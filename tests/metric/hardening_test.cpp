@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "kvrank/diversity.hpp"
+#include "kvrank/metric/diversity.hpp"
 #include "support/catch.hpp"
 
 namespace kvrank {

@@ -1,12 +1,12 @@
 // Tests of svg.hpp. The SVG is parsed by Python's xml.etree (an independent XML parser), which
 // reports the structure as JSON; the tests then check counts, labels and geometry.
-#include "kvrank/svg.hpp"
+#include "kvrank/plot/svg.hpp"
 
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

@@ -1,10 +1,10 @@
 // Tests of check.hpp: regression check of rank curves against a golden result set.
-#include "kvrank/check.hpp"
+#include "kvrank/report/check.hpp"
 
 #include <algorithm>
 #include <string>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

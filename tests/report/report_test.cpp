@@ -1,5 +1,5 @@
 // Tests of report.hpp: JSON schema and round trip, CSV, table, strict reader, atomic writes.
-#include "kvrank/report.hpp"
+#include "kvrank/report/report.hpp"
 
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

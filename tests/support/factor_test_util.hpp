@@ -5,11 +5,11 @@
 #include <functional>
 #include <string>
 
-#include "kvrank/checkpoint.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/factors.hpp"
-#include "kvrank/families.hpp"
-#include "kvrank/tensor.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/factors.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/io/tensor.hpp"
+#include "kvrank/layout/families.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

@@ -3,9 +3,9 @@
 // reads back, so a broken writer fails here too.
 #include <cstdio>
 
-#include "kvrank/check.hpp"
-#include "kvrank/report.hpp"
-#include "kvrank/svg.hpp"
+#include "kvrank/plot/svg.hpp"
+#include "kvrank/report/check.hpp"
+#include "kvrank/report/report.hpp"
 
 int main() {
   kvrank::ModelReport model;

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kvrank/error.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 
 namespace kvrank::test {

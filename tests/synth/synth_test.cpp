@@ -1,5 +1,5 @@
 // Tests of `kvrank synth` (write_synthetic_checkpoint) and its private safetensors writer.
-#include "kvrank/synth.hpp"
+#include "kvrank/synth/synth.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "io/safetensors_writer.hpp"
-#include "kvrank/error.hpp"
-#include "kvrank/safetensors.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/safetensors.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

@@ -1,0 +1,28 @@
+// `kvrank inspect`: what a checkpoint holds — every tensor grouped by layer, and what kvrank
+// detects (family, variant, head counts). Detection failures are reported, not thrown, so a file
+// kvrank cannot analyse can still be inspected.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/families.hpp"
+
+namespace kvrank {
+
+struct InspectReport {
+  std::string path;
+  std::vector<TensorView> tensors;    ///< sorted by layer index, then name
+  std::optional<ModelLayout> layout;  ///< empty when detection failed
+  std::string detection_error;        ///< why, when it failed
+};
+
+InspectReport inspect_checkpoint(const Checkpoint& checkpoint,
+                                 const LayoutOverrides& overrides = {});
+nlohmann::json to_json(const std::vector<InspectReport>& reports);
+std::string to_text(const std::vector<InspectReport>& reports);
+
+}  // namespace kvrank

@@ -1,0 +1,58 @@
+// The models named on the command line: each argument's path, and labels that tell them apart.
+//
+// An argument is a path when one exists by that name; otherwise, when it looks like a Hugging Face
+// repo id ORG/NAME[@REV], the snapshot the local hub cache holds (hf_cache.hpp; never downloaded).
+// Labels name the models in tables, legends and `check`, which matches models by label — so every
+// model of one run gets its own:
+//
+//   std::vector<LabelChoice> choices;
+//   for (const std::string& argument : arguments) {
+//     ModelInput input = resolve_model_argument(argument);
+//     choices.push_back({input.label, /*given=*/false, input.path.string()});
+//   }
+//   std::vector<std::string> labels = unique_labels(choices, note);  // "model", "model-2", …
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvrank/io/hf_cache.hpp"
+
+namespace kvrank {
+
+/// The default label of a path: NAME for a folder or file in a hub cache snapshot
+/// (…/models--ORG--NAME/snapshots/<rev>), the folder name for a folder and for a file with a
+/// config.json beside it (a file inside a Hugging Face folder), else the file name without
+/// extension.
+std::string default_label(const std::filesystem::path& path);
+
+/// What a model argument names and the label it gets by default.
+struct ModelInput {
+  std::filesystem::path path;
+  std::string label;
+};
+
+/// An existing path is itself (label: default_label); otherwise an argument that looks like
+/// ORG/NAME[@REV] is resolved in the hub cache chosen by `env` (label: NAME, or NAME@REV when a
+/// revision is given; throws kvrank::Error "ARG: no such file or folder, and <why the cache does
+/// not have it, naming the paths tried>"); anything else is returned as a path, for
+/// Checkpoint::open to report.
+ModelInput resolve_model_argument(const std::string& argument,
+                                  const EnvLookup& env = process_environment());
+
+/// One model's label before it is made unique: `given` by the user (--label) or a default.
+struct LabelChoice {
+  std::string label;
+  bool given = false;
+  std::string path;  ///< for the note
+};
+
+/// The labels, in order, all different. Labels the user gave are kept as they are — two equal
+/// ones are a usage error (kvrank::Error) — and reserved first; a default label already taken
+/// becomes "LABEL-2", "LABEL-3", … (the first number free), and `note` (may be empty) is told so.
+std::vector<std::string> unique_labels(const std::vector<LabelChoice>& choices,
+                                       const std::function<void(const std::string&)>& note);
+
+}  // namespace kvrank

@@ -1,0 +1,60 @@
+// Per-head bilinear forms A_h = L_h R_hᵀ, held as factors in a shared basis (SPEC.md §1).
+//
+// Each side (L or R) of every head is a d×k matrix whose columns live in the span of a shared set
+// of basis vectors. The basis is stored as the *rows* of a row-major float32 matrix `basis` (m × d)
+// — exactly how projection weights lie in a checkpoint (`[out, in]`) — and head h's columns are
+//   L_h = basisᵀ · C_h,   C_h (m × k) sparse, given as a list of blocks.
+// Examples:
+//   MHA / GQA query or key side: basis = q_proj (H·d_h × d); C_h selects rows [h·d_h, (h+1)·d_h)
+//     → one identity block at basis_row = h·d_h. GQA heads sharing a KV head point at the same
+//     rows, so each distinct KV block enters the Gram once.
+//   LRKV key side: basis = [k_shared; k_lora_a] ((d_h + H·r) × d); C_h = identity at row 0 plus
+//     block k_lora_b_hᵀ (r × d_h) at row d_h + h·r.
+//   MLA key side: basis = kv_a_proj rows (latent, scaled by the RMSNorm gain, then rope rows);
+//     C_h = kv_b_h,Kᵀ at row 0 (columns [0, nope)) plus identity on the rope rows (columns
+//     [nope, nope+rope)).
+// Because only Grams of the basis are ever formed (basis · basisᵀ, one SYRK), no d×d matrix is
+// built and the cost scales with m, the size of what is cached, not with d.
+#pragma once
+
+#include <vector>
+
+#include "kvrank/base/eigen.hpp"
+
+namespace kvrank {
+
+/// One block of a sparse coefficient matrix C_h: rows [basis_row, basis_row + rows) and columns
+/// [head_col, head_col + cols) of C_h hold `block` — or the identity when `block` is empty (then
+/// rows == cols == `identity_size`).
+struct CoeffBlock {
+  Index basis_row = 0;
+  Index head_col = 0;
+  MatrixD block;            ///< rows × cols; empty means identity
+  Index identity_size = 0;  ///< used when block is empty
+
+  Index rows() const noexcept { return block.size() ? block.rows() : identity_size; }
+  Index cols() const noexcept { return block.size() ? block.cols() : identity_size; }
+  static CoeffBlock identity(Index basis_row, Index size, Index head_col = 0) {
+    return {basis_row, head_col, MatrixD(), size};
+  }
+};
+
+/// One side of all heads: a shared basis and each head's coefficients.
+struct FactorSide {
+  RowMatrixF basis;                            ///< m × n, basis vectors as rows (n = d, or T)
+  std::vector<std::vector<CoeffBlock>> heads;  ///< C_h for h = 0..H-1
+  Index head_cols = 0;                         ///< k: columns of every L_h
+};
+
+/// The H bilinear forms of one layer and one representation.
+struct HeadFactors {
+  FactorSide left;
+  FactorSide right;
+  /// True when A_h = L_h L_hᵀ (the `k` and `v` representations): `right` is then unused and the
+  /// Gram of `left` is computed once.
+  bool symmetric = false;
+
+  Index num_heads() const noexcept { return static_cast<Index>(left.heads.size()); }
+};
+
+}  // namespace kvrank

@@ -1,0 +1,76 @@
+// A model's tensors, whatever the files: one lazily-read, validated catalogue of TensorViews.
+//
+// Accepted paths:
+//  - a `.safetensors` file;
+//  - a folder with `model.safetensors`, or `model.safetensors.index.json` and its shards (every
+//    tensor the index maps must exist in the shard it names; a missing shard is an error naming the
+//    index and the shard), or any other `*.safetensors` files;
+//  - a `.npy` file (tensor name = file stem), an `.npz` archive, or a folder of them;
+//  - a `.gguf` file (gguf.hpp): attention tensors under their Hugging Face names, and a config
+//    synthesized from its metadata (config_path() is then the GGUF file itself).
+// `config.json` is read from the folder (or from beside a single file) when present.
+//
+// Opening parses headers only; tensor data is touched when a caller converts a view (to_f32 /
+// to_matrix), so peak memory is what the caller converts at once.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvrank/io/npy.hpp"
+#include "kvrank/io/tensor.hpp"
+
+namespace kvrank {
+
+class MappedFile;
+
+struct OpenOptions {
+  NpyOptions npy;
+};
+
+class Checkpoint {
+ public:
+  /// Opens and validates every file of the checkpoint at `path`. Throws kvrank::Error.
+  static Checkpoint open(const std::filesystem::path& path, const OpenOptions& options = {});
+
+  /// The path the user gave.
+  const std::filesystem::path& path() const noexcept { return path_; }
+  /// All tensors, sorted by name.
+  const std::vector<TensorView>& tensors() const noexcept { return tensors_; }
+  /// The tensor called `name`, or nullptr.
+  const TensorView* find(std::string_view name) const noexcept;
+  /// The tensor called `name`; throws kvrank::Error naming the checkpoint and tensor when missing.
+  const TensorView& at(std::string_view name) const;
+  /// Parsed config.json, if the checkpoint has one (always a JSON object).
+  const std::optional<nlohmann::json>& config() const noexcept { return config_; }
+  /// Where config.json was read from (empty when none), for error messages.
+  const std::filesystem::path& config_path() const noexcept { return config_path_; }
+
+  /// Lets the OS drop the pages of `tensor` from memory (streaming a model one layer at a time).
+  void release(const TensorView& tensor) const noexcept;
+
+ private:
+  std::filesystem::path path_;
+  std::filesystem::path config_path_;
+  std::optional<nlohmann::json> config_;
+  std::vector<TensorView> tensors_;
+  std::vector<std::shared_ptr<const MappedFile>> maps_;  // keep the views valid
+};
+
+/// The largest JSON file read_json_object() reads (a result JSON with --similarity of a large
+/// model is tens of MB; configs and indexes are smaller).
+inline constexpr std::size_t kMaxJsonFileBytes = std::size_t{256} << 20;
+
+/// Reads a JSON object from `path` (config.json, an index, a --map file, a result JSON). Throws
+/// kvrank::Error naming the file if it is not a regular file, larger than kMaxJsonFileBytes,
+/// unreadable, not strict JSON (json_strict: UTF-8, no duplicate keys, at most 64 levels deep), or
+/// not an object.
+nlohmann::json read_json_object(const std::filesystem::path& path);
+
+}  // namespace kvrank

@@ -1,0 +1,129 @@
+// Checkpoint layouts of every attention family (SPEC.md §2): detection, and per-head factors.
+//
+// detect_layout() reads config.json (when present), the `--map` file and the tensor names, and
+// decides the family, the variant (mha | gqa | mqa | mla | lrkv) and the head geometry; flags in
+// LayoutOverrides win over config.json. layer_factors() then builds, for one layer and one
+// representation, the HeadFactors (factors.hpp) that diversity.hpp consumes, reading only that
+// layer's attention tensors.
+//
+//   Checkpoint ckpt = Checkpoint::open(path);
+//   ModelLayout layout = detect_layout(ckpt, {});
+//   for (int layer = 0; layer < layout.num_layers; ++layer)
+//     use(analyze_layer(layer_factors(ckpt, layout, layer, Repr::qk)));  // diversity.hpp
+// (this example is compiled and run by tests/header_examples_test.cpp)
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kvrank/base/factors.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/family.hpp"
+
+namespace kvrank {
+
+/// Layer indices kvrank reads — in tensor names, `--layers` and `baseline --layers` — are below
+/// this (the deepest models have about 130 layers); larger ones are refused before anything is
+/// allocated for them.
+inline constexpr int kMaxLayers = 100'000;
+
+/// Which bilinear form represents a head (SPEC.md §1).
+enum class Repr { qk, ov, k, v };
+std::string_view repr_name(Repr repr) noexcept;
+/// Parses "qk", "ov", "k", "v"; throws kvrank::Error (usage) otherwise.
+Repr parse_repr(std::string_view name);
+
+/// What the user may force from the command line (each wins over config.json).
+struct LayoutOverrides {
+  std::optional<std::string> family;  ///< a Family name, a llama-like model type, or "mla"
+  std::optional<int> heads;
+  std::optional<int> kv_heads;
+  std::optional<int> head_dim;
+  std::optional<std::filesystem::path> map_file;  ///< --map: role → tensor-name pattern
+  bool activations = false;                       ///< --activations: captured Q/K/V, not weights
+};
+
+/// The projections of a dense layer; fused_qkv is one [q; k; v] tensor (gpt2, phi3, gpt_neox,
+/// falcon). Listed in the order of their names (k, o, q, qkv, v): the order in which a layout's
+/// tensors are checked, so that the first error named is the same whatever the family.
+enum class ProjectionRole { k, o, q, fused_qkv, v };
+std::string_view role_name(ProjectionRole role) noexcept;  ///< "q" … "o", "qkv"
+
+/// Row order of a fused q/k/v tensor:
+///   stacked: all q heads, then all k heads, then all v heads      (gpt2, phi3)
+///   grouped: per KV head g its H/H_kv q heads, then k_g, then v_g  (gpt_neox, falcon)
+enum class QkvOrder { stacked, grouped };
+/// How a projection is stored: [out, in] (torch Linear) or [in, out] (gpt2's Conv1D).
+enum class Orientation { out_in, in_out };
+/// What multiplies a normalised query/key row: the stored weight, or 1 + weight (Gemma).
+enum class NormGain { weight, one_plus_weight };
+
+/// Dense layouts (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`, NPY): tensor-name templates
+/// with a "{i}" layer slot.
+struct DenseTensors {
+  std::map<ProjectionRole, std::string> names;  ///< q, k, v, o — or fused_qkv, o
+  QkvOrder qkv_order = QkvOrder::stacked;       ///< when fused
+  Orientation orientation = Orientation::out_in;
+  std::string source;  ///< where the head geometry came from, for shape errors
+  /// QK-norm gains (Qwen3, Gemma 3, OLMo 2 …) folded into the q / k rows (norm_gains.cpp).
+  std::optional<std::string> q_norm, k_norm;
+  NormGain norm_gain = NormGain::weight;
+  bool fused() const { return names.count(ProjectionRole::fused_qkv) > 0; }
+};
+
+/// MLA (DeepSeek-V2/V3): `prefix` + layer + ".self_attn." + tensor, and the latent sizes.
+struct MlaTensors {
+  std::string prefix;
+  int kv_lora_rank = 0;
+  int q_lora_rank = 0;  ///< 0: a plain q_proj
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+};
+
+/// LRKV and captured activations: the tensor-name prefix before the layer index.
+struct LrkvTensors {
+  std::string prefix;
+};
+struct ActivationTensors {
+  std::string prefix;
+};
+
+using FamilyTensors = std::variant<DenseTensors, MlaTensors, LrkvTensors, ActivationTensors>;
+
+struct ModelLayout {
+  Family family = Family::llama;
+  Variant variant = Variant::mha;
+  /// config.json's model_type, or a llama-like `--family` (mistral, gemma3 …); empty when neither.
+  std::string model_type;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int d_model = 0;
+  int num_layers = 0;
+  std::optional<int> lrkv_rank;
+  std::optional<int> mla_kv_lora_rank;
+  bool has_queries = true;  ///< false for K/V-only inputs: only `k` and `v` can be analysed
+  bool has_outputs = true;  ///< false when no o_proj/dense: `ov` cannot be analysed
+  /// What layer_factors() needs to find and read a layer, by the family's reader.
+  FamilyTensors tensors = DenseTensors{};
+};
+
+/// Detects family, variant and geometry. Throws kvrank::Error when config and tensors disagree
+/// (naming both) or when a tensor the layout needs is missing.
+ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& overrides = {});
+
+/// The per-head factors of one layer for `repr`. Reads and converts only that layer's tensors;
+/// validates their shapes against `layout` and their values (NaN/Inf) — errors name the tensor.
+HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                          Repr repr);
+
+/// The tensor names of one layer that layer_factors() reads (for release() after use).
+std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer);
+
+}  // namespace kvrank

@@ -1,0 +1,186 @@
+#include "kvrank/analysis/inspect.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <sstream>
+#include <string_view>
+
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
+
+namespace kvrank {
+namespace {
+
+// Name components that precede a layer number: `model.layers.12.`, `transformer.h.3.`,
+// `gpt_neox.layers.0.`, `blocks.5.`, GGUF's `blk.7.`.
+constexpr std::string_view kLayerContainers[] = {"layers", "layer", "h", "blocks", "block", "blk"};
+
+bool all_digits(std::string_view text) {
+  return !text.empty() && text.size() <= 9 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The layer a tensor belongs to, from its name; nullopt for embeddings, final norms, etc.
+std::optional<int> layer_of(std::string_view name) {
+  std::string_view previous;
+  while (!name.empty()) {
+    const std::size_t dot = name.find('.');
+    const std::string_view component = name.substr(0, dot);
+    const bool is_container = std::find(std::begin(kLayerContainers), std::end(kLayerContainers),
+                                        previous) != std::end(kLayerContainers);
+    if (is_container && all_digits(component) && dot != std::string_view::npos) {
+      return std::stoi(std::string(component));
+    }
+    if (dot == std::string_view::npos) break;
+    previous = component;
+    name.remove_prefix(dot + 1);
+  }
+  return std::nullopt;
+}
+
+// Non-layer tensors first, then layer by layer; by name within a group.
+bool layer_then_name(const TensorView& a, const TensorView& b) {
+  const int layer_a = layer_of(a.name).value_or(-1), layer_b = layer_of(b.name).value_or(-1);
+  return layer_a != layer_b ? layer_a < layer_b : a.name < b.name;
+}
+
+nlohmann::json optional_int(const std::optional<int>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return text;
+}
+
+std::uint64_t total_bytes(const std::vector<TensorView>& tensors) {
+  std::uint64_t total = 0;
+  for (const TensorView& tensor : tensors) total += tensor.byte_size();
+  return total;
+}
+
+nlohmann::json report_json(const InspectReport& report) {
+  nlohmann::json checkpoint = {{"path", report.path}};
+  const std::optional<ModelLayout>& layout = report.layout;
+  checkpoint["family"] = layout ? nlohmann::json(family_name(layout->family)) : nlohmann::json();
+  checkpoint["variant"] = layout ? nlohmann::json(variant_name(layout->variant)) : nlohmann::json();
+  auto geometry = [&](int ModelLayout::*field) {
+    return layout ? nlohmann::json((*layout).*field) : nlohmann::json(nullptr);
+  };
+  checkpoint["heads"] = geometry(&ModelLayout::heads);
+  checkpoint["kv_heads"] = geometry(&ModelLayout::kv_heads);
+  checkpoint["head_dim"] = geometry(&ModelLayout::head_dim);
+  checkpoint["d_model"] = geometry(&ModelLayout::d_model);
+  checkpoint["num_layers"] = geometry(&ModelLayout::num_layers);
+  checkpoint["lrkv_rank"] = layout ? optional_int(layout->lrkv_rank) : nlohmann::json(nullptr);
+  checkpoint["mla_kv_lora_rank"] =
+      layout ? optional_int(layout->mla_kv_lora_rank) : nlohmann::json(nullptr);
+  checkpoint["detection_error"] = report.detection_error.empty()
+                                      ? nlohmann::json(nullptr)
+                                      : nlohmann::json(report.detection_error);
+  checkpoint["num_tensors"] = report.tensors.size();
+  checkpoint["total_bytes"] = total_bytes(report.tensors);
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const TensorView& tensor : report.tensors) {
+    const nlohmann::json stored =
+        tensor.stored_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(tensor.stored_name);
+    tensors.push_back({{"name", tensor.name},
+                       {"dtype", dtype_name(tensor.dtype)},
+                       {"shape", tensor.shape},
+                       {"bytes", tensor.byte_size()},
+                       {"layer", optional_int(layer_of(tensor.name))},
+                       {"stored_name", stored}});
+  }
+  checkpoint["tensors"] = std::move(tensors);
+  return checkpoint;
+}
+
+void write_summary(std::ostringstream& out, const InspectReport& report) {
+  out << printable(report.path) << "\n";  // names are escaped: this text is for a terminal
+  if (const auto& layout = report.layout) {
+    out << "  family " << family_name(layout->family) << ", variant "
+        << variant_name(layout->variant) << "\n"
+        << "  heads " << layout->heads << ", kv_heads " << layout->kv_heads << ", head_dim "
+        << layout->head_dim << ", d_model " << layout->d_model << ", layers " << layout->num_layers;
+    if (layout->lrkv_rank) out << ", lrkv_rank " << *layout->lrkv_rank;
+    if (layout->mla_kv_lora_rank) out << ", kv_lora_rank " << *layout->mla_kv_lora_rank;
+    out << "\n";
+  } else {
+    out << "  detection failed: " << report.detection_error << "\n";
+  }
+  out << "  " << report.tensors.size() << " tensors, " << human_bytes(total_bytes(report.tensors))
+      << "\n";
+}
+
+void write_tensors(std::ostringstream& out, const std::vector<TensorView>& tensors) {
+  std::size_t name_width = 0, dtype_width = 0, shape_width = 0;
+  for (const TensorView& tensor : tensors) {
+    name_width = std::max(name_width, printable(tensor.name).size());
+    dtype_width = std::max(dtype_width, dtype_name(tensor.dtype).size());
+    shape_width = std::max(shape_width, tensor.shape_string().size());
+  }
+  std::optional<int> group;
+  bool first = true;
+  for (const TensorView& tensor : tensors) {
+    std::optional<int> layer = layer_of(tensor.name);
+    if (first || layer != group) {
+      out << "\n  " << (layer ? "layer " + std::to_string(*layer) : std::string("other tensors"))
+          << "\n";
+      group = layer;
+      first = false;
+    }
+    std::string name = printable(tensor.name), dtype(dtype_name(tensor.dtype));
+    std::string shape = tensor.shape_string();
+    name.resize(name_width, ' ');
+    dtype.resize(dtype_width, ' ');
+    shape.resize(shape_width, ' ');
+    out << "    " << name << "  " << dtype << "  " << shape << "  "
+        << human_bytes(tensor.byte_size());
+    if (!tensor.stored_name.empty()) out << "  (" << tensor.stored_name << " in the file)";
+    out << "\n";
+  }
+}
+
+}  // namespace
+
+InspectReport inspect_checkpoint(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
+  InspectReport report;
+  report.path = checkpoint.path().string();
+  report.tensors = checkpoint.tensors();
+  std::stable_sort(report.tensors.begin(), report.tensors.end(), layer_then_name);
+  try {
+    report.layout = detect_layout(checkpoint, overrides);
+  } catch (const Error& error) {
+    report.detection_error = error.what();
+  } catch (const std::logic_error& error) {  // a family not implemented yet: still inspectable
+    report.detection_error = error.what();
+  }
+  return report;
+}
+
+nlohmann::json to_json(const std::vector<InspectReport>& reports) {
+  nlohmann::json checkpoints = nlohmann::json::array();
+  for (const InspectReport& report : reports) checkpoints.push_back(report_json(report));
+  return {{"schema_version", 1}, {"checkpoints", std::move(checkpoints)}};
+}
+
+std::string to_text(const std::vector<InspectReport>& reports) {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    if (i > 0) out << "\n";
+    write_summary(out, reports[i]);
+    write_tensors(out, reports[i].tensors);
+  }
+  return out.str();
+}
+
+}  // namespace kvrank
