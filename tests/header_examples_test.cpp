@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "kvrank/base/mapped_file.hpp"
 #include "kvrank/base/name_table.hpp"
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/io/mapped_file.hpp"
 #include "kvrank/io/safetensors.hpp"
 #include "kvrank/layout/families.hpp"
 #include "kvrank/layout/family.hpp"

@@ -12,14 +12,15 @@
 
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/analysis/inspect.hpp"
-#include "kvrank/analysis/merge.hpp"
 #include "kvrank/analysis/model_inputs.hpp"
 #include "kvrank/base/atomic_file.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
+#include "kvrank/report/merge.hpp"
 #include "kvrank/report/report.hpp"
 #include "terminal.hpp"
 

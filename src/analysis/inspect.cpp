@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/layer_list.hpp"
 #include "kvrank/base/text.hpp"
 
 namespace kvrank {
@@ -16,12 +17,8 @@ namespace {
 // `gpt_neox.layers.0.`, `blocks.5.`, GGUF's `blk.7.`.
 constexpr std::string_view kLayerContainers[] = {"layers", "layer", "h", "blocks", "block", "blk"};
 
-bool all_digits(std::string_view text) {
-  return !text.empty() && text.size() <= 9 &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// The layer a tensor belongs to, from its name; nullopt for embeddings, final norms, etc.
+// The layer a tensor belongs to, from its name; nullopt for embeddings, final norms, etc. The
+// number itself follows layer_number(), the rule layout detection reads layers by.
 std::optional<int> layer_of(std::string_view name) {
   std::string_view previous;
   while (!name.empty()) {
@@ -29,8 +26,8 @@ std::optional<int> layer_of(std::string_view name) {
     const std::string_view component = name.substr(0, dot);
     const bool is_container = std::find(std::begin(kLayerContainers), std::end(kLayerContainers),
                                         previous) != std::end(kLayerContainers);
-    if (is_container && all_digits(component) && dot != std::string_view::npos) {
-      return std::stoi(std::string(component));
+    if (is_container && dot != std::string_view::npos) {
+      if (const std::optional<int> layer = layer_number(component)) return layer;
     }
     if (dot == std::string_view::npos) break;
     previous = component;

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <tuple>
 
+#include "base/guarded_read.hpp"
 #include "base/json_strict.hpp"
-#include "io/guarded_read.hpp"
 #include "kvrank/base/error.hpp"
 
 namespace kvrank {

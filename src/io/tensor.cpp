@@ -6,7 +6,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "io/guarded_read.hpp"
+#include "base/guarded_read.hpp"
 #include "kvrank/base/error.hpp"
 
 namespace kvrank {

@@ -21,6 +21,7 @@
 
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
 #include "kvrank/base/name_table.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"

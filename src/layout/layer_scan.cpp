@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/layer_list.hpp"
 
 namespace kvrank::detail {
 
@@ -21,19 +22,11 @@ std::string shown_digits(std::string_view digits) {
 }  // namespace
 
 std::optional<int> layer_index(const TensorView& tensor, std::string_view digits) {
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit)) return std::nullopt;
-  if (digits.size() > 1 && digits.front() == '0') return std::nullopt;
-  // Digit by digit, stopping as soon as the bound is passed: no overflow whatever the length.
-  int value = 0;
-  for (char digit : digits) {
-    value = value * 10 + (digit - '0');
-    if (value >= kMaxLayers) {
-      throw Error(tensor.file, tensor.name,
-                  "layer index " + shown_digits(digits) + " is too large (kvrank reads at most " +
-                      std::to_string(kMaxLayers) + " layers)");
-    }
-  }
-  return value;
+  if (!is_layer_number(digits)) return std::nullopt;
+  if (const std::optional<int> layer = layer_number(digits)) return layer;
+  throw Error(tensor.file, tensor.name,
+              "layer index " + shown_digits(digits) + " is too large (kvrank reads at most " +
+                  std::to_string(kMaxLayers) + " layers)");
 }
 
 std::optional<int> template_layer(const TensorView& tensor, std::string_view prefix,

@@ -1,4 +1,4 @@
-// The analysis pipeline: layer lists, labels, the fully-redundant baseline, and analyze_checkpoint
+// The analysis pipeline: labels, the fully-redundant baseline, and analyze_checkpoint
 // on the trained data/tiny/gqa checkpoint (and stories260K where ../shared/fixtures exists).
 #include "kvrank/analysis/analysis.hpp"
 
@@ -18,28 +18,6 @@ namespace {
 using test::error_message;
 
 }  // namespace
-
-TEST_CASE("parse_layer_list: ranges and single layers, sorted and unique", "[families][analysis]") {
-  CHECK(parse_layer_list("0-3,20") == std::vector<int>{0, 1, 2, 3, 20});
-  CHECK(parse_layer_list("5,1,1,2-3") == std::vector<int>{1, 2, 3, 5});
-  CHECK(parse_layer_list("7") == std::vector<int>{7});
-  CHECK(parse_layer_list("4-4") == std::vector<int>{4});
-  CHECK(parse_layer_list(" 1 , 3 ") == std::vector<int>{1, 3});
-}
-
-TEST_CASE("parse_layer_list: bad syntax is a usage error naming the part", "[families][analysis]") {
-  using Catch::Matchers::Contains;
-  CHECK_THAT(error_message([] { parse_layer_list("3-1"); }), Contains("\"3-1\" runs backwards"));
-  CHECK_THAT(error_message([] { parse_layer_list("x"); }), Contains("found \"x\""));
-  CHECK_THAT(error_message([] { parse_layer_list(""); }), Contains("empty entry"));
-  CHECK_THAT(error_message([] { parse_layer_list("1,,2"); }), Contains("empty entry"));
-  CHECK_THAT(error_message([] { parse_layer_list("1,"); }), Contains("empty entry"));
-  CHECK_THAT(error_message([] { parse_layer_list("2-"); }), Contains("found \"2-\""));
-  CHECK_THAT(error_message([] { parse_layer_list("-2"); }), Contains("found \"-2\""));
-  CHECK_THAT(error_message([] { parse_layer_list("1.5"); }), Contains("found \"1.5\""));
-  CHECK_THAT(error_message([] { parse_layer_list("0-99999999999"); }), Contains("--layers"));
-  CHECK_THAT(error_message([] { parse_layer_list("0-5000000"); }), Contains("too large"));
-}
 
 TEST_CASE("fully_redundant_baseline: erank 1 at every layer", "[families][analysis]") {
   const ModelReport baseline = fully_redundant_baseline(3, 4);

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "kvrank/io/mapped_file.hpp"
+#include "kvrank/base/mapped_file.hpp"
 #include "kvrank/io/npy.hpp"
 #include "support/catch.hpp"
 #include "support/readers_test_files.hpp"

@@ -8,12 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "base/guarded_read.hpp"
 #include "base/json_strict.hpp"
-#include "io/guarded_read.hpp"
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
+#include "kvrank/base/mapped_file.hpp"
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/io/mapped_file.hpp"
 #include "kvrank/io/npy.hpp"
 #include "kvrank/io/safetensors.hpp"
 #include "layout/layer_scan.hpp"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kvrank/base/error.hpp"
-#include "kvrank/io/mapped_file.hpp"
+#include "kvrank/base/mapped_file.hpp"
 #include "support/catch.hpp"
 #include "support/readers_test_files.hpp"
 

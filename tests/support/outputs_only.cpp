@@ -1,10 +1,11 @@
 // Built against kvrank_plot alone (tests/CMakeLists.txt): the outputs — JSON/CSV/table writers,
-// `check`, the figures — link without the checkpoint readers. It also checks that what it writes
-// reads back, so a broken writer fails here too.
+// `check`, `merge`, the figures — link without the checkpoint readers. It also checks that what it
+// writes reads back, so a broken writer fails here too.
 #include <cstdio>
 
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
+#include "kvrank/report/merge.hpp"
 #include "kvrank/report/report.hpp"
 
 int main() {
@@ -15,7 +16,8 @@ int main() {
   model.num_layers = 1;
   model.layers.push_back(kvrank::similarity_metrics(kvrank::MatrixD::Identity(3, 3)));
   const std::vector<kvrank::ModelReport> models{model};
-  const auto read_back = kvrank::reports_from_json(kvrank::to_json(models), "memory");
+  const nlohmann::json document = kvrank::to_json(models);
+  const auto read_back = kvrank::reports_from_json(document, "memory");
   const kvrank::CheckOptions check_options;
   kvrank::Panel panel;
   panel.title = "panel";
@@ -23,6 +25,7 @@ int main() {
   const kvrank::PlotOptions plot_options;
   const bool ok = read_back.size() == 1 && read_back[0].layers[0].erank == model.layers[0].erank &&
                   kvrank::check_reports(read_back, models, check_options, "a", "b").empty() &&
+                  kvrank::merge_results({{"memory", document}}) == document &&
                   !kvrank::to_csv(models).empty() && !kvrank::to_table(models).empty() &&
                   !kvrank::plot_curves_svg({panel}, plot_options).empty();
   if (!ok) std::fputs("outputs_only: a writer did not round-trip\n", stderr);

@@ -8,30 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "kvrank/base/layer_list.hpp"
 #include "kvrank/layout/families.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "kvrank/report/results.hpp"
 
 namespace kvrank {
-
-/// Means over the layers of a report.
-Summary summarize(const std::vector<LayerMetrics>& layers);
-
-/// Parses "0-11,20" into sorted unique layer indices; throws kvrank::Error on bad syntax.
-std::vector<int> parse_layer_list(std::string_view text);
-
-/// `--layer-shard I/N`: the I-th (0-based) of N contiguous, near-equal slices of the selected
-/// layers, so that N jobs together analyse each layer once. Slices may be empty (N > layers).
-struct LayerShard {
-  int index = 0;
-  int count = 1;
-};
-
-/// Parses "I/N" (0 ≤ I < N); throws kvrank::Error on bad syntax.
-LayerShard parse_layer_shard(std::string_view text);
-
-/// The layers of `shard`: the first (size % N) slices hold one layer more than the others.
-std::vector<int> shard_layers(const std::vector<int>& layers, LayerShard shard);
 
 struct AnalyzeOptions {
   std::vector<Repr> reprs;                 ///< empty: qk (or k,v for K/V-only inputs)

@@ -63,14 +63,4 @@ class Checkpoint {
   std::vector<std::shared_ptr<const MappedFile>> maps_;  // keep the views valid
 };
 
-/// The largest JSON file read_json_object() reads (a result JSON with --similarity of a large
-/// model is tens of MB; configs and indexes are smaller).
-inline constexpr std::size_t kMaxJsonFileBytes = std::size_t{256} << 20;
-
-/// Reads a JSON object from `path` (config.json, an index, a --map file, a result JSON). Throws
-/// kvrank::Error naming the file if it is not a regular file, larger than kMaxJsonFileBytes,
-/// unreadable, not strict JSON (json_strict: UTF-8, no duplicate keys, at most 64 levels deep), or
-/// not an object.
-nlohmann::json read_json_object(const std::filesystem::path& path);
-
 }  // namespace kvrank

@@ -22,15 +22,11 @@
 #include <vector>
 
 #include "kvrank/base/factors.hpp"
+#include "kvrank/base/layer_list.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/family.hpp"
 
 namespace kvrank {
-
-/// Layer indices kvrank reads — in tensor names, `--layers` and `baseline --layers` — are below
-/// this (the deepest models have about 130 layers); larger ones are refused before anything is
-/// allocated for them.
-inline constexpr int kMaxLayers = 100'000;
 
 /// Which bilinear form represents a head (SPEC.md §1).
 enum class Repr { qk, ov, k, v };

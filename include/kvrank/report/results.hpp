@@ -43,6 +43,9 @@ struct ModelReport {
 
 inline bool is_baseline(const ModelReport& model) { return model.variant == kBaseline; }
 
+/// Means over the layers of a report (its Summary): analyze and merge both write it this way.
+Summary summarize(const std::vector<LayerMetrics>& layers);
+
 /// The per-layer curves of a result (LayerMetrics) that `check` compares and `plot` draws, named
 /// as in the JSON schema (SPEC.md §3); one table (src/report/metric_table.cpp) holds each one's
 /// name, value and axis label.

@@ -1,4 +1,4 @@
-#include "io/guarded_read.hpp"
+#include "base/guarded_read.hpp"
 
 #include <setjmp.h>
 #include <signal.h>

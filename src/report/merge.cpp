@@ -1,15 +1,15 @@
 // `kvrank merge`: parts of one job → the document one `analyze` would have written. The parts are
 // read back into ModelReports and written again by the same to_json as analyze, so the merged
 // file is byte-identical to a single run (doubles round-trip exactly through the JSON).
-#include "kvrank/analysis/merge.hpp"
+#include "kvrank/report/merge.hpp"
 
 #include <algorithm>
 #include <map>
 #include <utility>
 
 #include "base/json_strict.hpp"
-#include "kvrank/analysis/analysis.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/layer_list.hpp"
 #include "kvrank/report/report.hpp"
 
 namespace kvrank {
@@ -238,19 +238,6 @@ class Merger {
 };
 
 }  // namespace
-
-std::string format_layer_list(const std::vector<int>& layers) {
-  std::string text;
-  for (std::size_t start = 0; start < layers.size();) {
-    std::size_t end = start;
-    while (end + 1 < layers.size() && layers[end + 1] == layers[end] + 1) ++end;
-    if (!text.empty()) text += ',';
-    text += std::to_string(layers[start]);
-    if (end > start) text += '-' + std::to_string(layers[end]);
-    start = end + 1;
-  }
-  return text;
-}
 
 json merge_results(const std::vector<ResultPart>& parts, const MergeOptions& options) {
   if (parts.empty()) throw Error("", "merge: no result files given");

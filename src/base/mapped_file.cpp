@@ -1,4 +1,4 @@
-#include "kvrank/io/mapped_file.hpp"
+#include "kvrank/base/mapped_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
 // Tests of merge.hpp: parts of a job merge into the document one run writes, and every way parts
-// can disagree is refused with its exact message. Also the layer shards of analysis.hpp.
-#include "kvrank/analysis/merge.hpp"
+// can disagree is refused with its exact message.
+#include "kvrank/report/merge.hpp"
 
 #include <cmath>
 #include <string>
@@ -258,52 +258,6 @@ TEST_CASE("merge: a malformed part is refused as check and plot refuse it", "[me
   broken.document["models"][0]["layers"][1].erase("erank");
   CHECK(merge_error({broken}) == "a.json: models[0].layers[1]: missing \"erank\"");
   CHECK(merge_error({}) == "merge: no result files given");
-}
-
-TEST_CASE("format_layer_list: compact ranges, the inverse of parse_layer_list", "[merge]") {
-  CHECK(format_layer_list({}) == "");
-  CHECK(format_layer_list({3}) == "3");
-  CHECK(format_layer_list({0, 1, 2, 3, 7, 9, 10}) == "0-3,7,9-10");
-  for (const char* text : {"0-11,20", "5", "1,3,5-6"})
-    CHECK(format_layer_list(parse_layer_list(text)) == text);
-}
-
-TEST_CASE("shard_layers: N shards cover every layer once, in order, sizes within one",
-          "[merge][analysis]") {
-  for (int size = 0; size <= 10; ++size) {
-    std::vector<int> layers;
-    for (int layer = 0; layer < size; ++layer) layers.push_back(3 * layer + 1);  // a selection
-    for (int count = 1; count <= 12; ++count) {
-      std::vector<int> joined;
-      std::size_t smallest = layers.size(), largest = 0;
-      for (int index = 0; index < count; ++index) {
-        const std::vector<int> shard = shard_layers(layers, {index, count});
-        joined.insert(joined.end(), shard.begin(), shard.end());
-        smallest = std::min(smallest, shard.size());
-        largest = std::max(largest, shard.size());
-      }
-      CHECK(joined == layers);
-      CHECK(largest - smallest <= 1);
-    }
-  }
-  CHECK(shard_layers({0, 1, 2, 3, 4}, {0, 2}) == std::vector<int>{0, 1, 2});
-  CHECK(shard_layers({0, 1, 2, 3, 4}, {1, 2}) == std::vector<int>{3, 4});
-  CHECK(error_message([] {
-          shard_layers({0, 1}, {0, 0});
-        }) == "--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"0/0\"");
-  CHECK(error_message([] {
-          shard_layers({0, 1}, {-1, 2});
-        }) == "--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"-1/2\"");
-}
-
-TEST_CASE("parse_layer_shard: I/N with 0 <= I < N", "[merge][analysis]") {
-  CHECK(parse_layer_shard("0/4").index == 0);
-  CHECK(parse_layer_shard("3/4").index == 3);
-  CHECK(parse_layer_shard("3/4").count == 4);
-  for (const char* bad : {"4/4", "0/0", "1", "-1/4", "a/4", "1/", "/4", "1/4/2", "1.5/4", ""})
-    CHECK(error_message([&] { parse_layer_shard(bad); }) ==
-          std::string("--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"") + bad +
-              "\"");
 }
 
 }  // namespace kvrank

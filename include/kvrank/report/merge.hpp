@@ -31,7 +31,4 @@ struct MergeOptions {
 nlohmann::json merge_results(const std::vector<ResultPart>& parts,
                              const MergeOptions& options = {});
 
-/// "0-3,7,9-11" for sorted unique layers: the inverse of parse_layer_list.
-std::string format_layer_list(const std::vector<int>& layers);
-
 }  // namespace kvrank

@@ -1,0 +1,22 @@
+#include "kvrank/report/results.hpp"
+
+namespace kvrank {
+
+Summary summarize(const std::vector<LayerMetrics>& layers) {
+  Summary summary;
+  if (layers.empty()) return summary;
+  for (const LayerMetrics& layer : layers) {
+    summary.erank_mean += layer.erank;
+    summary.erank_centered_mean += layer.erank_centered;
+    summary.erank_pct_mean += layer.erank_pct;
+    summary.erank_centered_pct_mean += layer.erank_centered_pct;
+  }
+  const double count = static_cast<double>(layers.size());
+  summary.erank_mean /= count;
+  summary.erank_centered_mean /= count;
+  summary.erank_pct_mean /= count;
+  summary.erank_centered_pct_mean /= count;
+  return summary;
+}
+
+}  // namespace kvrank
