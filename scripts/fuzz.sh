@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds the reader fuzzers (libFuzzer + ASan + UBSan, clang) in build-fuzz and runs each one.
+# Builds the fuzzers (libFuzzer + ASan + UBSan, clang) in build-fuzz and runs each one. The
+# targets are the files fuzz/fuzz_*.cpp (fuzz/CMakeLists.txt reads the same folder); they link
+# the layer libraries, instrumented (KVRANK_FUZZ in the top-level CMakeLists.txt).
 #   scripts/fuzz.sh [SECONDS]    seconds per target (default 30)
 # Seeds come from fuzz/corpus/<target>/ (read only); new inputs go to build-fuzz/corpus/<target>/,
 # crash reproducers to build-fuzz/crash-*. Exits non-zero when a fuzzer finds a bug.
@@ -8,10 +10,15 @@ set -euo pipefail
 seconds=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
-targets=(fuzz_safetensors fuzz_npy fuzz_npz fuzz_gguf fuzz_json fuzz_result_json fuzz_layout fuzz_plot)
+targets=()
+for source in "$root"/fuzz/fuzz_*.cpp; do
+  name=${source##*/}
+  targets+=("${name%.cpp}")
+done
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER=clang++ -DKVRANK_FUZZ=ON -DKVRANK_BUILD_TESTS=OFF >/dev/null
+  -DCMAKE_CXX_COMPILER=clang++ -DKVRANK_FUZZ=ON -DKVRANK_BUILD_TESTS=OFF \
+  -DKVRANK_USE_OPENBLAS=OFF -DKVRANK_USE_OPENMP=OFF -DKVRANK_USE_DNNL=OFF >/dev/null
 ninja -C "$build" -j2 "${targets[@]}"
 
 for target in "${targets[@]}"; do
