@@ -2,7 +2,8 @@
 
 tests/CMakeLists.txt runs every test as `python3 tests/e2e/test_X.py path/to/kvrank` from the
 repository root; the script's folder is on sys.path, so `import harness` works. This module holds
-what they all need: the binary under test, the repository's paths, running kvrank and the scripts,
+what they all need: the binary under test, the repository's paths, running kvrank, the scripts and
+the test writers,
 the tolerance of float comparisons, the fixtures, a test case with its own temporary folder, and
 skips that ctest reports as skips.
 """
@@ -15,6 +16,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(ROOT, "scripts")
+WRITERS = os.path.join(ROOT, "tests", "writers")  # independent numpy writers of test inputs
 REFERENCE = os.path.join(SCRIPTS, "reference.py")  # the independent naive numpy metric
 PYTHON = sys.executable
 TINY = os.path.join(ROOT, "data", "tiny")  # real trained checkpoints in the repo (data/README.md)
@@ -22,8 +24,9 @@ SHARED_FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures")  # absent in a 
 SKIP = 77  # the SKIP_RETURN_CODE of every e2e test (tests/CMakeLists.txt)
 REL, ABS = 1e-5, 1e-6  # kvrank (float32 Grams, float64 eigensolver) vs the float64 reference
 
-if SCRIPTS not in sys.path:
-    sys.path.append(SCRIPTS)  # so tests can import reference, write_family_checkpoints, ...
+for folder in (SCRIPTS, WRITERS):
+    if folder not in sys.path:
+        sys.path.append(folder)  # so tests can import reference, write_family_checkpoints, ...
 
 KVRANK = None  # the binary under test, set by kvrank_from_argv()
 
@@ -56,10 +59,15 @@ def analyze_json(*args):
     return json.loads(proc.stdout)
 
 
-def run_script(name, *args, check=True):
-    """Runs scripts/<name> with this Python (the one with numpy)."""
-    return subprocess.run([PYTHON, os.path.join(SCRIPTS, name), *map(str, args)],
+def run_script(name, *args, check=True, folder=SCRIPTS):
+    """Runs scripts/<name> (or `folder`/<name>) with this Python (the one with numpy)."""
+    return subprocess.run([PYTHON, os.path.join(folder, name), *map(str, args)],
                           capture_output=True, text=True, check=check)
+
+
+def run_writer(name, *args, check=True):
+    """Runs the test writer tests/writers/<name> with this Python."""
+    return run_script(name, *args, check=check, folder=WRITERS)
 
 
 def close(a, b, rel=REL, abs_tol=ABS):

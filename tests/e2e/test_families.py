@@ -2,7 +2,7 @@
 """End-to-end: `kvrank analyze` on every dense checkpoint family (llama MHA/GQA/MQA and explicit
 head_dim, gpt2 with and without `transformer.`, gpt_neox, falcon's three layouts, phi3, --map, K/V-only
 NPY) in F32, BF16 and F16, checked against scripts/reference.py on the per-head matrices the
-checkpoints were assembled from (scripts/write_family_checkpoints.py). Plus the detection errors.
+checkpoints were assembled from (tests/writers/write_family_checkpoints.py). Plus the detection errors.
 
 Run from the repository root: python3 tests/e2e/test_families.py path/to/kvrank
 """

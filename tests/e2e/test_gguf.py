@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""End-to-end: `kvrank analyze x.gguf` on GGUF files written by scripts/write_gguf.py (an
+"""End-to-end: `kvrank analyze x.gguf` on GGUF files written by tests/writers/write_gguf.py (an
 independent numpy writer: llama.cpp's Q/K row permutation, numpy quantizers for every block type)
-from a llama-layout safetensors checkpoint written by scripts/write_family_checkpoints.py.
+from a llama-layout safetensors checkpoint written by tests/writers/write_family_checkpoints.py.
 
 For every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and representation:
   1. exact: kvrank on x.gguf == scripts/reference.py on what the GGUF holds (dequantized by the
@@ -148,7 +148,7 @@ class GgufTest(unittest.TestCase):
 
     def test_deepseek2_mla(self):
         src, ref = os.path.join(self.dir, "mla"), os.path.join(self.dir, "mla-ref")
-        harness.run_script("write_latent_checkpoints.py", "mla", src, ref, "--layers", "2",
+        harness.run_writer("write_latent_checkpoints.py", "mla", src, ref, "--layers", "2",
                            "--heads", "4", "--hidden", "64", "--kv-lora-rank", "32",
                            "--q-lora-rank", "32", "--nope", "8", "--rope", "4", "--v-head-dim", "8")
         want_all = analyze_all(src)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end: the Gram backends (include/kvrank/metric/gram_backend.hpp) on BF16 checkpoints of three dense
 layouts (llama GQA, gpt2's transposed fused c_attn, falcon's grouped fused query_key_value), written
-by scripts/write_family_checkpoints.py. KVRANK_GRAM_BACKEND=bf16 (the oneDNN kernel), =f32 (the
+by tests/writers/write_family_checkpoints.py. KVRANK_GRAM_BACKEND=bf16 (the oneDNN kernel), =f32 (the
 OpenBLAS fallback) and =auto must each match scripts/reference.py, and bf16 must match f32 to 1e-5
 relative; a wrong value of the variable is a usage error. Where this build or CPU has no bf16 kernel,
 asking for it must fail with the documented message, and the comparison is reported as skipped.

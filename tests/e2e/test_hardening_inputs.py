@@ -9,8 +9,8 @@ less where the input is small); valid inputs give exit 0. Never a signal, never 
 (truncation while mapped → SIGBUS) needs a file shrunk mid-run and is tested in
 tests/io/hardening_test.cpp, like the unit-level side of the others.
 
-Checkpoints are written here with numpy (scripts/write_family_checkpoints.py's safetensors
-writer, scripts/write_latent_checkpoints.py); nothing is written by kvrank's own synth.
+Checkpoints are written here with numpy (tests/writers/write_family_checkpoints.py's safetensors
+writer, tests/writers/write_latent_checkpoints.py); nothing is written by kvrank's own synth.
 """
 import json
 import os
@@ -240,7 +240,7 @@ class TrustingConfigCounts(Case):
 
     def write_latent(self, family):
         folder, ref = self.path(family), self.path(family + "_ref")
-        harness.run_script("write_latent_checkpoints.py", family, folder, ref, "--layers", "3")
+        harness.run_writer("write_latent_checkpoints.py", family, folder, ref, "--layers", "3")
         return folder
 
     def set_layers(self, folder, count):

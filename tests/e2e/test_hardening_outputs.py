@@ -4,7 +4,7 @@ message could go wrong, one test class per class of the issue (the class number 
 Usage: python3 tests/e2e/test_hardening_outputs.py path/to/kvrank   (run from the repository root)
 Every run is bounded in time (subprocess timeout) and memory (RLIMIT_AS); a failure must be exit 2
 with one line `kvrank: error: <file>...` on stderr and nothing on stdout. Result files are written
-here by hand (SPEC.md §3), checkpoints by `kvrank synth` or scripts/write_test_files.py (numpy).
+here by hand (SPEC.md §3), checkpoints by `kvrank synth` or tests/writers/write_test_files.py (numpy).
 Special files are FIFOs and symlinks made in a temporary folder; no real /dev node is ever a target.
 """
 import json

@@ -2,7 +2,7 @@
 """End-to-end: MLA (DeepSeek-V2/V3) and LRKV checkpoints analysed by the real binary agree with the
 naive numpy reference built from explicit per-head matrices.
 
-scripts/write_latent_checkpoints.py writes each checkpoint in its real tensor layout (with and
+tests/writers/write_latent_checkpoints.py writes each checkpoint in its real tensor layout (with and
 without q_lora_rank, rope rows, non-unit RMSNorm gains, FP8 block-scaled weights, LRKV at two
 ranks, F32/BF16/F16) together with the explicit per-head W_Q^h, W_K^h, W_V^h, W_O^h it implies;
 `scripts/reference.py heads` turns those into the metric by forming every d×d A_h. kvrank works in
@@ -20,7 +20,7 @@ import harness
 from harness import PYTHON as PY
 from harness import REFERENCE, close
 
-WRITER = os.path.join(harness.SCRIPTS, "write_latent_checkpoints.py")
+WRITER = os.path.join(harness.WRITERS, "write_latent_checkpoints.py")
 REPRS = ["qk", "ov", "k", "v"]
 
 failures = harness.Failures()

@@ -1,7 +1,7 @@
 """End-to-end: `kvrank inspect` on the malformed corpus and on the valid files of the readers.
 
 Usage: python3 tests/e2e/test_malformed.py path/to/kvrank   (run from the repository root)
-Both sets come from scripts/write_test_files.py (an independent numpy writer). Every malformed
+Both sets come from tests/writers/write_test_files.py (an independent numpy writer). Every malformed
 input must give exit code 2, nothing on stdout and one line on stderr starting with
 `kvrank: error: <the file>`; every valid input must be listed with the tensors the writer wrote.
 """
@@ -15,7 +15,7 @@ import harness
 
 
 def generate(kind, folder):
-    harness.run_script("write_test_files.py", kind, folder)
+    harness.run_writer("write_test_files.py", kind, folder)
     with open(os.path.join(folder, kind + ".json")) as manifest:
         return json.load(manifest)["cases"]
 

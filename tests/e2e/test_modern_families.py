@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end: `kvrank analyze` on the llama-named families of today, each written in its real
-layout by scripts/write_family_checkpoints.py (independent numpy):
+layout by tests/writers/write_family_checkpoints.py (independent numpy):
 
 - Qwen3, Gemma 3 (text and multimodal), OLMo 2, Qwen3-MoE: q_norm / k_norm gains (per head over
   head_dim; over the whole width for OLMo 2; Gemma's 1 + weight) folded into the query / key rows;

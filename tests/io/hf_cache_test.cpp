@@ -150,7 +150,7 @@ TEST_CASE("hub_model_name_of: NAME for a snapshot folder or a file in it", "[hf_
 TEST_CASE("a snapshot whose files are symlinks into blobs/ opens like a folder", "[hf_cache]") {
   TempDir dir;
   const fs::path written = dir / "written";
-  const auto result = test::run_python_script(
+  const auto result = test::run_test_writer(
       "write_family_checkpoints.py",
       "qwen3 " + written.string() + " " + (dir / "ref").string() + " --layers 2 --heads 4");
   REQUIRE(result.exit_code == 0);

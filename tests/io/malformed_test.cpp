@@ -1,5 +1,5 @@
-// The malformed corpus of scripts/write_test_files.py: every broken input must be refused with a
-// one-line kvrank::Error that starts with the file (or folder) it is about.
+// The malformed corpus of tests/writers/write_test_files.py: every broken input must be refused
+// with a one-line kvrank::Error that starts with the file (or folder) it is about.
 #include <string>
 
 #include "kvrank/base/error.hpp"

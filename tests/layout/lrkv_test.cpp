@@ -1,5 +1,5 @@
 // LRKV: detection (config or tensors), and shared-basis factors that equal the explicit per-head
-// keys k_shared + k_lora_b_h · k_lora_a_h written by scripts/write_latent_checkpoints.py.
+// keys k_shared + k_lora_b_h · k_lora_a_h written by tests/writers/write_latent_checkpoints.py.
 #include <string>
 
 #include "kvrank/io/checkpoint.hpp"

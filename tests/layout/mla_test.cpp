@@ -1,5 +1,5 @@
 // MLA (DeepSeek-V2/V3): FP8 block dequantization, detection, and latent-basis factors that equal
-// the explicit per-head products written by scripts/write_latent_checkpoints.py (independent
+// the explicit per-head products written by tests/writers/write_latent_checkpoints.py (independent
 // numpy).
 #include <string>
 

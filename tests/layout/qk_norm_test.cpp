@@ -1,7 +1,7 @@
 // QK-norm gains (Qwen3, Gemma 3, OLMo 2) and the other llama-named families of today (Gemma 2,
 // Mixtral, Qwen2/3-MoE, attention biases): per-head factors equal the gain-scaled per-head
-// projections that scripts/write_family_checkpoints.py (independent numpy) wrote the checkpoint
-// from, for every representation.
+// projections that tests/writers/write_family_checkpoints.py (independent numpy) wrote the
+// checkpoint from, for every representation.
 #include <algorithm>
 #include <string>
 

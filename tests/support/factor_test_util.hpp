@@ -39,12 +39,12 @@ inline MatrixD reference_head(const Checkpoint& ref, const std::string& name, in
   return map.cast<double>();
 }
 
-/// Runs an independent numpy writer (`scripts/SCRIPT FAMILY DIR/ckpt DIR/ref OPTIONS`): the
-/// checkpoint goes to dir/ckpt, the writer's reference factors to dir/ref.
-inline void write_reference_checkpoint(const TempDir& dir, const std::string& script,
+/// Runs an independent numpy writer (`tests/writers/WRITER FAMILY DIR/ckpt DIR/ref OPTIONS`):
+/// the checkpoint goes to dir/ckpt, the writer's reference factors to dir/ref.
+inline void write_reference_checkpoint(const TempDir& dir, const std::string& writer,
                                        const std::string& family, const std::string& options) {
-  const auto result = run_python_script(script, family + " " + (dir / "ckpt").string() + " " +
-                                                    (dir / "ref").string() + " " + options);
+  const auto result = run_test_writer(writer, family + " " + (dir / "ckpt").string() + " " +
+                                                  (dir / "ref").string() + " " + options);
   REQUIRE(result.exit_code == 0);
 }
 

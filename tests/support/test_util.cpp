@@ -72,9 +72,20 @@ CommandResult run_command(const std::string& command) {
 
 std::filesystem::path source_dir() { return KVRANK_SOURCE_DIR; }
 
+namespace {
+
+CommandResult run_python(const std::filesystem::path& program, const std::string& args) {
+  return run_command(std::string(KVRANK_PYTHON) + " " + program.string() + " " + args);
+}
+
+}  // namespace
+
 CommandResult run_python_script(const std::string& script, const std::string& args) {
-  return run_command(std::string(KVRANK_PYTHON) + " " +
-                     (source_dir() / "scripts" / script).string() + " " + args);
+  return run_python(source_dir() / "scripts" / script, args);
+}
+
+CommandResult run_test_writer(const std::string& writer, const std::string& args) {
+  return run_python(source_dir() / "tests" / "writers" / writer, args);
 }
 
 std::filesystem::path fixtures_dir() {

@@ -40,6 +40,8 @@ CommandResult run_command(const std::string& command);
 
 /// `python3 scripts/<script> args...` from the source tree, with the Python CMake found.
 CommandResult run_python_script(const std::string& script, const std::string& args);
+/// `python3 tests/writers/<writer> args...`: the independent numpy writers of test inputs.
+CommandResult run_test_writer(const std::string& writer, const std::string& args);
 
 /// The project's source folder, and ../shared/fixtures when present (empty path when absent).
 std::filesystem::path source_dir();

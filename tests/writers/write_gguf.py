@@ -26,8 +26,9 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference  # noqa: E402  (its tiny safetensors reader)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import reference  # noqa: E402  (scripts/reference.py: its tiny safetensors reader)
 
 GGML_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 8, "Q2_K": 10, "Q4_K": 12, "Q5_K": 13,
               "Q6_K": 14, "BF16": 30}
