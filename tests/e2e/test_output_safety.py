@@ -1,7 +1,7 @@
 """Regression tests for issue 9, the output classes: every way an output, a figure, a stream or a
 message could go wrong, one test class per class of the issue (the class number is in its name).
 
-Usage: python3 tests/e2e/test_hardening_outputs.py path/to/kvrank   (run from the repository root)
+Usage: python3 tests/e2e/test_output_safety.py path/to/kvrank   (run from the repository root)
 Every run is bounded in time (subprocess timeout) and memory (RLIMIT_AS); a failure must be exit 2
 with one line `kvrank: error: <file>...` on stderr and nothing on stdout. Result files are written
 here by hand (SPEC.md §3), checkpoints by `kvrank synth` or tests/writers/write_test_files.py (numpy).

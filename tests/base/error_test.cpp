@@ -1,4 +1,5 @@
 #include "kvrank/base/error.hpp"
+
 #include "support/catch.hpp"
 
 TEST_CASE("Error formats file, tensor and detail") {

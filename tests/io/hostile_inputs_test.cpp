@@ -1,6 +1,6 @@
 // Hardening of the readers against hostile inputs (issue 9, input classes), at the library level.
 // The whole-binary side (exit code 2, one line, bounded time and memory) is
-// tests/e2e/test_hardening_inputs.py; the scale class (10) is tests/metric/hardening_test.cpp.
+// tests/e2e/test_hostile_inputs.py; the scale class (10) is tests/metric/weight_scale_test.cpp.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -54,7 +54,8 @@ std::vector<std::byte> one_tensor_file(std::size_t count) {
 
 }  // namespace
 
-TEST_CASE("hardening: deep JSON nesting is refused before anything recurses", "[hardening]") {
+TEST_CASE("hostile input: deep JSON nesting is refused before anything recurses",
+          "[hostile_inputs]") {
   using detail::kMaxJsonDepth;
   CHECK_NOTHROW(detail::parse_json_strict(nested_array(kMaxJsonDepth), "f.json", "file"));
   CHECK(error_message([] {
@@ -77,8 +78,8 @@ TEST_CASE("hardening: deep JSON nesting is refused before anything recurses", "[
   }
 }
 
-TEST_CASE("hardening: deep JSON nesting — wrong values are quoted as a short excerpt",
-          "[hardening]") {
+TEST_CASE("hostile input: deep JSON nesting — wrong values are quoted as a short excerpt",
+          "[hostile_inputs]") {
   const nlohmann::json deep = detail::parse_json_strict(nested_array(60), "f.json", "file");
   const std::string excerpt = detail::json_excerpt(deep);
   CHECK(excerpt == std::string(60, '[') + "...");
@@ -99,8 +100,8 @@ TEST_CASE("hardening: deep JSON nesting — wrong values are quoted as a short e
   CHECK(message.size() < 200);
 }
 
-TEST_CASE("hardening: regex recursion — layer names are parsed in one bounded pass",
-          "[hardening]") {
+TEST_CASE("hostile input: regex recursion — layer names are parsed in one bounded pass",
+          "[hostile_inputs]") {
   TensorView tensor;
   tensor.file = "m.safetensors";
   tensor.name = "model.layers.7.k_proj";
@@ -131,8 +132,8 @@ TEST_CASE("hardening: regex recursion — layer names are parsed in one bounded 
   CHECK(split->before == dots + "layers.");
 }
 
-TEST_CASE("hardening: regex recursion — a 100000-character name beside a valid model",
-          "[hardening]") {
+TEST_CASE("hostile input: regex recursion — a 100000-character name beside a valid model",
+          "[hostile_inputs]") {
   test::TempDir dir;
   std::string long_name;
   for (int i = 0; i < 50'000; ++i) long_name += "a.";
@@ -154,8 +155,8 @@ TEST_CASE("hardening: regex recursion — a 100000-character name beside a valid
   CHECK(std::get<DenseTensors>(layout.tensors).names.at(ProjectionRole::k) == "layers.{i}.k_proj");
 }
 
-TEST_CASE("hardening: truncation while mapped is an error naming the file and no SIGBUS",
-          "[hardening]") {
+TEST_CASE("hostile input: truncation while mapped is an error naming the file and no SIGBUS",
+          "[hostile_inputs]") {
   test::TempDir dir;
   const fs::path path = dir / "m.safetensors";
   test::write_file(path, one_tensor_file(64 * 1024));  // 256 KiB of data: many pages
@@ -169,8 +170,8 @@ TEST_CASE("hardening: truncation while mapped is an error naming the file and no
   CHECK(detail::guarded_read([] {}));
 }
 
-TEST_CASE("hardening: unbounded reads — JSON inputs must be regular files of bounded size",
-          "[hardening]") {
+TEST_CASE("hostile input: unbounded reads — JSON inputs must be regular files of bounded size",
+          "[hostile_inputs]") {
   CHECK(error_message([] { read_json_object("/dev/zero"); }) == "/dev/zero: is not a regular file");
   test::TempDir dir;
   const fs::path fifo = dir / "results.json";
@@ -186,8 +187,9 @@ TEST_CASE("hardening: unbounded reads — JSON inputs must be regular files of b
         big.string() + ": is 268435457 bytes, more than the 256 MiB kvrank reads as a JSON file");
 }
 
-TEST_CASE("hardening: NPZ deflate bomb — a member is inflated only when its tensor is converted",
-          "[hardening]") {
+TEST_CASE(
+    "hostile input: NPZ deflate bomb — a member is inflated only when its tensor is converted",
+    "[hostile_inputs]") {
   const fs::path folder = test::generated_files("valid");
   const Checkpoint stored = Checkpoint::open(folder / "stored.npz");
   const Checkpoint compressed = Checkpoint::open(folder / "compressed.npz");
@@ -203,7 +205,8 @@ TEST_CASE("hardening: NPZ deflate bomb — a member is inflated only when its te
   }
 }
 
-TEST_CASE("hardening: huge counts — the baseline is bounded before it allocates", "[hardening]") {
+TEST_CASE("hostile input: huge counts — the baseline is bounded before it allocates",
+          "[hostile_inputs]") {
   CHECK_THAT(error_message([] { fully_redundant_baseline(1'000'000'000, 1); }),
              Contains("limited to 1024 heads, 100000 layers"));
   CHECK_THAT(error_message([] { fully_redundant_baseline(2, 30'000); }),
@@ -215,8 +218,8 @@ TEST_CASE("hardening: huge counts — the baseline is bounded before it allocate
              Contains("--layers: layer index 1234567 is too large"));
 }
 
-TEST_CASE("hardening: zero tokens and --repr listing one representation twice are refused",
-          "[hardening]") {
+TEST_CASE("hostile input: zero tokens and --repr listing one representation twice are refused",
+          "[hostile_inputs]") {
   AnalyzeOptions options;
   options.reprs = {Repr::qk, Repr::ov, Repr::qk};
   // Refused before the (missing) checkpoint is opened.

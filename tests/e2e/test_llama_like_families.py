@@ -13,7 +13,7 @@ factors, and against `reference.py llama`, which reads the checkpoint and applie
 when it builds each d×d form. A third reference with the norms removed must differ, so the gains
 are really tested. Plus the errors of malformed norms.
 
-Run from the repository root: python3 tests/e2e/test_modern_families.py path/to/kvrank
+Run from the repository root: python3 tests/e2e/test_llama_like_families.py path/to/kvrank
 """
 import json
 import os

@@ -37,8 +37,8 @@ HeadFactors random_factors(bool symmetric, float scale) {
 
 }  // namespace
 
-TEST_CASE("hardening: scale — huge or tiny weights give the unscaled metrics and true norms",
-          "[hardening][diversity]") {
+TEST_CASE("weight scale: huge or tiny weights give the unscaled metrics and true norms",
+          "[weight_scale][diversity]") {
   for (const bool symmetric : {false, true}) {
     const LayerMetrics unit = analyze_layer(random_factors(symmetric, 1.0f));
     // 1e19 overflowed the float32 Gram (every head "all zero"), 1e-25 underflowed it.
@@ -59,8 +59,8 @@ TEST_CASE("hardening: scale — huge or tiny weights give the unscaled metrics a
   }
 }
 
-TEST_CASE("hardening: scale — multiples of one head have mean similarity at most 1",
-          "[hardening][diversity]") {
+TEST_CASE("weight scale: multiples of one head have mean similarity at most 1",
+          "[weight_scale][diversity]") {
   constexpr Index kCols = 4, kInputs = 8;
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;

@@ -1,13 +1,13 @@
 """End-to-end hardening of kvrank's inputs (issue 9, input classes 1, 2, 7, 8, 9, 10, 14, 16, 17).
 
-Usage: python3 tests/e2e/test_hardening_inputs.py path/to/kvrank   (run from the repository root)
+Usage: python3 tests/e2e/test_hostile_inputs.py path/to/kvrank   (run from the repository root)
 
 Each case is an input an attacker (or a broken export) could hand kvrank. Every refused input must
 give exit 2, nothing on stdout and one line on stderr, `kvrank: error: <the file>...`, within a
 bounded time (the timeout of each run) and memory (peak RSS measured with wait4, under 2 GB and far
 less where the input is small); valid inputs give exit 0. Never a signal, never exit 3. Class 6
 (truncation while mapped → SIGBUS) needs a file shrunk mid-run and is tested in
-tests/io/hardening_test.cpp, like the unit-level side of the others.
+tests/io/hostile_inputs_test.cpp, like the unit-level side of the others.
 
 Checkpoints are written here with numpy (tests/writers/write_family_checkpoints.py's safetensors
 writer, tests/writers/write_latent_checkpoints.py); nothing is written by kvrank's own synth.
