@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Benchmark of SPEC.md §4 and issue 10: `kvrank analyze` on bf16 checkpoints of the reference shapes,
+# The benchmark of docs/performance.md: `kvrank analyze` on bf16 checkpoints of the reference shapes,
 # next to
 #   - the floor: the two float32 SYRKs per layer through the same BLAS (bench/floor.cpp) — for MLA
 #     the Grams of the two latent bases (q_a rows and kv_a rows), what no method can skip,
-#   - a straightforward numpy implementation of §1 (scripts/bench_numpy.py, explicit d×d heads),
+#   - a straightforward numpy implementation of the metric (scripts/bench_numpy.py, explicit d×d heads),
 # all measured in the same run on the same machine, one after the other, so that the ratios hold
 # even when the machine is shared (absolute seconds do not). kvrank runs with 1 thread and with
 # --threads T; peak RSS is given for one layer and for all layers (it must not grow with layers).

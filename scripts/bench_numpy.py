@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The "straightforward numpy implementation" of SPEC.md §1 that scripts/bench.sh times next to kvrank.
+"""The "straightforward numpy implementation" of the metric (docs/metric.md) that scripts/bench.sh times next to kvrank.
 
 What a researcher would write first: per layer, read q_proj and k_proj (bf16/f16/f32 safetensors,
 memory-mapped), form every d×d head matrix A_h = W_Q^h W_K^hᵀ in float32, S from their Frobenius inner

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Independent, deliberately naive numpy implementation of the metric of SPEC.md §1.
+"""Independent, deliberately naive numpy implementation of the metric of docs/metric.md.
 
 Builds every d×d head matrix A_h explicitly and uses numpy.linalg.eigvalsh / svd — slow, but short
-enough to check by eye. kvrank's C++ engine (src/diversity.cpp) never forms A_h; this script is the
+enough to check by eye. kvrank's C++ engine (src/metric/diversity.cpp) never forms A_h; this script is the
 cross-check that it computes the same numbers.
 
   reference.py heads FILE.npz|DIR              layer{i}.L, layer{i}.R: [H, d, k], A_h = L_h R_hᵀ
@@ -10,7 +10,7 @@ cross-check that it computes the same numbers.
   reference.py llama PATH [--repr qk|ov|k|v]   llama-layout safetensors (file or folder + config.json),
                                                q_norm / k_norm gains applied (Qwen3, Gemma 3, OLMo 2)
 
-Prints {"layers": [{"layer", "heads", "erank", ...}]} (SPEC.md §3 field names) on stdout.
+Prints {"layers": [{"layer", "heads", "erank", ...}]} (the field names of docs/result-format.md) on stdout.
 stdlib + numpy only.
 """
 import argparse

@@ -12,7 +12,7 @@ SwiGLU MLP, tied embeddings, seed, data order, AdamW, LR schedule, number of ste
   lrkv-r8   the same with r = d_h/2 (the paper's r=64 at d_h=128)
 
 Each model is written to OUT/<variant>/{config.json,model.safetensors} in BF16 with the tensor
-names and layouts of /work/shared/SPEC.md §2 (HF llama names; deepseek_v2 names for MLA; the
+names and layouts of docs/families.md (HF llama names; deepseek_v2 names for MLA; the
 project's LRKV layout). OUT/losses.json records the final validation loss of each model.
 
 Corpus: the top-level *.py files of the Python standard library (/usr/lib/python3.11, PSF licence),
@@ -465,7 +465,7 @@ def erank(sim):
 
 
 def per_head_factors(variant, w, layer):
-    """Return (W_Q^h rows, W_K^h rows) per query head, [d_h', d] each, as SPEC.md §2 defines."""
+    """Return (W_Q^h rows, W_K^h rows) per query head, [d_h', d] each, as docs/families.md defines."""
     spec = VARIANTS[variant]
     a = f"model.layers.{layer}.self_attn."
     if spec["kind"] == "llama":

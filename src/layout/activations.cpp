@@ -1,5 +1,5 @@
-// Captured activations (`--activations`), SPEC.md §1: per-layer Q/K/V of T tokens replace the
-// weights, with d replaced by T.
+// Captured activations (`--activations`), docs/activations.md: per-layer Q/K/V of T tokens replace
+// the weights, with d replaced by T.
 //
 // Tensors (any file format kvrank reads; docs/activations.md): `layers.{i}.q` [T, H, d_h],
 // `layers.{i}.k` and `layers.{i}.v` [T, H_kv, d_h] — or [B, H, T, d_h], the layout of the

@@ -50,21 +50,21 @@ RowMatrixF scale_rows(RowMatrixF rows, const std::vector<float>& gain);
 
 // ---- families in their own files ---------------------------------------------------------------
 
-// MLA (deepseek_v2 / deepseek_v3), src/family_mla.cpp
+// MLA (deepseek_v2 / deepseek_v3), src/layout/family_mla.cpp
 bool is_mla(const Checkpoint& checkpoint);
 ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
 HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                         Repr repr);
 std::vector<std::string> mla_tensor_names(const ModelLayout& layout, int layer);
 
-// LRKV (this project's layout), src/family_lrkv.cpp
+// LRKV (this project's layout), src/layout/family_lrkv.cpp
 bool is_lrkv(const Checkpoint& checkpoint);
 ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
 HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                          Repr repr);
 std::vector<std::string> lrkv_tensor_names(const ModelLayout& layout, int layer);
 
-// Captured activations (--activations), src/activations.cpp
+// Captured activations (--activations), src/layout/activations.cpp
 ModelLayout detect_activations(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
 HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                                Repr repr);

@@ -1,4 +1,4 @@
-// Low-rank KV attention (this project's layout), SPEC.md §2.
+// Low-rank KV attention (this project's layout), docs/families.md.
 //
 // Per layer, with H heads of size d_h and rank r:
 //   q_proj [H·d_h, d], o_proj [d, H·d_h]                 as in llama

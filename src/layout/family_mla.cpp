@@ -1,4 +1,4 @@
-// Multi-head latent attention (DeepSeek-V2/V3), SPEC.md §2.
+// Multi-head latent attention (DeepSeek-V2/V3), docs/families.md.
 //
 // Per layer, with c = kv_lora_rank, n = qk_nope_head_dim, r = qk_rope_head_dim, v = v_head_dim:
 //   kv_a_proj_with_mqa [c + r, d]   rows [0, c): the latent down-projection, rows [c, c + r): the

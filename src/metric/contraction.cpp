@@ -16,8 +16,8 @@
 // round-off; then F = Pᵀ L D^½ from the pivoted LDLᵀ with negative pivots (round-off) set to 0.
 // Either way F Fᵀ = G to double round-off: the result is the same metric, not an approximation.
 //
-// Precision: the products are float32 like the Grams (SPEC.md §1); each chunk's SYRK is summed into
-// a double H × H, so the accumulation error does not grow with p·q. The per-head X_hᵀX_h are
+// Precision: the products are float32 like the Grams (docs/metric.md); each chunk's SYRK is summed
+// into a double H × H, so the accumulation error does not grow with p·q. The per-head X_hᵀX_h are
 // accumulated in double, as the pairwise path's C_hᵀ G C_h are: a head of exact low rank keeps it.
 #include "metric/contraction.hpp"
 

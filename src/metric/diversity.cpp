@@ -1,4 +1,4 @@
-// The metric of SPEC.md §1 from factor Grams (see diversity.hpp for the formulas).
+// The metric (docs/metric.md) from factor Grams (see diversity.hpp for the formulas).
 //
 // Cost model. For one side (L or R) with basis B (m × n) the only large operation is the Gram
 // G = B·Bᵀ, one float32 SYRK. Everything else reads G:
@@ -8,11 +8,11 @@
 // MLA) get G·C_j formed once per head, after which every pair costs only C_iᵀ·(G·C_j) over the
 // rows C_i actually touches.
 //
-// Conventions for what SPEC.md §1 leaves open:
+// Conventions where the definition of the metric leaves a choice (docs/metric.md §4):
 //   - round-off: eigenvalues ≤ n·ε·λ_max of an n×n problem (ε = double epsilon) are the
 //     eigensolver's noise and are taken as 0 — for S and J S J (scaled by S's λ_max) and for the
 //     per-head σ² — so that identical heads give exactly erank 1.0 and a rank-one head exactly 1;
-//   - precision: Grams are float32 (SPEC.md §1), so S is accurate to about 1e-6 relative; the
+//   - precision: Grams are float32 (docs/metric.md), so S is accurate to about 1e-6 relative; the
 //     per-head σ of a rank-deficient head carry that float32 noise;
 //   - no head kept (all heads zero): heads 0, every metric 0, pcs_90 0;
 //   - one head kept: erank 1, erank_centered 1 (degenerate rule), mean_similarity 1.
@@ -100,11 +100,11 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
   }
 }
 
-/// Hardening (issue 9.10): the metric is scale-invariant, but the float32 Gram of weights with
-/// |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all zero". A
-/// basis whose largest entry is outside 2^±kSafeExponent is scaled by 2^-e (exact: a power of two)
-/// so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a head ~2^60
-/// times smaller than the side's largest entry can still underflow to zero.
+/// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of
+/// weights with |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all
+/// zero". A basis whose largest entry is outside 2^±kSafeExponent is scaled by 2^-e (exact: a power
+/// of two) so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a head
+/// ~2^60 times smaller than the side's largest entry can still underflow to zero.
 constexpr int kSafeExponent = 32;
 
 int unit_scale_exponent(const RowMatrixF& basis) {

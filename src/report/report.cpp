@@ -1,5 +1,5 @@
-// Writers and readers of analysis results (SPEC.md §3): the JSON writer and reader; CSV in
-// csv.cpp, the terminal table in table.cpp.
+// Writers and readers of analysis results (docs/result-format.md): the JSON writer and reader; CSV
+// in csv.cpp, the terminal table in table.cpp.
 #include "kvrank/report/report.hpp"
 
 #include <cmath>

@@ -1,4 +1,5 @@
-// `kvrank synth`: seeded checkpoints of every family/variant of SPEC.md §2 with tunable redundancy.
+// `kvrank synth`: seeded checkpoints of every family/variant of docs/families.md with tunable
+// redundancy.
 //
 // Reproducibility: every block of weights is drawn from its own splitmix64 stream, keyed by (seed,
 // layer, role, block), and turned into Gaussians by a Box–Muller transform written here with plain

@@ -93,7 +93,7 @@ std::pair<Family, std::optional<Variant>> parse_family_variant(const SynthOption
   return {*family, variant};
 }
 
-/// Family and variant: which combinations exist (SPEC.md §2).
+/// Family and variant: which combinations exist (docs/families.md).
 void resolve_family_variant(const SynthOptions& options, Model& model) {
   const auto [family, asked] = parse_family_variant(options);
   model.family = family;

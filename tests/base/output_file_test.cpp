@@ -1,5 +1,5 @@
 // Tests of OutputFile (atomic_file.hpp): symlinks, FIFOs, folders, inputs, modes, debris
-// (issue 9, class 4 and the umask part of its clean-ups).
+// (docs/choices.md, `-o FILE`; the modes of new files follow the umask).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

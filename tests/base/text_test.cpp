@@ -1,5 +1,5 @@
 // Tests of text.hpp: strict UTF-8 decoding and the terminal escaping used by every message
-// (issue 9, class 15: terminal injection).
+// (names from files are escaped wherever they meet a terminal: docs/choices.md).
 #include "kvrank/base/text.hpp"
 
 #include <string>

@@ -1,4 +1,4 @@
-"""End-to-end hardening of kvrank's inputs (issue 9, input classes 1, 2, 7, 8, 9, 10, 14, 16, 17).
+"""End-to-end: kvrank's inputs against hostile and broken files (docs/input-limits.md).
 
 Usage: python3 tests/e2e/test_hostile_inputs.py path/to/kvrank   (run from the repository root)
 

@@ -1,10 +1,10 @@
-"""Regression tests for issue 9, the output classes: every way an output, a figure, a stream or a
-message could go wrong, one test class per class of the issue (the class number is in its name).
+"""Regression tests of the outputs: every way an output, a figure, a stream or a message could go
+wrong, one numbered test class per class of failure.
 
 Usage: python3 tests/e2e/test_output_safety.py path/to/kvrank   (run from the repository root)
 Every run is bounded in time (subprocess timeout) and memory (RLIMIT_AS); a failure must be exit 2
 with one line `kvrank: error: <file>...` on stderr and nothing on stdout. Result files are written
-here by hand (SPEC.md §3), checkpoints by `kvrank synth` or tests/writers/write_test_files.py (numpy).
+here by hand (docs/result-format.md), checkpoints by `kvrank synth` or tests/writers/write_test_files.py (numpy).
 Special files are FIFOs and symlinks made in a temporary folder; no real /dev node is ever a target.
 """
 import json
@@ -26,7 +26,7 @@ import harness  # puts scripts/ on sys.path
 from write_test_files import safetensors_bytes  # the independent numpy writer
 
 NS = "{http://www.w3.org/2000/svg}"
-MEMORY_LIMIT = 2 << 30  # issue 9: ≤ 2 GB for any input under 10 MB
+MEMORY_LIMIT = 2 << 30  # bounded memory: ≤ 2 GB for any input under 10 MB
 TIMEOUT = 60
 # The body of a fake rsvg-convert: reads the SVG on stdin, writes "png" on stdout.
 WRITE_PNG = "cat > /dev/null; printf png"
@@ -73,7 +73,7 @@ def layer_entry(index, heads=4, erank=2.0):
 
 
 def result_document(label="m", layers=((0, 2.0), (1, 3.0)), metric="erank"):
-    """A result file (SPEC.md §3) with one model whose `metric` takes the given (layer, value)s."""
+    """A result file (docs/result-format.md) with one model whose `metric` takes the given (layer, value)s."""
     entries = []
     for index, value in layers:
         entry = layer_entry(index)

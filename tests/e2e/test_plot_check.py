@@ -1,7 +1,7 @@
 """End-to-end tests of `kvrank plot`, `kvrank check` and `kvrank baseline`.
 
 Usage: python3 tests/e2e/test_plot_check.py path/to/kvrank   (run from the repository root)
-Result files are written here by hand following SPEC.md §3 (schema_version 1), so these tests do
+Result files are written here by hand following docs/result-format.md (schema_version 1), so these tests do
 not depend on `analyze`; figures are parsed with xml.etree.
 """
 import json
@@ -20,7 +20,7 @@ SEED_MODELS = ["Standard MHA", "LRKV (r=16)", "LRKV (r=64)", "MQA", "MLA", "GQA"
 
 
 def layer_entry(index, heads, erank, similarity=None):
-    """One layer as SPEC.md §3 writes it; the centred rank is a fixed function of erank."""
+    """One layer as docs/result-format.md writes it; the centred rank is a fixed function of erank."""
     centred = max(1.0, erank - 0.75)
     eigen = [erank / heads] * heads
     entry = {"layer": index, "heads": heads, "erank": erank, "erank_centered": centred,

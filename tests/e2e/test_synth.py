@@ -4,8 +4,8 @@
 Run from the repository root:  python3 tests/e2e/test_synth.py /path/to/kvrank
 
 The checkpoints `kvrank synth` writes are read back here with an independent numpy safetensors
-reader (format rules checked on the way), sliced per head by the layouts of SPEC.md §2 written out
-again in this file, and their effective rank computed with a direct numpy version of SPEC.md §1
+reader (format rules checked on the way), sliced per head by the layouts of docs/families.md written out
+again in this file, and their effective rank computed with a direct numpy version of docs/metric.md
 (A_h = W_Q^h (W_K^h)^T built explicitly). Then the same checkpoints go through `kvrank inspect` and
 `kvrank analyze`, whose answers must agree.
 """
@@ -101,7 +101,7 @@ def read_checkpoint(folder):
     return config, tensors
 
 
-# ---- SPEC.md §2 per-head slicing, and §1 effective rank ----------------------------------------
+# ---- docs/families.md per-head slicing, and the effective rank of docs/metric.md ----------------------------------------
 
 def query_key_heads(config, tensors, layer):
     """[(W_Q^h, W_K^h)] as [rows, d] arrays (PyTorch [out, in] row blocks) for each query head."""
@@ -169,7 +169,7 @@ def query_key_heads(config, tensors, layer):
 
 
 def erank_reference(pairs):
-    """SPEC.md §1, the direct way: A_h = W_Q^h (W_K^h)^T in the paper's [d, d_h] orientation."""
+    """docs/metric.md, the direct way: A_h = W_Q^h (W_K^h)^T in the paper's [d, d_h] orientation."""
     forms = np.stack([(q.T @ k).ravel() for q, k in pairs])
     norms = np.linalg.norm(forms, axis=1)
     similarity = (forms @ forms.T) / np.outer(norms, norms)

@@ -1,6 +1,6 @@
-// Hardening of the readers against hostile inputs (issue 9, input classes), at the library level.
+// The readers against hostile inputs (docs/input-limits.md), at the library level.
 // The whole-binary side (exit code 2, one line, bounded time and memory) is
-// tests/e2e/test_hostile_inputs.py; the scale class (10) is tests/metric/weight_scale_test.cpp.
+// tests/e2e/test_hostile_inputs.py; weight magnitude is tests/metric/weight_scale_test.cpp.
 #include <sys/stat.h>
 
 #include <filesystem>

@@ -1,5 +1,5 @@
-// Tests of the metric engine (src/diversity.cpp): closed forms, invariances, the block-sparse
-// factor representation, and a cross-check against the naive numpy reference
+// Tests of the metric engine (src/metric/diversity.cpp): closed forms, invariances, the
+// block-sparse factor representation, and a cross-check against the naive numpy reference
 // (scripts/reference.py).
 #include "kvrank/metric/diversity.hpp"
 

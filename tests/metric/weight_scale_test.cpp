@@ -1,5 +1,5 @@
-// Hardening (issue 9, class 10): the metric is scale-invariant, whatever the magnitude of the
-// weights the float32 Grams are formed from; multiples of one head have similarity exactly ≤ 1.
+// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, whatever the magnitude of
+// the weights the float32 Grams are formed from; multiples of one head have similarity exactly ≤ 1.
 #include <cmath>
 #include <random>
 #include <vector>

@@ -243,7 +243,8 @@ TEST_CASE("heatmap: zero heads are skipped in the head labels", "[svg]") {
 
 }  // namespace kvrank
 
-// ---- issue 9, class 5: bounded ticks, validated ranges, well-formed XML on any input ----------
+// ---- hostile result files: bounded ticks, validated ranges, well-formed XML on any input
+// ----------
 
 namespace kvrank {
 namespace {

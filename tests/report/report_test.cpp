@@ -128,7 +128,7 @@ std::string error_of(const json& document) {
 
 }  // namespace
 
-TEST_CASE("to_json writes every key of the schema of SPEC.md §3", "[report]") {
+TEST_CASE("to_json writes every key of the schema of docs/result-format.md", "[report]") {
   const json document = to_json(sample_reports());
   CHECK(keys_of(document) == std::set<std::string>{"schema_version", "tool", "models"});
   CHECK(document["schema_version"] == 1);

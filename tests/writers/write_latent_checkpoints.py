@@ -3,7 +3,7 @@
 matrices, plus the explicit per-head factors scripts/reference.py needs to check kvrank on it.
 
 Independent of kvrank's C++ code: the per-head effective projections are assembled in float64
-straight from the layout definitions of SPEC.md §2 (DeepSeek's modelling code for MLA), from the
+straight from the layout definitions of docs/families.md (DeepSeek's modelling code for MLA), from the
 values the file actually holds (after rounding to --dtype, or FP8 quantisation and block scaling).
 
   write_latent_checkpoints.py mla OUT_DIR REF_DIR [--dtype F32|BF16|F16|F8_E4M3] [--layers N]

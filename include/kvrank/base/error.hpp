@@ -2,9 +2,10 @@
 //
 // Mechanism (one choice for the whole project): library code throws kvrank::Error for bad input or
 // bad usage, with the context a user needs to find the problem — the file, the tensor when there is
-// one, and what is wrong (expected vs found). Only apps/kvrank/main.cpp catches it, prints
+// one, and what is wrong (expected vs found). apps/kvrank/main.cpp prints it as
 //   kvrank: error: <file>[: <tensor>]: <what is wrong>
-// and exits with code 2. Any other exception escaping the library is an internal error (exit 3).
+// and exits with code 2; library code catches it only to add context or to try an alternative
+// (docs/design.md). Any other exception escaping the library is an internal error (exit 3).
 // what() is one printable line: control characters in names are escaped (kvrank/base/text.hpp);
 // file(), tensor() and detail() keep the raw text.
 #pragma once

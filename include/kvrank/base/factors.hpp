@@ -1,4 +1,4 @@
-// Per-head bilinear forms A_h = L_h R_hᵀ, held as factors in a shared basis (SPEC.md §1).
+// Per-head bilinear forms A_h = L_h R_hᵀ, held as factors in a shared basis (docs/metric.md).
 //
 // Each side (L or R) of every head is a d×k matrix whose columns live in the span of a shared set
 // of basis vectors. The basis is stored as the *rows* of a row-major float32 matrix `basis` (m × d)

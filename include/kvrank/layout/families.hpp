@@ -1,4 +1,4 @@
-// Checkpoint layouts of every attention family (SPEC.md §2): detection, and per-head factors.
+// Checkpoint layouts of every attention family (docs/families.md): detection, and per-head factors.
 //
 // detect_layout() reads config.json (when present), the `--map` file and the tensor names, and
 // decides the family, the variant (mha | gqa | mqa | mla | lrkv) and the head geometry; flags in
@@ -28,7 +28,7 @@
 
 namespace kvrank {
 
-/// Which bilinear form represents a head (SPEC.md §1).
+/// Which bilinear form represents a head (docs/metric.md).
 enum class Repr { qk, ov, k, v };
 std::string_view repr_name(Repr repr) noexcept;
 /// Parses "qk", "ov", "k", "v"; throws kvrank::Error (usage) otherwise.

@@ -1,5 +1,6 @@
-// The attention families kvrank reads and writes (SPEC.md §2), and the attention variants: one
-// table each (name_table.hpp). Detection (families.hpp), `synth` and `inspect` read the same rows.
+// The attention families kvrank reads and writes (docs/families.md), and the attention variants:
+// one table each (name_table.hpp). Detection (families.hpp), `synth` and `inspect` read the same
+// rows.
 //
 //   std::string_view name = family_name(Family::gpt_neox);  // "gpt_neox"
 //   std::optional<Family> falcon = family_named("falcon");  // Family::falcon

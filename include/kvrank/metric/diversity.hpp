@@ -1,4 +1,4 @@
-// Head diversity: the metric of SPEC.md §1, computed from factor Grams without any d×d matrix.
+// Head diversity: the metric of docs/metric.md, computed from factor Grams without any d×d matrix.
 //
 //   A_h = L_h R_hᵀ                         per-head bilinear form (see factors.hpp)
 //   ⟨A_i, A_j⟩_F = Σ_ab (L_iᵀL_j)_ab (R_iᵀR_j)_ab
@@ -15,7 +15,7 @@
 // accumulation when the rows are bf16 (gram_backend.hpp); everything after that — the H×H
 // similarity, the d_h×d_h blocks for per-head singular values, all eigenproblems — is in double.
 //
-// Where SPEC.md is silent (documented choices):
+// Where the definition leaves a choice (docs/metric.md §4):
 //  - eigenvalues ≤ n·ε·λ_max (of S, of J S J scaled by S's λ_max, and of the per-head σ²) are
 //    round-off and set to 0: identical heads give erank exactly 1.0, a rank-one head exactly 1;
 //  - S_ii is exactly 1 and S_ij = ⟨A_i,A_j⟩ / sqrt(⟨A_i,A_i⟩⟨A_j,A_j⟩);
@@ -32,7 +32,8 @@
 
 namespace kvrank {
 
-/// Metrics of one layer (one representation). Field names match the JSON schema of SPEC.md §3.
+/// Metrics of one layer (one representation). Field names match the JSON schema of
+/// docs/result-format.md.
 struct LayerMetrics {
   int layer = 0;
   int heads = 0;  ///< heads kept in S (zero heads excluded)
@@ -82,8 +83,9 @@ std::string compute_backend_description();
 
 /// A one-line advice when OpenBLAS did not recognise this CPU and runs its generic (Prescott)
 /// kernels although the CPU has AVX2 — Debian 12's OpenBLAS 0.3.21 on CPUs newer than it (5th
-/// generation Xeon, AMD Zen 5): every product is then 3–5× slower than it could be, and only the
-/// OPENBLAS_CORETYPE variable, read when OpenBLAS is loaded, can change that. nullopt otherwise.
+/// generation Xeon, AMD Zen 5): every product is then several times slower than it could be
+/// (docs/performance.md), and only the OPENBLAS_CORETYPE variable, read when OpenBLAS is loaded,
+/// can change that. nullopt otherwise.
 std::optional<std::string> generic_blas_kernels_advice();
 
 }  // namespace kvrank

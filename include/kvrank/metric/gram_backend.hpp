@@ -13,10 +13,9 @@
 //   KVRANK_GRAM_BACKEND=auto|f32|bf16      (read once, at the first Gram; default auto)
 //   auto  bf16 where the basis is bf16-exact, the Gram is not tiny, the build has oneDNN, the CPU
 //         has BF16, and either AMX or float32 products on generic kernels (bf16_gram_in_auto());
-//         else f32. Measured: with AMX the bf16 Gram took 0.11× the f32 SSYRK; on a 5th-generation
-//         Xeon without AMX (AVX512-BF16 only, oneDNN 2.6) it is 2–3× slower than OpenBLAS's
-//         AVX-512 SSYRK, but 2× faster than its generic Prescott kernels, which are what Debian
-//         12's OpenBLAS runs on CPUs newer than it.
+//         else f32: the bf16 kernel beats the f32 SSYRK with AMX and against OpenBLAS's generic
+//         (Prescott) kernels, and loses to OpenBLAS's AVX-512 SSYRK on AVX512-BF16 alone (the
+//         measurements: docs/performance.md, docs/choices.md).
 //   f32   always f32 (the fallback, e.g. to compare the two)
 //   bf16  as auto, but an error when this build or CPU has no bf16 kernel
 // The bf16 kernel runs on oneDNN's OpenMP threads, i.e. on kvrank's own pool, so `--threads N`

@@ -1,5 +1,5 @@
-// Writers and readers of analysis results: JSON (SPEC.md §3, schema_version 1), CSV, terminal
-// table.
+// Writers and readers of analysis results: JSON (docs/result-format.md, schema_version 1), CSV,
+// terminal table.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -21,9 +21,9 @@ struct Summary {
 /// The family and variant of the fully-redundant reference series (`--with-baseline`).
 inline constexpr std::string_view kBaseline = "baseline";
 
-/// One model × one representation. Fields match the JSON schema of SPEC.md §3. Family and variant
-/// are family.hpp's names, or kBaseline; they stay text because result files of other versions
-/// are read back (report.hpp) and must round-trip.
+/// One model × one representation. Fields match the JSON schema of docs/result-format.md. Family
+/// and variant are family.hpp's names, or kBaseline; they stay text because result files of other
+/// versions are read back (report.hpp) and must round-trip.
 struct ModelReport {
   std::string label;
   std::string path;
@@ -47,8 +47,8 @@ inline bool is_baseline(const ModelReport& model) { return model.variant == kBas
 Summary summarize(const std::vector<LayerMetrics>& layers);
 
 /// The per-layer curves of a result (LayerMetrics) that `check` compares and `plot` draws, named
-/// as in the JSON schema (SPEC.md §3); one table (src/report/metric_table.cpp) holds each one's
-/// name, value and axis label.
+/// as in the JSON schema (docs/result-format.md); one table (src/report/metric_table.cpp) holds
+/// each one's name, value and axis label.
 enum class Metric { erank, erank_centered, erank_pct, erank_centered_pct, mean_similarity, pcs_90 };
 
 std::string_view metric_name(Metric metric) noexcept;
