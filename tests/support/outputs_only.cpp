@@ -15,6 +15,7 @@ int main() {
   model.heads = 3;
   model.num_layers = 1;
   model.layers.push_back(kvrank::similarity_metrics(kvrank::MatrixD::Identity(3, 3)));
+  model.summary = kvrank::summarize(model.layers);
   const std::vector<kvrank::ModelReport> models{model};
   const nlohmann::json document = kvrank::to_json(models);
   const auto read_back = kvrank::reports_from_json(document, "memory");
