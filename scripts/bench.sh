@@ -19,7 +19,7 @@
 # KVRANK_BENCH_REPEAT (runs per measurement, the fastest is kept; default 3),
 # KVRANK_BENCH_TMP (where the checkpoints go; default a fresh temporary folder, removed at the end).
 # OPENBLAS_CORETYPE reaches kvrank, the floor and numpy alike (the first line names the kernels):
-# set it where OpenBLAS does not recognise the CPU (README, Performance).
+# set it where OpenBLAS does not recognise the CPU (docs/performance.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
