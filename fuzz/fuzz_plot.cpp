@@ -24,8 +24,10 @@ void draw(const std::vector<kvrank::ModelReport>& models) {
   using kvrank::Metric;
   for (Metric metric : {Metric::erank, Metric::erank_centered, Metric::erank_pct,
                         Metric::erank_centered_pct, Metric::mean_similarity, Metric::pcs_90}) {
+    kvrank::PlotOptions options;
+    options.metric = metric;
     try {
-      check_xml_bytes(kvrank::plot_curves_svg({{"fuzz", models, "fuzz.json"}}, {.metric = metric}));
+      check_xml_bytes(kvrank::plot_curves_svg({{"fuzz", models, "fuzz.json"}}, options));
     } catch (const kvrank::Error&) {
     }
   }
