@@ -192,8 +192,8 @@ int run_analyze(const AnalyzeArgs& args) {
   }
   progress.finish();
   if (args.with_baseline && !models.empty()) {
-    models.push_back(
-        kvrank::fully_redundant_baseline(models.front().num_layers, models.front().heads));
+    models.push_back(kvrank::fully_redundant_baseline(models.front().geometry.num_layers,
+                                                      models.front().geometry.heads));
   }
   destination.emit(format_reports(models, args));
   advise_on_blas_kernels(std::chrono::steady_clock::now() - started);

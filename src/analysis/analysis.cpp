@@ -103,13 +103,7 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   report.path = path.string();
   report.family = family_name(layout.family);
   report.variant = variant_name(layout.variant);
-  report.heads = layout.heads;
-  report.kv_heads = layout.kv_heads;
-  report.head_dim = layout.head_dim;
-  report.d_model = layout.d_model;
-  report.num_layers = layout.num_layers;
-  report.lrkv_rank = layout.lrkv_rank;
-  report.mla_kv_lora_rank = layout.mla_kv_lora_rank;
+  report.geometry = layout;  // the layout's ModelGeometry part
   report.repr = std::string(repr_name(repr));
   return report;
 }
@@ -124,17 +118,13 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
 Summary summarize(const std::vector<LayerMetrics>& layers) {
   Summary summary;
   if (layers.empty()) return summary;
-  for (const LayerMetrics& layer : layers) {
-    summary.erank_mean += layer.erank;
-    summary.erank_centered_mean += layer.erank_centered;
-    summary.erank_pct_mean += layer.erank_pct;
-    summary.erank_centered_pct_mean += layer.erank_centered_pct;
-  }
   const double count = static_cast<double>(layers.size());
-  summary.erank_mean /= count;
-  summary.erank_centered_mean /= count;
-  summary.erank_pct_mean /= count;
-  summary.erank_centered_pct_mean /= count;
+  for (const MetricField& field : metric_fields()) {
+    if (!field.mean) continue;
+    double total = 0;
+    for (const LayerMetrics& layer : layers) total += field.value(layer);
+    summary.*field.mean = total / count;
+  }
   return summary;
 }
 
@@ -231,9 +221,9 @@ ModelReport fully_redundant_baseline(int num_layers, int heads) {
   report.label = "Fully redundant";
   report.family = kBaseline;
   report.variant = kBaseline;
-  report.heads = heads;
-  report.kv_heads = heads;
-  report.num_layers = num_layers;
+  report.geometry.heads = heads;
+  report.geometry.kv_heads = heads;
+  report.geometry.num_layers = num_layers;
   // All heads identical: S = 11ᵀ. The metrics come from the same code as any measured layer, so
   // the baseline cannot drift from what a truly redundant model would give.
   const LayerMetrics redundant = similarity_metrics(MatrixD::Ones(heads, heads));

@@ -119,19 +119,20 @@ void add_layers(ModelEntry& entry, const std::vector<LayerMetrics>& layers,
 }
 
 std::string layer_count(const ModelReport& model) {
-  const std::string count = std::to_string(model.num_layers) + " layers";
-  return model.num_layers > 0 ? count + " (0-" + std::to_string(model.num_layers - 1) + ")" : count;
+  const int layers = model.geometry.num_layers;
+  const std::string count = std::to_string(layers) + " layers";
+  return layers > 0 ? count + " (0-" + std::to_string(layers - 1) + ")" : count;
 }
 
 /// The layers one analyze run would have analysed: all, or the --layers selection.
 std::vector<int> expected_layers(const ModelReport& model, const MergeOptions& options) {
   if (!options.layers) {
     std::vector<int> layers;
-    for (int layer = 0; layer < model.num_layers; ++layer) layers.push_back(layer);
+    for (int layer = 0; layer < model.geometry.num_layers; ++layer) layers.push_back(layer);
     return layers;
   }
   for (int layer : *options.layers)
-    if (layer >= model.num_layers)
+    if (layer >= model.geometry.num_layers)
       throw Error("", "--layers: layer " + std::to_string(layer) + " out of range (" +
                           model_name(model) + " has " + layer_count(model) + ")");
   return *options.layers;

@@ -29,23 +29,26 @@ std::string shortest_double(double value) {
   return std::string(buffer, result.ptr);
 }
 
+// The number as CSV text: integral metrics as integers, others in their shortest exact form.
+std::string metric_text(const MetricField& field, const LayerMetrics& layer) {
+  const double value = field.value(layer);
+  return field.integral ? std::to_string(static_cast<long long>(value)) : shortest_double(value);
+}
+
 }  // namespace
 
 // Numbers are written in their shortest exact form (they read back bit-identical); lines end in
-// "\n" (not CRLF), which every CSV reader accepts.
+// "\n" (not CRLF), which every CSV reader accepts. The metric columns follow the metric table.
 std::string to_csv(const std::vector<ModelReport>& models) {
-  std::string out =
-      "label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
-      "mean_similarity,pcs_90\n";
+  std::string out = "label,variant,repr,layer,heads";
+  for (const MetricField& field : metric_fields()) out += ',' + std::string(field.name);
+  out += '\n';
   for (const ModelReport& model : models) {
     for (const LayerMetrics& layer : model.layers) {
       out += csv_field(model.label) + ',' + csv_field(model.variant) + ',' + csv_field(model.repr);
       out += ',' + std::to_string(layer.layer) + ',' + std::to_string(layer.heads);
-      for (double value : {layer.erank, layer.erank_centered, layer.erank_pct,
-                           layer.erank_centered_pct, layer.mean_similarity}) {
-        out += ',' + shortest_double(value);
-      }
-      out += ',' + std::to_string(layer.pcs_90) + '\n';
+      for (const MetricField& field : metric_fields()) out += ',' + metric_text(field, layer);
+      out += '\n';
     }
   }
   return out;

@@ -34,45 +34,44 @@ json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
   json out = {
       {"layer", layer.layer},
       {"heads", layer.heads},
-      {"erank", layer.erank},
-      {"erank_centered", layer.erank_centered},
-      {"erank_pct", layer.erank_pct},
-      {"erank_centered_pct", layer.erank_centered_pct},
-      {"mean_similarity", layer.mean_similarity},
-      {"pcs_90", layer.pcs_90},
       {"eigenvalues", layer.eigenvalues},
       {"eigenvalues_centered", layer.eigenvalues_centered},
       {"head_erank", layer.head_erank},
       {"head_norm", layer.head_norm},
       {"zero_heads", layer.zero_heads},
   };
+  for (const MetricField& field : metric_fields()) {
+    const double value = field.value(layer);
+    out[std::string(field.name)] = field.integral ? json(static_cast<int>(value)) : json(value);
+  }
   if (options.include_similarity) out["similarity"] = matrix_to_json(layer.similarity);
+  return out;
+}
+
+json summary_to_json(const Summary& summary) {
+  json out = json::object();
+  for (const MetricField& field : metric_fields())
+    if (field.mean) out[summary_key(field)] = summary.*field.mean;
   return out;
 }
 
 json model_to_json(const ModelReport& model, const ReportOptions& options) {
   json layers = json::array();
   for (const LayerMetrics& layer : model.layers) layers.push_back(layer_to_json(layer, options));
-  return {
+  json out = {
       {"label", model.label},
       {"path", model.path},
       {"family", model.family},
       {"variant", model.variant},
-      {"heads", model.heads},
-      {"kv_heads", model.kv_heads},
-      {"head_dim", model.head_dim},
-      {"d_model", model.d_model},
-      {"num_layers", model.num_layers},
-      {"lrkv_rank", optional_int(model.lrkv_rank)},
-      {"mla_kv_lora_rank", optional_int(model.mla_kv_lora_rank)},
       {"repr", model.repr},
       {"layers", std::move(layers)},
-      {"summary",
-       {{"erank_mean", model.summary.erank_mean},
-        {"erank_centered_mean", model.summary.erank_centered_mean},
-        {"erank_pct_mean", model.summary.erank_pct_mean},
-        {"erank_centered_pct_mean", model.summary.erank_centered_pct_mean}}},
+      {"summary", summary_to_json(model.summary)},
   };
+  for (const GeometryField& field : geometry_fields())
+    out[std::string(field.name)] = model.geometry.*field.value;
+  for (const OptionalGeometryField& field : optional_geometry_fields())
+    out[std::string(field.name)] = optional_int(model.geometry.*field.value);
+  return out;
 }
 
 }  // namespace
@@ -233,12 +232,10 @@ LayerMetrics layer_from_json(const json& value, const std::string& where, const 
   LayerMetrics layer;
   layer.layer = reader.integer("layer");
   layer.heads = reader.integer("heads");
-  layer.erank = reader.number("erank");
-  layer.erank_centered = reader.number("erank_centered");
-  layer.erank_pct = reader.number("erank_pct");
-  layer.erank_centered_pct = reader.number("erank_centered_pct");
-  layer.mean_similarity = reader.number("mean_similarity");
-  layer.pcs_90 = reader.integer("pcs_90");
+  for (const MetricField& field : metric_fields()) {
+    const char* key = field.name.data();  // the table's names are string literals
+    field.set(layer, field.integral ? reader.integer(key) : reader.number(key));
+  }
   layer.eigenvalues = reader.numbers("eigenvalues");
   layer.eigenvalues_centered = reader.numbers("eigenvalues_centered");
   layer.head_erank = reader.numbers("head_erank");
@@ -254,11 +251,18 @@ LayerMetrics layer_from_json(const json& value, const std::string& where, const 
 Summary summary_from_json(const json& value, const std::string& where, const std::string& file) {
   const FieldReader reader(value, where, file);
   Summary summary;
-  summary.erank_mean = reader.number("erank_mean");
-  summary.erank_centered_mean = reader.number("erank_centered_mean");
-  summary.erank_pct_mean = reader.number("erank_pct_mean");
-  summary.erank_centered_pct_mean = reader.number("erank_centered_pct_mean");
+  for (const MetricField& field : metric_fields())
+    if (field.mean) summary.*field.mean = reader.number(summary_key(field).c_str());
   return summary;
+}
+
+ModelGeometry geometry_from_json(const FieldReader& reader) {
+  ModelGeometry geometry;
+  for (const GeometryField& field : geometry_fields())
+    geometry.*field.value = reader.integer(field.name.data());
+  for (const OptionalGeometryField& field : optional_geometry_fields())
+    geometry.*field.value = reader.optional_integer(field.name.data());
+  return geometry;
 }
 
 ModelReport model_from_json(const json& value, const std::string& where, const std::string& file) {
@@ -268,13 +272,7 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   model.path = reader.string("path");
   model.family = reader.string("family");
   model.variant = reader.string("variant");
-  model.heads = reader.integer("heads");
-  model.kv_heads = reader.integer("kv_heads");
-  model.head_dim = reader.integer("head_dim");
-  model.d_model = reader.integer("d_model");
-  model.num_layers = reader.integer("num_layers");
-  model.lrkv_rank = reader.optional_integer("lrkv_rank");
-  model.mla_kv_lora_rank = reader.optional_integer("mla_kv_lora_rank");
+  model.geometry = geometry_from_json(reader);
   model.repr = reader.string("repr");
   const json& layers = reader.array("layers");
   for (std::size_t i = 0; i < layers.size(); ++i) {

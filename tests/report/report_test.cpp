@@ -45,12 +45,12 @@ std::vector<ModelReport> sample_reports() {
   lrkv.path = "/ckpts/lrkv-r16";
   lrkv.family = "llama";
   lrkv.variant = "lrkv";
-  lrkv.heads = 4;
-  lrkv.kv_heads = 4;
-  lrkv.head_dim = 16;
-  lrkv.d_model = 64;
-  lrkv.num_layers = 3;
-  lrkv.lrkv_rank = 16;
+  lrkv.geometry.heads = 4;
+  lrkv.geometry.kv_heads = 4;
+  lrkv.geometry.head_dim = 16;
+  lrkv.geometry.d_model = 64;
+  lrkv.geometry.num_layers = 3;
+  lrkv.geometry.lrkv_rank = 16;
   lrkv.repr = "qk";
   for (int i = 0; i < 3; ++i) lrkv.layers.push_back(make_layer(i, 4, 1.1));
   lrkv.layers[1].zero_heads = {2};
@@ -59,8 +59,8 @@ std::vector<ModelReport> sample_reports() {
   ModelReport mla = lrkv;
   mla.label = "MLA";
   mla.variant = "mla";
-  mla.lrkv_rank.reset();
-  mla.mla_kv_lora_rank = 512;
+  mla.geometry.lrkv_rank.reset();
+  mla.geometry.mla_kv_lora_rank = 512;
   mla.repr = "k";
   mla.layers = {make_layer(0, 2, 0.7), make_layer(5, 2, 0.9)};
   mla.summary = {0.1, 0.2, 0.3, 1.0 / 3.0};
@@ -69,7 +69,7 @@ std::vector<ModelReport> sample_reports() {
 
 void require_same_layer(const LayerMetrics& a, const LayerMetrics& b, bool with_similarity) {
   CHECK(a.layer == b.layer);
-  CHECK(a.heads == b.heads);
+  CHECK(a.geometry.heads == b.geometry.heads);
   CHECK(a.erank == b.erank);  // exact: the JSON must not round
   CHECK(a.erank_centered == b.erank_centered);
   CHECK(a.erank_pct == b.erank_pct);
@@ -97,13 +97,13 @@ void require_same_models(const std::vector<ModelReport>& a, const std::vector<Mo
     CHECK(a[m].path == b[m].path);
     CHECK(a[m].family == b[m].family);
     CHECK(a[m].variant == b[m].variant);
-    CHECK(a[m].heads == b[m].heads);
-    CHECK(a[m].kv_heads == b[m].kv_heads);
-    CHECK(a[m].head_dim == b[m].head_dim);
-    CHECK(a[m].d_model == b[m].d_model);
-    CHECK(a[m].num_layers == b[m].num_layers);
-    CHECK(a[m].lrkv_rank == b[m].lrkv_rank);
-    CHECK(a[m].mla_kv_lora_rank == b[m].mla_kv_lora_rank);
+    CHECK(a[m].geometry.heads == b[m].geometry.heads);
+    CHECK(a[m].geometry.kv_heads == b[m].geometry.kv_heads);
+    CHECK(a[m].geometry.head_dim == b[m].geometry.head_dim);
+    CHECK(a[m].geometry.d_model == b[m].geometry.d_model);
+    CHECK(a[m].geometry.num_layers == b[m].geometry.num_layers);
+    CHECK(a[m].geometry.lrkv_rank == b[m].geometry.lrkv_rank);
+    CHECK(a[m].geometry.mla_kv_lora_rank == b[m].geometry.mla_kv_lora_rank);
     CHECK(a[m].repr == b[m].repr);
     CHECK(a[m].summary.erank_mean == b[m].summary.erank_mean);
     CHECK(a[m].summary.erank_centered_mean == b[m].summary.erank_centered_mean);

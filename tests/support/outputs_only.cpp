@@ -11,8 +11,8 @@ int main() {
   kvrank::ModelReport model;
   model.label = "identity";
   model.variant = "mha";
-  model.heads = 3;
-  model.num_layers = 1;
+  model.geometry.heads = 3;
+  model.geometry.num_layers = 1;
   model.layers.push_back(kvrank::similarity_metrics(kvrank::MatrixD::Identity(3, 3)));
   const std::vector<kvrank::ModelReport> models{model};
   const auto read_back = kvrank::reports_from_json(kvrank::to_json(models), "memory");
