@@ -74,10 +74,14 @@ struct ModelEntry {
   std::map<int, std::string> layer_files;  ///< layer → the part holding it
 };
 
+/// The model's JSON without what differs between the parts of one run: its layers, its summary,
+/// and the --layers selection each part was cut to (the merge writes merge's own --layers).
 json description_of(const json& model) {
   json description = model;
   description.erase("layers");
   description.erase("summary");
+  if (const auto options = description.find("options"); options != description.end())
+    if (options->is_object()) options->erase("layers");
   return description;
 }
 
@@ -212,6 +216,8 @@ class Merger {
       std::sort(entry.report.layers.begin(), entry.report.layers.end(),
                 [](const LayerMetrics& a, const LayerMetrics& b) { return a.layer < b.layer; });
       entry.report.summary = summarize(entry.report.layers);
+      entry.report.source.layers =
+          options.layers ? std::optional(format_layer_list(*options.layers)) : std::nullopt;
       merged.push_back(std::move(entry.report));
     }
     baseline_.append_to(merged);

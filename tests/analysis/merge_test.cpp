@@ -205,8 +205,8 @@ TEST_CASE("merge: parts of another schema or kvrank version are refused", "[merg
   const ResultPart first = part("a.json", {make_model("A", {0, 1})});
   ResultPart second = part("b.json", {make_model("A", {2, 3})});
   SECTION("schema") {
-    second.document["schema_version"] = 2;
-    CHECK(merge_error({first, second}) == "b.json: unsupported schema_version 2 (expected 1)");
+    second.document["schema_version"] = 3;
+    CHECK(merge_error({first, second}) == "b.json: unsupported schema_version 3 (expected 1 to 2)");
   }
   SECTION("tool version") {
     second.document["tool"]["version"] = "99.0";

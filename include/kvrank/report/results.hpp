@@ -2,6 +2,7 @@
 // them: one ModelReport per model and representation. Needs no checkpoint reader.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,9 +27,26 @@ inline constexpr std::string_view kBaseline = "baseline";
 /// One model × one representation. Fields match the result file (docs/result-format.md). Family
 /// and variant are family.hpp's names, or kBaseline; they stay text because result files of other
 /// versions are read back (report.hpp) and must round-trip.
+/// Where a model's numbers came from and what shaped them, written with every result so that the
+/// file says how to reproduce it — and nothing that changes from run to run (no times, no host).
+/// Files of schema_version 1 carry none of it: every field is then empty.
+struct Provenance {
+  std::optional<std::string> input;        ///< the argument as given: a path or ORG/NAME[@REV]
+  std::optional<std::string> hf_repo;      ///< ORG/NAME, when it was found in the hub cache
+  std::optional<std::string> hf_revision;  ///< the cached snapshot's commit hash, then
+  std::optional<std::string> dtype;        ///< the weights' element type(s) read: "BF16", "F16,F32"
+  std::optional<std::string> layers;       ///< `--layers` ("0-11,20"); empty: every layer
+  std::optional<std::string> map;          ///< the `--map` file
+  std::optional<std::string> qk_norm_gain;  ///< QK-norm gains folded in: "weight", "1+weight"
+
+  bool operator==(const Provenance&) const = default;
+};
+
 struct ModelReport {
   std::string label;
   std::string path;
+  std::optional<std::int64_t> step;  ///< the training step of the checkpoint; empty: unknown
+  Provenance source;
   std::string family;
   std::string variant;
   ModelGeometry geometry;
