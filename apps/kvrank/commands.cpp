@@ -6,7 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -67,6 +69,61 @@ void check_thread_count(int threads) {
                                 std::to_string(limit) + " (4 × the " + std::to_string(processors) +
                                 " processors of this machine)");
   }
+}
+
+/// The formats a result can be written in, and the -o extensions that name them.
+struct FormatExtension {
+  const char* extension;
+  const char* format;
+};
+constexpr FormatExtension kFormatExtensions[] = {
+    {".json", "json"}, {".csv", "csv"}, {".tsv", "tsv"}, {".txt", "table"}};
+
+/// The format -o's extension names (.json, .csv, .tsv, .txt); nullopt for any other.
+std::optional<std::string> format_of_extension(const std::string& output) {
+  const std::string extension = fs::path(output).extension().string();
+  for (const auto& known : kFormatExtensions)
+    if (extension == known.extension) return known.format;
+  return std::nullopt;
+}
+
+/// The output format: the one -o's extension names, else --format, else `fallback`. A --format
+/// that contradicts the extension is a usage error, so that `-o out.json` can never hold a table.
+std::string output_format(const std::string& format, const std::string& output,
+                          const std::string& fallback) {
+  const std::optional<std::string> named = format_of_extension(output);
+  if (!named) return format.empty() ? fallback : format;
+  if (!format.empty() && format != *named)
+    throw kvrank::Error("", "--format " + format + " contradicts -o " + output + " (a " +
+                                fs::path(output).extension().string() + " file holds " + *named +
+                                "): drop --format, or name the file for the format");
+  return *named;
+}
+
+/// Writes the closing line of a run that wrote a file: what, how much, how long.
+void report_written(const std::string& output, const std::string& what,
+                    std::chrono::steady_clock::time_point started) {
+  if (output.empty() || output == "-") return;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  char time[32];
+  std::snprintf(time, sizeof time, "%.1f s", seconds);
+  spdlog::info("wrote {}: {} in {}", output, what, time);
+}
+
+/// "3 models × 12 layers", or "3 models, 40 layers in all" when they differ.
+std::string count_text(const std::vector<kvrank::ModelReport>& models) {
+  std::size_t layers = 0;
+  bool same = true;
+  for (const auto& model : models) {
+    layers += model.layers.size();
+    same = same && model.layers.size() == models.front().layers.size();
+  }
+  const std::string count =
+      std::to_string(models.size()) + (models.size() == 1 ? " model" : " models");
+  if (same && !models.empty())
+    return count + " × " + std::to_string(models.front().layers.size()) + " layers";
+  return count + ", " + std::to_string(layers) + " layers in all";
 }
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -139,32 +196,92 @@ void advise_on_blas_kernels(std::chrono::steady_clock::duration elapsed) {
 }
 
 std::string format_reports(const std::vector<kvrank::ModelReport>& models,
-                           const AnalyzeArgs& args) {
-  if (args.format == "json") {
+                           const std::string& format, const AnalyzeArgs& args) {
+  if (format == "json") {
     return to_json_text(to_json(models, {.include_similarity = args.similarity}));
   }
-  if (args.format == "csv") return kvrank::to_csv(models);
+  if (format == "csv" || format == "tsv") {
+    return kvrank::to_csv(models,
+                          {.separator = format == "csv" ? ',' : '\t', .summary = args.summary});
+  }
   return kvrank::to_table(models);
 }
+
+/// --similarity and --summary change what one format holds; with any other they are refused
+/// rather than dropped.
+void check_format_flags(const AnalyzeArgs& args, const std::string& format) {
+  if (args.similarity && format != "json")
+    throw kvrank::Error("",
+                        "--similarity: the H×H matrices go only into JSON (--format json or "
+                        "-o FILE.json), not into " +
+                            format);
+  if (args.summary && format != "csv" && format != "tsv")
+    throw kvrank::Error("",
+                        "--summary: one row per model and representation is a CSV or TSV "
+                        "form (--format csv or -o FILE.csv), not " +
+                            format);
+}
+
+/// With --keep-going, an input that fails is named on stderr and left out; otherwise its error
+/// ends the run.
+class InputFailures {
+ public:
+  explicit InputFailures(bool keep_going) : keep_going_(keep_going) {}
+
+  /// Runs `step` for `input`; true when it succeeded.
+  template <typename Step>
+  bool attempt(const std::string& input, Step&& step, Progress* progress = nullptr) {
+    try {
+      step();
+      return true;
+    } catch (const kvrank::Error& error) {
+      if (!keep_going_) throw;
+      if (progress) progress->finish();
+      print_error(error.what());
+      failed_.push_back(input);
+      return false;
+    }
+  }
+
+  /// After the run: 0, or kExitSomeInputsFailed with a line counting the failures.
+  int exit_code(std::size_t inputs) const {
+    if (failed_.empty()) return 0;
+    print_error(std::to_string(failed_.size()) + " of " + std::to_string(inputs) +
+                " inputs failed (named above); the results of the others were written");
+    return kExitSomeInputsFailed;
+  }
+
+  bool all_failed(std::size_t inputs) const { return failed_.size() == inputs; }
+
+ private:
+  bool keep_going_;
+  std::vector<std::string> failed_;
+};
 
 }  // namespace
 
 int run_analyze(const AnalyzeArgs& args) {
+  const auto started = std::chrono::steady_clock::now();
   if (args.labels.size() > args.paths.size()) {
     throw kvrank::Error("", "--label given " + std::to_string(args.labels.size()) + " times for " +
                                 std::to_string(args.paths.size()) + " input(s)");
   }
   check_thread_count(args.threads);
+  const std::string format = output_format(args.format, args.output, "table");
+  check_format_flags(args, format);
   kvrank::AnalyzeOptions options;
   options.note = [](const std::string& message) { spdlog::info("{}", message); };
 
   // Every argument is resolved (and every label fixed) before any model is read or -o is claimed.
+  InputFailures failures(args.keep_going);
   std::vector<kvrank::ModelInput> inputs;
   std::vector<kvrank::LabelChoice> choices;
   for (std::size_t i = 0; i < args.paths.size(); ++i) {
-    inputs.push_back(kvrank::resolve_model_argument(args.paths[i]));
-    const bool given = i < args.labels.size();
-    choices.push_back({given ? args.labels[i] : inputs.back().label, given, args.paths[i]});
+    failures.attempt(args.paths[i], [&] {
+      inputs.push_back(kvrank::resolve_model_argument(args.paths[i]));
+      const bool given = i < args.labels.size();
+      choices.push_back({given ? args.labels[i] : inputs.back().label, given, args.paths[i]});
+    });
   }
   const std::vector<std::string> labels = kvrank::unique_labels(choices, options.note);
 
@@ -180,25 +297,32 @@ int run_analyze(const AnalyzeArgs& args) {
   options.layout = args.layout.overrides();
   options.open = args.layout.open_options();
 
-  ProgressBar progress(!args.quiet);
-  const auto started = std::chrono::steady_clock::now();
+  Progress progress(progress_mode(args.progress, args.quiet), static_cast<int>(inputs.size()));
+  options.progress = [&](int done, int total) { progress.update(done, total); };
   std::vector<kvrank::ModelReport> models;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string& label = labels[i];
-    options.progress = [&](int done, int total) { progress.update(label, done, total); };
-    for (auto& model : kvrank::analyze_checkpoint(inputs[i].path, label, options)) {
-      warn_about_zero_heads(model);
-      models.push_back(std::move(model));
-    }
+    progress.start_model(static_cast<int>(i), labels[i]);
+    failures.attempt(
+        inputs[i].argument,
+        [&] {
+          for (auto& model : kvrank::analyze_checkpoint(inputs[i], labels[i], options)) {
+            warn_about_zero_heads(model);
+            models.push_back(std::move(model));
+          }
+        },
+        &progress);
   }
   progress.finish();
+  if (failures.all_failed(args.paths.size()))
+    throw kvrank::Error("", "no input could be analysed (each is named above)");
   if (args.with_baseline && !models.empty()) {
-    models.push_back(
-        kvrank::fully_redundant_baseline(models.front().num_layers, models.front().heads));
+    models.push_back(kvrank::fully_redundant_baseline(models.front().geometry.num_layers,
+                                                      models.front().geometry.heads));
   }
-  destination.emit(format_reports(models, args));
+  destination.emit(format_reports(models, format, args));
   advise_on_blas_kernels(std::chrono::steady_clock::now() - started);
-  return 0;
+  report_written(args.output, count_text(models), started);
+  return failures.exit_code(args.paths.size());
 }
 
 int run_inspect(const InspectArgs& args) {
@@ -221,6 +345,28 @@ std::vector<kvrank::ModelReport> read_results(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+bool annotate_for_github(const std::string& choice) {
+  if (choice != "auto") return choice == "github";
+  const char* actions = std::getenv("GITHUB_ACTIONS");
+  return actions != nullptr && std::string(actions) == "true";
+}
+
+/// Under GitHub Actions: one annotation per change on stdout, and the job summary appended to
+/// $GITHUB_STEP_SUMMARY when the runner names one.
+void annotate_github(const std::vector<kvrank::Violation>& violations,
+                     const kvrank::CheckOptions& options, const CheckArgs& args) {
+  kvrank::write_stdout(kvrank::github_annotations(violations, args.current));
+  const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
+  if (summary == nullptr || *summary == '\0') return;
+  std::ofstream out(summary, std::ios::app);
+  out << kvrank::markdown_summary(violations, options, args.current, args.golden);
+  if (!out) spdlog::warn("could not append the job summary to {}", summary);
+}
+
+}  // namespace
+
 int run_check(const CheckArgs& args) {
   kvrank::CheckOptions options;
   options.metrics.clear();
@@ -228,8 +374,15 @@ int run_check(const CheckArgs& args) {
     options.metrics.push_back(kvrank::parse_metric(name));
   options.abs_tol = args.abs_tol;
   options.rel_tol = args.rel_tol;
+  options.direction = kvrank::parse_direction(args.direction);
   const auto violations = kvrank::check_reports(
       read_results(args.current), read_results(args.golden), options, args.current, args.golden);
+  if (annotate_for_github(args.annotate)) annotate_github(violations, options, args);
+  if (args.format == "json") {
+    kvrank::write_stdout(kvrank::to_json_text(
+        kvrank::check_to_json(violations, options, args.current, args.golden)));
+    return violations.empty() ? 0 : kExitRegression;
+  }
   const std::string current = kvrank::printable(args.current);
   const std::string golden = kvrank::printable(args.golden);
   if (violations.empty()) {
@@ -238,7 +391,7 @@ int run_check(const CheckArgs& args) {
   }
   kvrank::write_stdout(kvrank::format_violations(violations) +
                        "kvrank check: " + std::to_string(violations.size()) +
-                       " regression(s) against " + golden + "\n");
+                       " value(s) changed beyond tolerance against " + golden + "\n");
   return kExitRegression;
 }
 
@@ -266,6 +419,7 @@ const kvrank::ModelReport& pick_model(const std::vector<kvrank::ModelReport>& mo
 }  // namespace
 
 int run_plot(const PlotArgs& args) {
+  const auto started = std::chrono::steady_clock::now();
   Destination destination(args.output, as_paths(args.inputs));
   if (args.heatmap_layer) {
     const auto models = read_results(args.inputs.front());
@@ -277,6 +431,8 @@ int run_plot(const PlotArgs& args) {
       throw kvrank::Error(args.inputs.front(), e.what());
     }
     write_figure(svg, args.output, destination);
+    report_written(args.output, "the similarity of layer " + std::to_string(*args.heatmap_layer),
+                   started);
     return 0;
   }
   std::vector<kvrank::Panel> panels;
@@ -286,26 +442,40 @@ int run_plot(const PlotArgs& args) {
   write_figure(kvrank::plot_curves_svg(
                    panels, {.metric = kvrank::parse_metric(args.metric), .title = args.title}),
                args.output, destination);
+  report_written(args.output,
+                 std::to_string(panels.size()) + (panels.size() == 1 ? " panel" : " panels"),
+                 started);
   return 0;
 }
 
 int run_merge(const MergeArgs& args) {
+  const auto started = std::chrono::steady_clock::now();
+  if (const auto named = format_of_extension(args.output); named && *named != "json")
+    throw kvrank::Error(
+        "", "-o " + args.output + ": merge writes JSON, not " + *named + " (name the file .json)");
   std::vector<kvrank::ResultPart> parts;
   for (const auto& path : args.parts) parts.push_back({path, kvrank::read_json_object(path)});
   kvrank::MergeOptions options;
   if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
   Destination destination(args.output, as_paths(args.parts));
   // Written as analyze writes results (to_json_text), so a merge matches a whole run byte for byte.
-  destination.emit(kvrank::to_json_text(kvrank::merge_results(parts, options)));
+  const nlohmann::json merged = kvrank::merge_results(parts, options);
+  destination.emit(kvrank::to_json_text(merged));
+  report_written(args.output,
+                 std::to_string(args.parts.size()) + " parts, " +
+                     std::to_string(merged.at("models").size()) + " models",
+                 started);
   return 0;
 }
 
 int run_baseline(const BaselineArgs& args) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string format = output_format(args.format, args.output, "table");
   Destination destination(args.output, {});
-  AnalyzeArgs as_analyze;
-  as_analyze.format = args.format;
-  destination.emit(
-      format_reports({kvrank::fully_redundant_baseline(args.layers, args.heads)}, as_analyze));
+  const std::vector<kvrank::ModelReport> models{
+      kvrank::fully_redundant_baseline(args.layers, args.heads)};
+  destination.emit(format_reports(models, format, AnalyzeArgs{}));
+  report_written(args.output, count_text(models), started);
   return 0;
 }
 
@@ -320,7 +490,12 @@ int run_synth(SynthArgs args) {
       throw kvrank::Error("", "--redundancy: \"" + item + "\" is not a number");
     }
   }
+  const auto started = std::chrono::steady_clock::now();
   kvrank::write_synthetic_checkpoint(args.options, args.output);
+  report_written(args.output,
+                 "a " + args.options.family + " checkpoint of " +
+                     std::to_string(args.options.layers) + " layers",
+                 started);
   return 0;
 }
 

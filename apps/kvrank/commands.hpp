@@ -17,6 +17,8 @@ class App;
 namespace kvrank::cli {
 
 constexpr int kExitRegression = 1;
+/// `analyze --keep-going`: some inputs failed (each named on stderr); the others were written.
+constexpr int kExitSomeInputsFailed = 4;
 
 // ---- options shared by analyze and inspect -----------------------------------------------------
 
@@ -42,12 +44,15 @@ struct AnalyzeArgs {
   std::string repr;
   std::string layers;
   std::string layer_shard;
-  std::string format = "table";
+  std::string format;  ///< empty: from -o's extension, else table
   std::string output;
   bool similarity = false;
+  bool summary = false;
   bool with_baseline = false;
   int threads = 0;
   bool quiet = false;
+  bool keep_going = false;
+  std::string progress = "auto";
   LayoutFlags layout;
 };
 
@@ -63,6 +68,9 @@ struct CheckArgs {
   std::string metrics = "erank,erank_centered";
   double abs_tol = 0.05;
   std::optional<double> rel_tol;
+  std::string direction = "both";
+  std::string format = "text";
+  std::string annotate = "auto";  ///< auto: github when $GITHUB_ACTIONS is "true"
 };
 
 struct PlotArgs {
@@ -83,7 +91,7 @@ struct MergeArgs {
 struct BaselineArgs {
   int layers = 0;
   int heads = 1;
-  std::string format = "json";
+  std::string format;  ///< empty: from -o's extension, else table (as analyze)
   std::string output;
 };
 

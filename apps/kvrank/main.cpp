@@ -1,7 +1,9 @@
 // kvrank — the command line. Parses arguments, calls one library function per subcommand, prints.
 // All the work lives in kvrank_core; this file only maps subcommands to library calls, results to
 // writers, and errors to exit codes:
-//   0 success · 1 `check` found a regression · 2 invalid input or usage · 3 internal error.
+//   0 success · 1 `check` found a change beyond tolerance · 2 invalid input or usage (nothing
+//   usable) · 3 internal error · 4 `analyze --keep-going`: some inputs failed, the others written
+//   (docs/result-format.md).
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -9,6 +11,8 @@
 
 #include "commands.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/layout/family.hpp"
+#include "kvrank/report/results.hpp"
 #include "terminal.hpp"
 
 using namespace kvrank::cli;
@@ -20,23 +24,49 @@ constexpr int kExitInternal = 3;
 
 // ---- wiring ------------------------------------------------------------------------------------
 
+constexpr const char* kLoggingFooter =
+    "-q/--quiet (errors and warnings only, no progress) and -v/--verbose (more detail) go before "
+    "or after the subcommand.";
+
 CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   auto* command = app.add_subcommand("analyze", "Per-layer effective rank of attention heads");
-  command->add_option("paths", args.paths, "Checkpoints: .safetensors, HF folders, .npy/.npz")
+  command
+      ->add_option("paths", args.paths,
+                   "Checkpoints: .safetensors files, Hugging Face folders (sharded too), repo ids "
+                   "ORG/NAME[@REV] in the local hub cache, .gguf files, .npy/.npz arrays, captured "
+                   "activations (--activations)")
       ->required();
   command->add_option("--label", args.labels, "Label of each model, in order (default: its name)");
-  command->add_option("--repr", args.repr, "Head representation(s): qk, ov, k, v (comma list)");
-  command->add_option("--layers", args.layers, "Layers to analyse, e.g. 0-11,20");
+  command->add_option("--repr", args.repr,
+                      "Head representation(s), a comma list of qk, ov, k, v (default: qk; k,v for "
+                      "K/V-only inputs)");
+  command->add_option("--layers", args.layers, "Layers to analyse, e.g. 0-11,20 (default: all)");
   command->add_option("--layer-shard", args.layer_shard,
                       "Only slice I (0-based) of N of those layers, e.g. 2/8 (see merge)");
-  command->add_option("--format", args.format, "Output format")
-      ->check(CLI::IsMember({"table", "json", "csv"}));
-  command->add_option("-o,--output", args.output, "Write to FILE (atomically) instead of stdout");
-  command->add_flag("--similarity", args.similarity, "Include each layer's H×H similarity (JSON)");
+  command
+      ->add_option("--format", args.format,
+                   "Output format (default: from -o's extension .json/.csv/.tsv/.txt, else table)")
+      ->check(CLI::IsMember({"table", "json", "csv", "tsv"}));
+  command->add_option(
+      "-o,--output", args.output,
+      "Write to FILE (atomically) instead of stdout; its extension sets the format");
+  command->add_flag("--similarity", args.similarity,
+                    "Include each layer's H×H similarity matrix (JSON only)");
+  command->add_flag("--summary", args.summary,
+                    "One row per model and representation, the means (CSV/TSV only)");
   command->add_flag("--with-baseline", args.with_baseline, "Add the fully-redundant series");
   command->add_option("--threads", args.threads, "Threads (default: all cores; at most 4 × cores)")
       ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--progress", args.progress,
+                   "Progress on stderr (auto: a bar on a terminal, plain lines elsewhere)")
+      ->check(CLI::IsMember({"auto", "bar", "plain", "none"}))
+      ->capture_default_str();
+  command->add_flag("--keep-going", args.keep_going,
+                    "Analyse the other inputs when one fails: name each failure, write the rest, "
+                    "exit 4");
   args.layout.add_to(*command);
+  command->footer(kLoggingFooter);
   return command;
 }
 
@@ -45,22 +75,46 @@ CLI::App* add_inspect(CLI::App& app, InspectArgs& args) {
       app.add_subcommand("inspect", "List tensors and the detected family/variant/heads");
   command->add_option("paths", args.paths, "Checkpoints")->required();
   command->add_option("--format", args.format, "Output format")
-      ->check(CLI::IsMember({"text", "table", "json"}));
+      ->check(CLI::IsMember({"text", "table", "json"}))
+      ->capture_default_str();
   args.layout.add_to(*command);
   return command;
 }
 
 CLI::App* add_check(CLI::App& app, CheckArgs& args) {
-  auto* command =
-      app.add_subcommand("check", "Compare rank curves with a golden file (exit 1 on regression)");
+  auto* command = app.add_subcommand(
+      "check", "Compare rank curves with a golden file (exit 1 when one changed)");
   command->add_option("current", args.current, "Result JSON of this run")->required();
   command->add_option("--baseline", args.golden, "Golden result JSON")->required();
-  command->add_option("--metric", args.metrics, "Metrics to compare (comma list)");
+  command->add_option("--metric", args.metrics, "Metrics to compare (comma list of the JSON names)")
+      ->capture_default_str();
   command->add_option("--abs-tol", args.abs_tol, "Absolute tolerance")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command->add_option("--rel-tol", args.rel_tol, "Relative tolerance (default: none)")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--rel-tol", args.rel_tol, "Relative tolerance")
-      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--direction", args.direction,
+                   "Which changes fail: down (a rank that falls), up, or both")
+      ->check(CLI::IsMember({"down", "up", "both"}))
+      ->capture_default_str();
+  command->add_option("--format", args.format, "Output: text table or JSON")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  command
+      ->add_option(
+          "--annotate", args.annotate,
+          "GitHub Actions annotations and job summary (auto: when $GITHUB_ACTIONS is true)")
+      ->check(CLI::IsMember({"auto", "github", "none"}))
+      ->capture_default_str();
   return command;
+}
+
+/// The metric names `plot --metric` accepts, from the metric table.
+std::vector<std::string> metric_names() {
+  std::vector<std::string> names;
+  for (const auto& field : kvrank::metric_fields()) names.emplace_back(field.name);
+  return names;
 }
 
 CLI::App* add_plot(CLI::App& app, PlotArgs& args) {
@@ -68,7 +122,9 @@ CLI::App* add_plot(CLI::App& app, PlotArgs& args) {
   command->add_option("inputs", args.inputs, "Result JSON files")->required();
   command->add_option("-o,--output", args.output, "Figure file (.svg, or .png via rsvg-convert)")
       ->required();
-  command->add_option("--metric", args.metric, "Metric on the y axis");
+  command->add_option("--metric", args.metric, "Metric on the y axis")
+      ->check(CLI::IsMember(metric_names()))
+      ->capture_default_str();
   command->add_option("--title", args.title, "Figure title");
   command
       ->add_option("--heatmap", args.heatmap_layer, "Draw this layer's similarity matrix instead")
@@ -93,9 +149,13 @@ CLI::App* add_baseline(CLI::App& app, BaselineArgs& args) {
   command->add_option("--layers", args.layers, "Number of layers")
       ->required()
       ->check(CLI::PositiveNumber);
-  command->add_option("--heads", args.heads, "Heads per layer")->check(CLI::PositiveNumber);
-  command->add_option("--format", args.format, "Output format")
-      ->check(CLI::IsMember({"table", "json", "csv"}));
+  command->add_option("--heads", args.heads, "Heads per layer")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--format", args.format,
+                   "Output format (default: from -o's extension .json/.csv/.tsv/.txt, else table)")
+      ->check(CLI::IsMember({"table", "json", "csv", "tsv"}));
   command->add_option("-o,--output", args.output, "Write to FILE instead of stdout");
   return command;
 }
@@ -104,25 +164,35 @@ CLI::App* add_synth(CLI::App& app, SynthArgs& args) {
   auto& o = args.options;
   auto* command =
       app.add_subcommand("synth", "Write a seeded test checkpoint of any family/variant");
-  command->add_option("--family", o.family,
-                      "llama, gpt2, gpt_neox, falcon, phi3, deepseek_v2, lrkv");
-  command->add_option("--variant", o.variant, "mha, gqa, mqa, mla, lrkv");
-  command->add_option("--layers", o.layers, "Layers");
-  command->add_option("--heads", o.heads, "Query heads");
-  command->add_option("--kv-heads", o.kv_heads, "Key/value heads");
-  command->add_option("--head-dim", o.head_dim, "Head dimension");
+  command->add_option("--family", o.family, kvrank::synthesizable_family_list())
+      ->capture_default_str();
+  command->add_option("--variant", o.variant,
+                      kvrank::variant_list(", ") + " (default: from the family and --kv-heads)");
+  command->add_option("--layers", o.layers, "Layers")->capture_default_str();
+  command->add_option("--heads", o.heads, "Query heads")->capture_default_str();
+  command->add_option("--kv-heads", o.kv_heads, "Key/value heads (default: --heads; gqa needs it)");
+  command->add_option("--head-dim", o.head_dim, "Head dimension")->capture_default_str();
   command->add_option("--d-model", o.d_model, "Hidden size (default heads × head dim)");
-  command->add_option("--rank", o.rank, "LRKV rank r");
-  command->add_option("--kv-lora-rank", o.kv_lora_rank, "MLA latent size");
-  command->add_option("--q-lora-rank", o.q_lora_rank, "MLA query latent size (0: q_proj)");
+  command->add_option("--rank", o.rank, "LRKV rank r")->capture_default_str();
+  command->add_option("--kv-lora-rank", o.kv_lora_rank, "MLA latent size")->capture_default_str();
+  command->add_option("--q-lora-rank", o.q_lora_rank, "MLA query latent size (0: q_proj)")
+      ->capture_default_str();
   command->add_option("--nope-dim", o.nope_dim, "MLA qk_nope_head_dim (default head dim)");
   command->add_option("--rope-dim", o.rope_dim, "MLA qk_rope_head_dim (default head dim / 2)");
   command->add_option("--v-head-dim", o.v_head_dim, "MLA v_head_dim (default head dim)");
-  command->add_option("--dtype", o.dtype, "f32, bf16 or f16");
-  command->add_option("--shards", o.shards, "Number of safetensors shards");
-  command->add_option("--redundancy", args.redundancy, "0..1, or one value per layer (comma list)");
-  command->add_option("--seed", o.seed, "Random seed");
-  command->add_option("-o,--output", args.output, "Output folder")->required();
+  command->add_option("--dtype", o.dtype, "Weight type")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  command->add_option("--shards", o.shards, "Number of safetensors shards")->capture_default_str();
+  command
+      ->add_option("--redundancy", args.redundancy,
+                   "Head redundancy r in [0, 1], one value or one per layer (comma list): each "
+                   "head's projections are (1-r)·own + r·shared, so 0 gives independent heads and "
+                   "1 identical heads (erank 1)")
+      ->capture_default_str();
+  command->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+  command->add_option("-o,--output", args.output, "Output folder (required)")->required();
+  command->footer("Only -o is required; every other option has the default shown.");
   return command;
 }
 
@@ -153,6 +223,12 @@ int main(int argc, char** argv) {
   auto* baseline_command = add_baseline(app, baseline);
   auto* synth_command = add_synth(app, synth);
 
+  if (argc < 2) {  // bare `kvrank`: what it does and where to look, not a parse error
+    print_error(
+        "no subcommand given: kvrank analyze|inspect|check|plot|merge|baseline|synth "
+        "(kvrank --help lists them, kvrank SUBCOMMAND --help their options)");
+    return kExitInvalidInput;
+  }
   try {
     app.parse(argc, argv);
     configure_logging(quiet ? -1 : verbose);

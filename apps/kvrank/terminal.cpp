@@ -31,19 +31,66 @@ class PrintableMessage : public spdlog::custom_flag_formatter {
 
 }  // namespace
 
-ProgressBar::ProgressBar(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+namespace {
 
-void ProgressBar::update(const std::string& label, int done, int total) {
-  if (!enabled_ || total <= 0) return;
+// Plain lines come at most this often (and at the end of each model), so that a log of a long
+// job stays readable.
+constexpr auto kPlainLineInterval = std::chrono::seconds(10);
+
+std::string seconds_text(double seconds) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f s", seconds);
+  return buffer;
+}
+
+}  // namespace
+
+ProgressMode progress_mode(const std::string& choice, bool quiet) {
+  if (quiet || choice == "none") return ProgressMode::none;
+  if (choice == "bar") return ProgressMode::bar;
+  if (choice == "plain") return ProgressMode::plain;
+  return isatty(STDERR_FILENO) ? ProgressMode::bar : ProgressMode::plain;
+}
+
+Progress::Progress(ProgressMode mode, int models) : mode_(mode), models_(models) {}
+
+void Progress::start_model(int index, const std::string& label) {
+  model_ = index;
+  label_ = printable(label);
+}
+
+void Progress::update(int done, int total) {
+  if (total <= 0) return;
+  if (mode_ == ProgressMode::bar) draw_bar(done, total);
+  if (mode_ == ProgressMode::plain &&
+      (done == total || Clock::now() - last_line_ >= kPlainLineInterval))
+    print_line(done, total);
+}
+
+void Progress::draw_bar(int done, int total) {
   constexpr int kWidth = 30;
   const int filled = done * kWidth / total;
-  std::fprintf(stderr, "\r%-24.24s [%s%s] %d/%d layers", printable(label).c_str(),
+  std::fprintf(stderr, "\r%-24.24s [%s%s] %d/%d layers", label_.c_str(),
                std::string(static_cast<std::size_t>(filled), '#').c_str(),
                std::string(static_cast<std::size_t>(kWidth - filled), '.').c_str(), done, total);
   drawn_ = true;
 }
 
-void ProgressBar::finish() {
+// "kvrank: model 2/5 mha: 8/12 layers, 41.0 s elapsed, ETA 61.5 s": the ETA assumes the models
+// still to come take as long as the ones so far.
+void Progress::print_line(int done, int total) {
+  last_line_ = Clock::now();
+  const double elapsed = std::chrono::duration<double>(last_line_ - started_).count();
+  const double finished = model_ + static_cast<double>(done) / total;  // models' worth done
+  std::string line = "kvrank: model " + std::to_string(model_ + 1) + "/" + std::to_string(models_) +
+                     " " + label_ + ": " + std::to_string(done) + "/" + std::to_string(total) +
+                     " layers, " + seconds_text(elapsed) + " elapsed";
+  if (finished > 0 && finished < models_)
+    line += ", ETA " + seconds_text(elapsed / finished * (models_ - finished));
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void Progress::finish() {
   if (drawn_) std::fputs("\r\033[K", stderr);
   drawn_ = false;
 }

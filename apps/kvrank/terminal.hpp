@@ -1,22 +1,44 @@
 // The terminal side of the command line: the progress bar and the log/error lines on stderr.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace kvrank::cli {
 
-/// A one-line progress bar on stderr, drawn only when stderr is a terminal.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool enabled);
-  ~ProgressBar() { finish(); }
+/// How progress is shown on stderr: a bar redrawn in place (a terminal), plain lines at a modest
+/// rate (Slurm logs, nohup, notebooks), or nothing.
+enum class ProgressMode { bar, plain, none };
 
-  void update(const std::string& label, int done, int total);
+/// `--progress auto|bar|plain|none`: auto is a bar when stderr is a terminal, plain lines
+/// otherwise; -q (`quiet`) is none whatever was chosen.
+ProgressMode progress_mode(const std::string& choice, bool quiet);
+
+/// Progress over `models` models, each a number of layers.
+class Progress {
+ public:
+  Progress(ProgressMode mode, int models);
+  ~Progress() { finish(); }
+
+  /// Model `index` (0-based) called `label` starts.
+  void start_model(int index, const std::string& label);
+  /// `done` of the current model's `total` layers are analysed.
+  void update(int done, int total);
+  /// Clears the bar (before any other line is printed, and at the end).
   void finish();
 
  private:
-  bool enabled_;
+  using Clock = std::chrono::steady_clock;
+  void draw_bar(int done, int total);
+  void print_line(int done, int total);
+
+  ProgressMode mode_;
+  int models_;
+  int model_ = 0;
+  std::string label_;
   bool drawn_ = false;
+  Clock::time_point started_ = Clock::now();
+  Clock::time_point last_line_ = Clock::now();
 };
 
 /// Log lines on stderr ("kvrank: warning: ..."): -1 = warnings only, 0 = info, 1 = debug.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kvrank/report/merge.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/io/checkpoint.hpp"
 
@@ -61,6 +62,70 @@ std::vector<int> choose_layers(const ModelLayout& layout, const std::filesystem:
   return options.shard ? shard_layers(layers, *options.shard) : layers;
 }
 
+std::optional<std::string> text_or_none(const std::string& text) {
+  return text.empty() ? std::nullopt : std::optional<std::string>(text);
+}
+
+/// The element types of the attention weights of `layer`, sorted: "BF16", or "F16,F32" when mixed.
+/// Read from the first layer whatever was selected, so that every part of a sharded run agrees.
+std::optional<std::string> weight_dtypes(const Checkpoint& checkpoint, const ModelLayout& layout) {
+  const int layer = 0;
+  if (layout.num_layers < 1) return std::nullopt;
+  std::set<std::string_view> names;
+  for (const std::string& name : layer_tensor_names(layout, layer))
+    if (const TensorView* tensor = checkpoint.find(name)) names.insert(dtype_name(tensor->dtype));
+  std::string text;
+  for (std::string_view name : names) text += (text.empty() ? "" : ",") + std::string(name);
+  return text_or_none(text);
+}
+
+std::optional<std::string> qk_norm_gain(const ModelLayout& layout) {
+  const auto* dense = std::get_if<DenseTensors>(&layout.tensors);
+  if (!dense || (!dense->q_norm && !dense->k_norm)) return std::nullopt;
+  return dense->norm_gain == NormGain::one_plus_weight ? "1+weight" : "weight";
+}
+
+Provenance provenance(const ModelInput& input, const Checkpoint& checkpoint,
+                      const ModelLayout& layout, const AnalyzeOptions& options) {
+  Provenance source;
+  source.input = input.argument.empty() ? input.path.string() : input.argument;
+  source.hf_repo = text_or_none(input.hf_repo);
+  source.hf_revision = text_or_none(input.hf_revision);
+  source.dtype = weight_dtypes(checkpoint, layout);
+  if (options.layers) source.layers = format_layer_list(*options.layers);
+  if (options.layout.map_file) source.map = options.layout.map_file->string();
+  source.qk_norm_gain = qk_norm_gain(layout);
+  return source;
+}
+
+/// Whether the checkpoint's tensors are named like captured activations ("….{i}.k": a layer
+/// index, then the role), which the weight readers do not look for.
+bool named_like_activations(const Checkpoint& checkpoint) {
+  for (const TensorView& tensor : checkpoint.tensors()) {
+    const std::string& name = tensor.name;
+    if (!name.ends_with(".k") && !name.ends_with(".q") && !name.ends_with(".v")) continue;
+    const std::size_t end = name.size() - 2;
+    std::size_t begin = end;
+    while (begin > 0 && name[begin - 1] >= '0' && name[begin - 1] <= '9') --begin;
+    if (begin < end && (begin == 0 || name[begin - 1] == '.')) return true;
+  }
+  return false;
+}
+
+/// detect_layout, with the hint a capture of activations read as weights needs.
+ModelLayout detect_layout_or_advise(const Checkpoint& checkpoint,
+                                    const LayoutOverrides& overrides) {
+  try {
+    return detect_layout(checkpoint, overrides);
+  } catch (const Error& error) {
+    if (overrides.activations || !named_like_activations(checkpoint)) throw;
+    throw Error(error.file(), error.tensor(),
+                error.detail() +
+                    " (its tensors are named like captured activations, layers.{i}.k: if they "
+                    "are, add --activations)");
+  }
+}
+
 ModelReport empty_report(const std::filesystem::path& path, const std::string& label,
                          const ModelLayout& layout, Repr repr) {
   ModelReport report;
@@ -68,13 +133,7 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   report.path = path.string();
   report.family = family_name(layout.family);
   report.variant = variant_name(layout.variant);
-  report.heads = layout.heads;
-  report.kv_heads = layout.kv_heads;
-  report.head_dim = layout.head_dim;
-  report.d_model = layout.d_model;
-  report.num_layers = layout.num_layers;
-  report.lrkv_rank = layout.lrkv_rank;
-  report.mla_kv_lora_rank = layout.mla_kv_lora_rank;
+  report.geometry = layout;  // the layout's ModelGeometry part
   report.repr = std::string(repr_name(repr));
   return report;
 }
@@ -89,14 +148,24 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
 std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
                                             const std::string& label,
                                             const AnalyzeOptions& options) {
+  return analyze_checkpoint(ModelInput{path, label, path.string(), {}, {}}, label, options);
+}
+
+std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::string& label,
+                                            const AnalyzeOptions& options) {
+  const std::filesystem::path& path = input.path;
   check_distinct(options.reprs);
   const Checkpoint checkpoint = Checkpoint::open(path, options.open);
-  const ModelLayout layout = detect_layout(checkpoint, options.layout);
+  const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
   const std::vector<int> layers = choose_layers(layout, path, options);
 
   std::vector<ModelReport> reports;
-  for (Repr repr : reprs) reports.push_back(empty_report(path, label, layout, repr));
+  const Provenance source = provenance(input, checkpoint, layout, options);
+  for (Repr repr : reprs) {
+    reports.push_back(empty_report(path, label, layout, repr));
+    reports.back().source = source;
+  }
   const int total = static_cast<int>(layers.size());
   for (int done = 0; done < total; ++done) {
     const int layer = layers[static_cast<std::size_t>(done)];
@@ -130,9 +199,9 @@ ModelReport fully_redundant_baseline(int num_layers, int heads) {
   report.label = "Fully redundant";
   report.family = kBaseline;
   report.variant = kBaseline;
-  report.heads = heads;
-  report.kv_heads = heads;
-  report.num_layers = num_layers;
+  report.geometry.heads = heads;
+  report.geometry.kv_heads = heads;
+  report.geometry.num_layers = num_layers;
   // All heads identical: S = 11ᵀ. The metrics come from the same code as any measured layer, so
   // the baseline cannot drift from what a truly redundant model would give.
   const LayerMetrics redundant = similarity_metrics(MatrixD::Ones(heads, heads));

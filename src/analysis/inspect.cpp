@@ -9,6 +9,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/layer_list.hpp"
 #include "kvrank/base/text.hpp"
+#include "kvrank/report/results.hpp"
 
 namespace kvrank {
 namespace {
@@ -70,17 +71,13 @@ nlohmann::json report_json(const InspectReport& report) {
   const std::optional<ModelLayout>& layout = report.layout;
   checkpoint["family"] = layout ? nlohmann::json(family_name(layout->family)) : nlohmann::json();
   checkpoint["variant"] = layout ? nlohmann::json(variant_name(layout->variant)) : nlohmann::json();
-  auto geometry = [&](int ModelLayout::*field) {
-    return layout ? nlohmann::json((*layout).*field) : nlohmann::json(nullptr);
-  };
-  checkpoint["heads"] = geometry(&ModelLayout::heads);
-  checkpoint["kv_heads"] = geometry(&ModelLayout::kv_heads);
-  checkpoint["head_dim"] = geometry(&ModelLayout::head_dim);
-  checkpoint["d_model"] = geometry(&ModelLayout::d_model);
-  checkpoint["num_layers"] = geometry(&ModelLayout::num_layers);
-  checkpoint["lrkv_rank"] = layout ? optional_int(layout->lrkv_rank) : nlohmann::json(nullptr);
-  checkpoint["mla_kv_lora_rank"] =
-      layout ? optional_int(layout->mla_kv_lora_rank) : nlohmann::json(nullptr);
+  // The geometry under the names results use (results.hpp); null when detection failed.
+  for (const GeometryField& field : geometry_fields())
+    checkpoint[std::string(field.name)] =
+        layout ? nlohmann::json((*layout).*field.value) : nlohmann::json(nullptr);
+  for (const OptionalGeometryField& field : optional_geometry_fields())
+    checkpoint[std::string(field.name)] =
+        layout ? optional_int((*layout).*field.value) : nlohmann::json(nullptr);
   checkpoint["detection_error"] = report.detection_error.empty()
                                       ? nlohmann::json(nullptr)
                                       : nlohmann::json(report.detection_error);

@@ -81,9 +81,8 @@ std::string snapshot_list(const fs::path& snapshots) {
 }
 
 std::string never_downloads(const HubModelId& id) {
-  return "kvrank reads the local cache only and never downloads: fetch it first (huggingface-cli "
-         "download " +
-         id.repo() + ") or give a path";
+  return "kvrank reads the local cache only and never downloads: fetch it first (hf download " +
+         id.repo() + " --include \"*.safetensors\" \"*.json\") or give a path";
 }
 
 }  // namespace

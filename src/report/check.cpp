@@ -2,6 +2,7 @@
 #include "kvrank/report/check.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "kvrank/base/text.hpp"
 
 namespace kvrank {
@@ -69,15 +71,33 @@ std::map<int, const LayerMetrics*> index_layers(const std::vector<LayerMetrics>&
   return index;
 }
 
-// Passing needs the difference within abs_tol, or (when given) within rel_tol·|golden|. Written as
-// "not within" so that a NaN difference is a violation, never a silent pass.
+constexpr std::array<Named<Direction>, 3> kDirections{
+    {{Direction::down, "down"}, {Direction::up, "up"}, {Direction::both, "both"}}};
+static_assert(in_enum_order(kDirections));
+
+// Passing needs the difference within abs_tol, or (when given) within rel_tol·|golden|, or a
+// change in the direction not checked. Written as "not within" so that a NaN difference is a
+// violation, never a silent pass.
 bool within_tolerance(double current, double golden, const CheckOptions& options) {
+  if (options.direction == Direction::down && current > golden) return true;
+  if (options.direction == Direction::up && current < golden) return true;
   const double difference = std::fabs(current - golden);
   if (difference <= options.abs_tol) return true;
   return options.rel_tol && difference <= *options.rel_tol * std::fabs(golden);
 }
 
 }  // namespace
+
+std::string_view direction_name(Direction direction) noexcept {
+  return name_of(kDirections, direction);
+}
+
+Direction parse_direction(std::string_view name) {
+  if (const auto direction = value_named(kDirections, name, &Named<Direction>::value))
+    return *direction;
+  throw Error("", "--direction: unknown direction \"" + std::string(name) + "\" (expected " +
+                      name_list(kDirections) + ")");
+}
 
 std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
                                      const std::vector<ModelReport>& golden,
@@ -156,6 +176,102 @@ std::string format_violations(const std::vector<Violation>& raw_violations) {
                   v.current, v.current - v.golden);
     out += pad(v.label, label_width) + "  " + pad(v.repr, repr_width) + "  " + numbers + "\n";
   }
+  return out;
+}
+
+namespace {
+
+std::string number_text(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.6f", value);
+  return buffer;
+}
+
+std::string tolerance_text(const CheckOptions& options) {
+  std::string text = "abs-tol " + number_text(options.abs_tol);
+  if (options.rel_tol) text += ", rel-tol " + number_text(*options.rel_tol);
+  return text + ", direction " + std::string(direction_name(options.direction));
+}
+
+// GitHub's workflow commands end a message at a line break and split properties at ',' and ':'
+// (their documented escapes).
+std::string github_escape(const std::string& text, bool property) {
+  std::string out;
+  for (char c : text) {
+    if (c == '%')
+      out += "%25";
+    else if (c == '\r')
+      out += "%0D";
+    else if (c == '\n')
+      out += "%0A";
+    else if (property && c == ':')
+      out += "%3A";
+    else if (property && c == ',')
+      out += "%2C";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : printable(text)) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json check_to_json(const std::vector<Violation>& violations, const CheckOptions& options,
+                             const std::string& current_file, const std::string& golden_file) {
+  nlohmann::json metrics = nlohmann::json::array();
+  for (Metric metric : options.metrics) metrics.push_back(metric_name(metric));
+  nlohmann::json changes = nlohmann::json::array();
+  for (const Violation& v : violations)
+    changes.push_back({{"label", v.label},
+                       {"repr", v.repr},
+                       {"layer", v.layer},
+                       {"metric", metric_name(v.metric)},
+                       {"golden", v.golden},
+                       {"current", v.current},
+                       {"diff", v.current - v.golden}});
+  return {{"current", current_file},
+          {"golden", golden_file},
+          {"metrics", std::move(metrics)},
+          {"abs_tol", options.abs_tol},
+          {"rel_tol", options.rel_tol ? nlohmann::json(*options.rel_tol) : nlohmann::json()},
+          {"direction", direction_name(options.direction)},
+          {"passed", violations.empty()},
+          {"changes", std::move(changes)}};
+}
+
+std::string github_annotations(const std::vector<Violation>& violations,
+                               const std::string& current_file) {
+  std::string out;
+  for (const Violation& v : violations) {
+    const std::string message = "model \"" + v.label + "\" (repr " + v.repr + ") layer " +
+                                std::to_string(v.layer) + ": " +
+                                std::string(metric_name(v.metric)) + " changed from " +
+                                number_text(v.golden) + " to " + number_text(v.current);
+    out += "::error file=" + github_escape(current_file, true) +
+           ",title=kvrank check::" + github_escape(message, false) + "\n";
+  }
+  return out;
+}
+
+std::string markdown_summary(const std::vector<Violation>& violations, const CheckOptions& options,
+                             const std::string& current_file, const std::string& golden_file) {
+  std::string out = "### kvrank check\n\n`" + markdown_cell(current_file) + "` against `" +
+                    markdown_cell(golden_file) + "` (" + tolerance_text(options) + "): ";
+  if (violations.empty()) return out + "every value within tolerance.\n";
+  out += std::to_string(violations.size()) + " value(s) changed beyond tolerance.\n\n";
+  out += "| label | repr | layer | metric | golden | current | diff |\n";
+  out += "|---|---|---:|---|---:|---:|---:|\n";
+  for (const Violation& v : violations)
+    out += "| " + markdown_cell(v.label) + " | " + markdown_cell(v.repr) + " | " +
+           std::to_string(v.layer) + " | " + std::string(metric_name(v.metric)) + " | " +
+           number_text(v.golden) + " | " + number_text(v.current) + " | " +
+           number_text(v.current - v.golden) + " |\n";
   return out;
 }
 

@@ -1,26 +1,18 @@
-// CSV of analysis results (report.hpp): one row per model and layer.
+// CSV and TSV of analysis results (report.hpp): one row per model and layer, or with `summary`
+// one per model — tidy tables a DataFrame can group by family, variant, geometry or step.
 #include <charconv>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "kvrank/report/report.hpp"
 
 namespace kvrank {
 
 // ----------------------------------------------------------------------------------------------
-// CSV writer
+// CSV / TSV writer
 // ----------------------------------------------------------------------------------------------
 namespace {
-
-// RFC 4180: a field holding a comma, a quote or a line break is quoted, inner quotes doubled.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + '"';
-}
 
 // The shortest text that reads back as exactly the same double (std::to_chars).
 std::string shortest_double(double value) {
@@ -29,26 +21,114 @@ std::string shortest_double(double value) {
   return std::string(buffer, result.ptr);
 }
 
-}  // namespace
+// The number as text: integral metrics as integers, others in their shortest exact form.
+std::string metric_text(const MetricField& field, double value) {
+  return field.integral ? std::to_string(static_cast<long long>(value)) : shortest_double(value);
+}
 
-// Numbers are written in their shortest exact form (they read back bit-identical); lines end in
-// "\n" (not CRLF), which every CSV reader accepts.
-std::string to_csv(const std::vector<ModelReport>& models) {
-  std::string out =
-      "label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
-      "mean_similarity,pcs_90\n";
+template <typename T>
+std::string optional_text(const std::optional<T>& value) {
+  if (!value) return "";
+  if constexpr (std::is_same_v<T, std::string>) {
+    return *value;
+  } else {
+    return std::to_string(*value);
+  }
+}
+
+/// One row being written: RFC 4180 quoting (a field holding the separator, a quote or a line
+/// break is quoted, inner quotes doubled), which pandas also reads for TSV.
+class Row {
+ public:
+  explicit Row(char separator) : separator_(separator) {}
+
+  Row& add(const std::string& text) {
+    if (!first_) text_ += separator_;
+    first_ = false;
+    const char special[] = {separator_, '"', '\r', '\n', '\0'};
+    if (text.find_first_of(special) == std::string::npos) {
+      text_ += text;
+      return *this;
+    }
+    text_ += '"';
+    for (char c : text) {
+      if (c == '"') text_ += '"';
+      text_ += c;
+    }
+    text_ += '"';
+    return *this;
+  }
+
+  std::string line() const { return text_ + '\n'; }
+
+ private:
+  char separator_;
+  bool first_ = true;
+  std::string text_;
+};
+
+// The columns that describe the model, the same in both kinds of table.
+void add_model_titles(Row& row) {
+  row.add("label").add("step").add("source").add("family").add("variant").add("repr");
+  for (const GeometryField& field : geometry_fields()) row.add(std::string(field.name));
+  for (const OptionalGeometryField& field : optional_geometry_fields())
+    row.add(std::string(field.name));
+}
+
+void add_model_fields(Row& row, const ModelReport& model) {
+  row.add(model.label).add(optional_text(model.step));
+  row.add(model.source.input.value_or(model.path)).add(model.family).add(model.variant);
+  row.add(model.repr);
+  for (const GeometryField& field : geometry_fields())
+    row.add(std::to_string(model.geometry.*field.value));
+  for (const OptionalGeometryField& field : optional_geometry_fields())
+    row.add(optional_text(model.geometry.*field.value));
+}
+
+std::string layer_rows(const std::vector<ModelReport>& models, char separator) {
+  Row titles(separator);
+  add_model_titles(titles);
+  titles.add("layer").add("kept_heads");
+  for (const MetricField& field : metric_fields()) titles.add(std::string(field.name));
+  std::string out = titles.line();
   for (const ModelReport& model : models) {
     for (const LayerMetrics& layer : model.layers) {
-      out += csv_field(model.label) + ',' + csv_field(model.variant) + ',' + csv_field(model.repr);
-      out += ',' + std::to_string(layer.layer) + ',' + std::to_string(layer.heads);
-      for (double value : {layer.erank, layer.erank_centered, layer.erank_pct,
-                           layer.erank_centered_pct, layer.mean_similarity}) {
-        out += ',' + shortest_double(value);
-      }
-      out += ',' + std::to_string(layer.pcs_90) + '\n';
+      Row row(separator);
+      add_model_fields(row, model);
+      row.add(std::to_string(layer.layer)).add(std::to_string(layer.heads));
+      for (const MetricField& field : metric_fields())
+        row.add(metric_text(field, field.value(layer)));
+      out += row.line();
     }
   }
   return out;
+}
+
+std::string summary_rows(const std::vector<ModelReport>& models, char separator) {
+  Row titles(separator);
+  add_model_titles(titles);
+  titles.add("layers_analysed");
+  for (const MetricField& field : metric_fields())
+    if (field.mean) titles.add(summary_key(field));
+  std::string out = titles.line();
+  for (const ModelReport& model : models) {
+    Row row(separator);
+    add_model_fields(row, model);
+    row.add(std::to_string(model.layers.size()));
+    for (const MetricField& field : metric_fields())
+      if (field.mean) row.add(shortest_double(model.summary.*field.mean));
+    out += row.line();
+  }
+  return out;
+}
+
+}  // namespace
+
+// Numbers are written in their shortest exact form (they read back bit-identical); lines end in
+// "\n" (not CRLF), which every CSV reader accepts. The metric columns follow the metric table.
+std::string to_csv(const std::vector<ModelReport>& models, const TableOptions& options) {
+  return options.summary ? summary_rows(models, options.separator)
+                         : layer_rows(models, options.separator);
 }
 
 }  // namespace kvrank

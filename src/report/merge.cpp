@@ -74,10 +74,14 @@ struct ModelEntry {
   std::map<int, std::string> layer_files;  ///< layer → the part holding it
 };
 
+/// The model's JSON without what differs between the parts of one run: its layers, its summary,
+/// and the --layers selection each part was cut to (the merge writes merge's own --layers).
 json description_of(const json& model) {
   json description = model;
   description.erase("layers");
   description.erase("summary");
+  if (const auto options = description.find("options"); options != description.end())
+    if (options->is_object()) options->erase("layers");
   return description;
 }
 
@@ -119,19 +123,20 @@ void add_layers(ModelEntry& entry, const std::vector<LayerMetrics>& layers,
 }
 
 std::string layer_count(const ModelReport& model) {
-  const std::string count = std::to_string(model.num_layers) + " layers";
-  return model.num_layers > 0 ? count + " (0-" + std::to_string(model.num_layers - 1) + ")" : count;
+  const int layers = model.geometry.num_layers;
+  const std::string count = std::to_string(layers) + " layers";
+  return layers > 0 ? count + " (0-" + std::to_string(layers - 1) + ")" : count;
 }
 
 /// The layers one analyze run would have analysed: all, or the --layers selection.
 std::vector<int> expected_layers(const ModelReport& model, const MergeOptions& options) {
   if (!options.layers) {
     std::vector<int> layers;
-    for (int layer = 0; layer < model.num_layers; ++layer) layers.push_back(layer);
+    for (int layer = 0; layer < model.geometry.num_layers; ++layer) layers.push_back(layer);
     return layers;
   }
   for (int layer : *options.layers)
-    if (layer >= model.num_layers)
+    if (layer >= model.geometry.num_layers)
       throw Error("", "--layers: layer " + std::to_string(layer) + " out of range (" +
                           model_name(model) + " has " + layer_count(model) + ")");
   return *options.layers;
@@ -211,6 +216,8 @@ class Merger {
       std::sort(entry.report.layers.begin(), entry.report.layers.end(),
                 [](const LayerMetrics& a, const LayerMetrics& b) { return a.layer < b.layer; });
       entry.report.summary = summarize(entry.report.layers);
+      entry.report.source.layers =
+          options.layers ? std::optional(format_layer_list(*options.layers)) : std::nullopt;
       merged.push_back(std::move(entry.report));
     }
     baseline_.append_to(merged);

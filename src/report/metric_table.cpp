@@ -1,4 +1,5 @@
-// The metric table of results.hpp: the per-layer curves `check` compares and `plot` draws.
+// The field tables of results.hpp: each per-layer curve and each geometry field, described once;
+// the writers (report.cpp, csv.cpp, table.cpp), the JSON reader, `check` and `plot` read them.
 #include <array>
 #include <string>
 
@@ -9,50 +10,81 @@
 namespace kvrank {
 namespace {
 
-struct MetricInfo {
-  Metric metric;
-  std::string_view name;
-  double (*value)(const LayerMetrics&);
-  std::string_view axis_label;
-  bool fully_redundant_at_one;  // the 1-head reference line belongs on the plot
-};
-
-constexpr std::array<MetricInfo, 6> kMetrics{{
-    {Metric::erank, "erank", [](const LayerMetrics& m) { return m.erank; }, "Effective rank", true},
-    {Metric::erank_centered, "erank_centered",
-     [](const LayerMetrics& m) { return m.erank_centered; }, "Effective rank (centred)", true},
+// The table headings are padded as the columns were laid out by hand: a percentage column's value
+// is one character wider than its heading (the '%' overhangs).
+constexpr std::array<MetricField, 6> kMetrics{{
+    {Metric::erank, "erank", [](const LayerMetrics& m) { return m.erank; },
+     [](LayerMetrics& m, double v) { m.erank = v; }, false, "Effective rank", true,
+     &Summary::erank_mean, "     erank", " %9.3f"},
     {Metric::erank_pct, "erank_pct", [](const LayerMetrics& m) { return m.erank_pct; },
-     "Effective rank (% of heads)", false},
+     [](LayerMetrics& m, double v) { m.erank_pct = v; }, false, "Effective rank (% of heads)",
+     false, &Summary::erank_pct_mean, "  erank%", " %7.1f%%"},
+    {Metric::erank_centered, "erank_centered",
+     [](const LayerMetrics& m) { return m.erank_centered; },
+     [](LayerMetrics& m, double v) { m.erank_centered = v; }, false, "Effective rank (centred)",
+     true, &Summary::erank_centered_mean, "   centred", " %9.3f"},
     {Metric::erank_centered_pct, "erank_centered_pct",
      [](const LayerMetrics& m) { return m.erank_centered_pct; },
-     "Centred effective rank (% of heads)", false},
+     [](LayerMetrics& m, double v) { m.erank_centered_pct = v; }, false,
+     "Centred effective rank (% of heads)", false, &Summary::erank_centered_pct_mean, "  centred%",
+     " %8.1f%%"},
     {Metric::mean_similarity, "mean_similarity",
-     [](const LayerMetrics& m) { return m.mean_similarity; }, "Mean head similarity", false},
+     [](const LayerMetrics& m) { return m.mean_similarity; },
+     [](LayerMetrics& m, double v) { m.mean_similarity = v; }, false, "Mean head similarity", false,
+     nullptr, "  mean sim", " %9.3f"},
     {Metric::pcs_90, "pcs_90", [](const LayerMetrics& m) { return double(m.pcs_90); },
-     "Components for 90% of variance", false},
+     [](LayerMetrics& m, double v) { m.pcs_90 = static_cast<int>(v); }, true,
+     "Components for 90% of variance", false, nullptr, "  pcs90", " %6.0f"},
 }};
-static_assert(in_enum_order(kMetrics, &MetricInfo::metric));
+static_assert(in_enum_order(kMetrics, &MetricField::metric));
 
-constexpr const MetricInfo& info(Metric metric) noexcept {
-  return kMetrics[static_cast<std::size_t>(metric)];
-}
+constexpr std::array<GeometryField, 5> kGeometry{{
+    {"heads", &ModelGeometry::heads},
+    {"kv_heads", &ModelGeometry::kv_heads},
+    {"head_dim", &ModelGeometry::head_dim},
+    {"d_model", &ModelGeometry::d_model},
+    {"num_layers", &ModelGeometry::num_layers},
+}};
+
+constexpr std::array<OptionalGeometryField, 2> kOptionalGeometry{{
+    {"lrkv_rank", &ModelGeometry::lrkv_rank},
+    {"mla_kv_lora_rank", &ModelGeometry::mla_kv_lora_rank},
+}};
 
 }  // namespace
 
-std::string_view metric_name(Metric metric) noexcept { return info(metric).name; }
+std::span<const MetricField> metric_fields() noexcept { return kMetrics; }
+
+const MetricField& metric_field(Metric metric) noexcept {
+  return kMetrics[static_cast<std::size_t>(metric)];
+}
+
+std::string_view metric_name(Metric metric) noexcept { return metric_field(metric).name; }
 
 Metric parse_metric(std::string_view name) {
-  if (const auto metric = value_named(kMetrics, name, &MetricInfo::metric)) return *metric;
+  if (const auto metric = value_named(kMetrics, name, &MetricField::metric)) return *metric;
   throw Error(
       "", "unknown metric \"" + std::string(name) + "\" (expected " + name_list(kMetrics) + ")");
 }
 
 double metric_value(const LayerMetrics& layer, Metric metric) noexcept {
-  return info(metric).value(layer);
+  return metric_field(metric).value(layer);
 }
 
-std::string_view metric_axis_label(Metric metric) noexcept { return info(metric).axis_label; }
+std::string_view metric_axis_label(Metric metric) noexcept {
+  return metric_field(metric).axis_label;
+}
 
-bool fully_redundant_at_one(Metric metric) noexcept { return info(metric).fully_redundant_at_one; }
+bool fully_redundant_at_one(Metric metric) noexcept {
+  return metric_field(metric).fully_redundant_at_one;
+}
+
+std::string summary_key(const MetricField& field) { return std::string(field.name) + "_mean"; }
+
+std::span<const GeometryField> geometry_fields() noexcept { return kGeometry; }
+
+std::span<const OptionalGeometryField> optional_geometry_fields() noexcept {
+  return kOptionalGeometry;
+}
 
 }  // namespace kvrank

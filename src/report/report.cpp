@@ -1,5 +1,5 @@
-// Writers and readers of analysis results (docs/result-format.md): the JSON writer and reader; CSV
-// in csv.cpp, the terminal table in table.cpp.
+// Writers and readers of analysis results (docs/result-format.md): the JSON writer and reader;
+// CSV and TSV in csv.cpp, the terminal table in table.cpp.
 #include "kvrank/report/report.hpp"
 
 #include <cmath>
@@ -18,7 +18,22 @@ using nlohmann::json;
 // ----------------------------------------------------------------------------------------------
 namespace {
 
-json optional_int(const std::optional<int>& value) { return value ? json(*value) : json(nullptr); }
+template <typename T>
+json optional_value(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+json provenance_source(const Provenance& source) {
+  return {{"input", optional_value(source.input)},
+          {"hf_repo", optional_value(source.hf_repo)},
+          {"hf_revision", optional_value(source.hf_revision)}};
+}
+
+json provenance_options(const Provenance& source) {
+  return {{"layers", optional_value(source.layers)},
+          {"map", optional_value(source.map)},
+          {"qk_norm_gain", optional_value(source.qk_norm_gain)}};
+}
 
 json matrix_to_json(const MatrixD& matrix) {
   json rows = json::array();
@@ -33,46 +48,49 @@ json matrix_to_json(const MatrixD& matrix) {
 json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
   json out = {
       {"layer", layer.layer},
-      {"heads", layer.heads},
-      {"erank", layer.erank},
-      {"erank_centered", layer.erank_centered},
-      {"erank_pct", layer.erank_pct},
-      {"erank_centered_pct", layer.erank_centered_pct},
-      {"mean_similarity", layer.mean_similarity},
-      {"pcs_90", layer.pcs_90},
+      {"kept_heads", layer.heads},
       {"eigenvalues", layer.eigenvalues},
       {"eigenvalues_centered", layer.eigenvalues_centered},
       {"head_erank", layer.head_erank},
       {"head_norm", layer.head_norm},
       {"zero_heads", layer.zero_heads},
   };
+  for (const MetricField& field : metric_fields()) {
+    const double value = field.value(layer);
+    out[std::string(field.name)] = field.integral ? json(static_cast<int>(value)) : json(value);
+  }
   if (options.include_similarity) out["similarity"] = matrix_to_json(layer.similarity);
+  return out;
+}
+
+json summary_to_json(const Summary& summary) {
+  json out = json::object();
+  for (const MetricField& field : metric_fields())
+    if (field.mean) out[summary_key(field)] = summary.*field.mean;
   return out;
 }
 
 json model_to_json(const ModelReport& model, const ReportOptions& options) {
   json layers = json::array();
   for (const LayerMetrics& layer : model.layers) layers.push_back(layer_to_json(layer, options));
-  return {
+  json out = {
+      {"step", optional_value(model.step)},
+      {"source", provenance_source(model.source)},
+      {"dtype", optional_value(model.source.dtype)},
+      {"options", provenance_options(model.source)},
       {"label", model.label},
       {"path", model.path},
       {"family", model.family},
       {"variant", model.variant},
-      {"heads", model.heads},
-      {"kv_heads", model.kv_heads},
-      {"head_dim", model.head_dim},
-      {"d_model", model.d_model},
-      {"num_layers", model.num_layers},
-      {"lrkv_rank", optional_int(model.lrkv_rank)},
-      {"mla_kv_lora_rank", optional_int(model.mla_kv_lora_rank)},
       {"repr", model.repr},
       {"layers", std::move(layers)},
-      {"summary",
-       {{"erank_mean", model.summary.erank_mean},
-        {"erank_centered_mean", model.summary.erank_centered_mean},
-        {"erank_pct_mean", model.summary.erank_pct_mean},
-        {"erank_centered_pct_mean", model.summary.erank_centered_pct_mean}}},
+      {"summary", summary_to_json(model.summary)},
   };
+  for (const GeometryField& field : geometry_fields())
+    out[std::string(field.name)] = model.geometry.*field.value;
+  for (const OptionalGeometryField& field : optional_geometry_fields())
+    out[std::string(field.name)] = optional_value(model.geometry.*field.value);
+  return out;
 }
 
 }  // namespace
@@ -82,7 +100,7 @@ json to_json(const std::vector<ModelReport>& models, const ReportOptions& option
   json model_array = json::array();
   for (const ModelReport& model : models) model_array.push_back(model_to_json(model, options));
   return {
-      {"schema_version", 1},
+      {"schema_version", kSchemaVersion},
       {"tool", {{"name", "kvrank"}, {"version", KVRANK_VERSION}}},
       {"models", std::move(model_array)},
   };
@@ -121,6 +139,19 @@ class FieldReader {
   }
   double number(const char* key) const { return as_number(field(key), place(key)); }
   int integer(const char* key) const { return as_int(field(key), place(key)); }
+  std::optional<std::string> optional_string(const char* key) const {
+    if (field(key).is_null()) return std::nullopt;
+    return string(key);
+  }
+  std::optional<std::int64_t> optional_int64(const char* key) const {
+    const json& value = field(key);
+    if (value.is_null()) return std::nullopt;
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() &&
+         value.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max())))
+      fail(place(key), "expected an integer or null, found " + describe(value));
+    return value.get<std::int64_t>();
+  }
   std::optional<int> optional_integer(const char* key) const {
     const json& value = field(key);
     if (value.is_null()) return std::nullopt;
@@ -143,6 +174,8 @@ class FieldReader {
     if (!value.is_array()) fail(place(key), "expected an array, found " + type_of(value));
     return value;
   }
+
+  const std::string& file() const { return file_; }
 
   [[noreturn]] void fail(const std::string& at, const std::string& what) const {
     throw Error(file_, at.empty() ? what : at + ": " + what);
@@ -228,24 +261,29 @@ MatrixD similarity_from_json(const FieldReader& reader, int heads) {
   return matrix;
 }
 
-LayerMetrics layer_from_json(const json& value, const std::string& where, const std::string& file) {
+// What the schema versions call the fields that changed name.
+struct SchemaNames {
+  const char* kept_heads;  ///< a layer's heads kept in S: "heads" in version 1
+};
+
+LayerMetrics layer_from_json(const json& value, const std::string& where, const std::string& file,
+                             const SchemaNames& names) {
   const FieldReader reader(value, where, file);
   LayerMetrics layer;
   layer.layer = reader.integer("layer");
-  layer.heads = reader.integer("heads");
-  layer.erank = reader.number("erank");
-  layer.erank_centered = reader.number("erank_centered");
-  layer.erank_pct = reader.number("erank_pct");
-  layer.erank_centered_pct = reader.number("erank_centered_pct");
-  layer.mean_similarity = reader.number("mean_similarity");
-  layer.pcs_90 = reader.integer("pcs_90");
+  layer.heads = reader.integer(names.kept_heads);
+  for (const MetricField& field : metric_fields()) {
+    const char* key = field.name.data();  // the table's names are string literals
+    field.set(layer, field.integral ? reader.integer(key) : reader.number(key));
+  }
   layer.eigenvalues = reader.numbers("eigenvalues");
   layer.eigenvalues_centered = reader.numbers("eigenvalues_centered");
   layer.head_erank = reader.numbers("head_erank");
   layer.head_norm = reader.numbers("head_norm");
   layer.zero_heads = reader.integers("zero_heads");
   if (layer.heads < 0) {
-    reader.fail(reader.place("heads"), "expected >= 0, found " + std::to_string(layer.heads));
+    reader.fail(reader.place(names.kept_heads),
+                "expected >= 0, found " + std::to_string(layer.heads));
   }
   if (reader.has("similarity")) layer.similarity = similarity_from_json(reader, layer.heads);
   return layer;
@@ -254,32 +292,53 @@ LayerMetrics layer_from_json(const json& value, const std::string& where, const 
 Summary summary_from_json(const json& value, const std::string& where, const std::string& file) {
   const FieldReader reader(value, where, file);
   Summary summary;
-  summary.erank_mean = reader.number("erank_mean");
-  summary.erank_centered_mean = reader.number("erank_centered_mean");
-  summary.erank_pct_mean = reader.number("erank_pct_mean");
-  summary.erank_centered_pct_mean = reader.number("erank_centered_pct_mean");
+  for (const MetricField& field : metric_fields())
+    if (field.mean) summary.*field.mean = reader.number(summary_key(field).c_str());
   return summary;
 }
 
-ModelReport model_from_json(const json& value, const std::string& where, const std::string& file) {
+ModelGeometry geometry_from_json(const FieldReader& reader) {
+  ModelGeometry geometry;
+  for (const GeometryField& field : geometry_fields())
+    geometry.*field.value = reader.integer(field.name.data());
+  for (const OptionalGeometryField& field : optional_geometry_fields())
+    geometry.*field.value = reader.optional_integer(field.name.data());
+  return geometry;
+}
+
+Provenance provenance_from_json(const FieldReader& model) {
+  Provenance source;
+  const FieldReader origin(model.field("source"), model.place("source"), model.file());
+  source.input = origin.optional_string("input");
+  source.hf_repo = origin.optional_string("hf_repo");
+  source.hf_revision = origin.optional_string("hf_revision");
+  source.dtype = model.optional_string("dtype");
+  const FieldReader options(model.field("options"), model.place("options"), model.file());
+  source.layers = options.optional_string("layers");
+  source.map = options.optional_string("map");
+  source.qk_norm_gain = options.optional_string("qk_norm_gain");
+  return source;
+}
+
+ModelReport model_from_json(const json& value, const std::string& where, const std::string& file,
+                            int version) {
   const FieldReader reader(value, where, file);
   ModelReport model;
   model.label = reader.string("label");
   model.path = reader.string("path");
+  if (version >= 2) {
+    model.step = reader.optional_int64("step");
+    model.source = provenance_from_json(reader);
+  }
+  const SchemaNames names{version >= 2 ? "kept_heads" : "heads"};
   model.family = reader.string("family");
   model.variant = reader.string("variant");
-  model.heads = reader.integer("heads");
-  model.kv_heads = reader.integer("kv_heads");
-  model.head_dim = reader.integer("head_dim");
-  model.d_model = reader.integer("d_model");
-  model.num_layers = reader.integer("num_layers");
-  model.lrkv_rank = reader.optional_integer("lrkv_rank");
-  model.mla_kv_lora_rank = reader.optional_integer("mla_kv_lora_rank");
+  model.geometry = geometry_from_json(reader);
   model.repr = reader.string("repr");
   const json& layers = reader.array("layers");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     model.layers.push_back(
-        layer_from_json(layers[i], where + ".layers[" + std::to_string(i) + "]", file));
+        layer_from_json(layers[i], where + ".layers[" + std::to_string(i) + "]", file, names));
   }
   model.summary = summary_from_json(reader.field("summary"), where + ".summary", file);
   return model;
@@ -290,14 +349,16 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
 std::vector<ModelReport> reports_from_json(const json& document, const std::string& file_name) {
   const FieldReader reader(document, "", file_name);
   const json& version = reader.field("schema_version");
-  if (!version.is_number_integer() || version.get<std::int64_t>() != 1) {
-    reader.fail("",
-                "unsupported schema_version " + detail::json_excerpt(version) + " (expected 1)");
+  if (!version.is_number_integer() || version.get<std::int64_t>() < 1 ||
+      version.get<std::int64_t>() > kSchemaVersion) {
+    reader.fail("", "unsupported schema_version " + detail::json_excerpt(version) +
+                        " (expected 1 to " + std::to_string(kSchemaVersion) + ")");
   }
   const json& models = reader.array("models");
   std::vector<ModelReport> reports;
   for (std::size_t i = 0; i < models.size(); ++i) {
-    reports.push_back(model_from_json(models[i], "models[" + std::to_string(i) + "]", file_name));
+    reports.push_back(model_from_json(models[i], "models[" + std::to_string(i) + "]", file_name,
+                                      version.get<int>()));
   }
   return reports;
 }

@@ -5,17 +5,13 @@ namespace kvrank {
 Summary summarize(const std::vector<LayerMetrics>& layers) {
   Summary summary;
   if (layers.empty()) return summary;
-  for (const LayerMetrics& layer : layers) {
-    summary.erank_mean += layer.erank;
-    summary.erank_centered_mean += layer.erank_centered;
-    summary.erank_pct_mean += layer.erank_pct;
-    summary.erank_centered_pct_mean += layer.erank_centered_pct;
-  }
   const double count = static_cast<double>(layers.size());
-  summary.erank_mean /= count;
-  summary.erank_centered_mean /= count;
-  summary.erank_pct_mean /= count;
-  summary.erank_centered_pct_mean /= count;
+  for (const MetricField& field : metric_fields()) {
+    if (!field.mean) continue;
+    double total = 0;
+    for (const LayerMetrics& layer : layers) total += field.value(layer);
+    summary.*field.mean = total / count;
+  }
   return summary;
 }
 

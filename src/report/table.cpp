@@ -43,30 +43,40 @@ std::string join_ints(const std::vector<int>& values) {
 
 std::string model_heading(const ModelReport& model) {
   // The table is for a terminal: a label (a file name by default) is shown escaped.
+  const ModelGeometry& geometry = model.geometry;
   std::string text = printable(model.label) + "  (" + model.family + ", " + model.variant;
-  if (model.lrkv_rank) text += " r=" + std::to_string(*model.lrkv_rank);
-  if (model.mla_kv_lora_rank) text += " kv_lora_rank=" + std::to_string(*model.mla_kv_lora_rank);
-  text += ")  heads " + std::to_string(model.heads) + "  kv_heads " +
-          std::to_string(model.kv_heads) + "  head_dim " + std::to_string(model.head_dim) +
+  if (geometry.lrkv_rank) text += " r=" + std::to_string(*geometry.lrkv_rank);
+  if (geometry.mla_kv_lora_rank)
+    text += " kv_lora_rank=" + std::to_string(*geometry.mla_kv_lora_rank);
+  text += ")  heads " + std::to_string(geometry.heads) + "  kv_heads " +
+          std::to_string(geometry.kv_heads) + "  head_dim " + std::to_string(geometry.head_dim) +
           "  repr " + model.repr + "\n";
   return text;
 }
 
+std::string column_titles() {
+  std::string titles = " layer";
+  for (const MetricField& field : metric_fields()) titles += field.table_title;
+  return titles + "  erank/H\n";
+}
+
 std::string layer_row(const LayerMetrics& layer) {
-  char buffer[160];
-  std::snprintf(buffer, sizeof buffer, "%6d %9.3f %7.1f%% %9.3f %8.1f%% %9.3f %6d  ", layer.layer,
-                layer.erank, layer.erank_pct, layer.erank_centered, layer.erank_centered_pct,
-                layer.mean_similarity, layer.pcs_90);
-  std::string row = buffer + fraction_bar(layer.erank_pct / 100.0, 10);
+  char number[16];
+  std::snprintf(number, sizeof number, "%6d", layer.layer);
+  std::string row = number;
+  for (const MetricField& field : metric_fields())
+    row += format(field.table_pattern, field.value(layer));
+  row += "  " + fraction_bar(layer.erank_pct / 100.0, 10);
   if (!layer.zero_heads.empty()) row += "  zero heads: " + join_ints(layer.zero_heads);
   return row + "\n";
 }
 
+// The means sit under their columns, which come first in the table.
 std::string summary_row(const Summary& summary) {
-  return "  mean " + format("%9.3f", summary.erank_mean) + " " +
-         format("%7.1f%%", summary.erank_pct_mean) + " " +
-         format("%9.3f", summary.erank_centered_mean) + " " +
-         format("%8.1f%%", summary.erank_centered_pct_mean) + "\n";
+  std::string row = "  mean";
+  for (const MetricField& field : metric_fields())
+    if (field.mean) row += format(field.table_pattern, summary.*field.mean);
+  return row + "\n";
 }
 
 }  // namespace
@@ -76,8 +86,7 @@ std::string to_table(const std::vector<ModelReport>& models) {
   for (std::size_t m = 0; m < models.size(); ++m) {
     const ModelReport& model = models[m];
     if (m) out += "\n";
-    out += model_heading(model);
-    out += " layer     erank  erank%   centred  centred%  mean sim  pcs90  erank/H\n";
+    out += model_heading(model) + column_titles();
     for (const LayerMetrics& layer : model.layers) out += layer_row(layer);
     out += summary_row(model.summary);
   }

@@ -24,8 +24,8 @@ TEST_CASE("fully_redundant_baseline: erank 1 at every layer", "[families][analys
   CHECK(baseline.label == "Fully redundant");
   CHECK(baseline.variant == "baseline");
   CHECK(baseline.family == "baseline");
-  CHECK(baseline.heads == 4);
-  CHECK(baseline.num_layers == 3);
+  CHECK(baseline.geometry.heads == 4);
+  CHECK(baseline.geometry.num_layers == 3);
   REQUIRE(baseline.layers.size() == 3);
   for (int i = 0; i < 3; ++i) {
     const LayerMetrics& layer = baseline.layers[static_cast<std::size_t>(i)];
@@ -80,9 +80,9 @@ void check_analyze_llama_gqa(const std::filesystem::path& path, const LlamaGqa& 
   CHECK(report.repr == "qk");
   CHECK(report.family == "llama");
   CHECK(report.variant == "gqa");
-  CHECK((report.heads == want.heads && report.kv_heads == want.kv_heads &&
-         report.head_dim == want.head_dim));
-  CHECK((report.d_model == want.d_model && report.num_layers == n));
+  CHECK((report.geometry.heads == want.heads && report.geometry.kv_heads == want.kv_heads &&
+         report.geometry.head_dim == want.head_dim));
+  CHECK((report.geometry.d_model == want.d_model && report.geometry.num_layers == n));
   REQUIRE(report.layers.size() == static_cast<std::size_t>(n));
   double sum = 0;
   std::vector<std::pair<int, int>> expected_progress;

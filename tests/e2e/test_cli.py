@@ -16,14 +16,16 @@ from harness import run
 
 
 TOP_KEYS = {"schema_version", "tool", "models"}
-MODEL_KEYS = {"label", "path", "family", "variant", "heads", "kv_heads", "head_dim", "d_model",
-              "num_layers", "lrkv_rank", "mla_kv_lora_rank", "repr", "layers", "summary"}
-LAYER_KEYS = {"layer", "heads", "erank", "erank_centered", "erank_pct", "erank_centered_pct",
+MODEL_KEYS = {"label", "path", "step", "source", "dtype", "options", "family", "variant", "heads",
+              "kv_heads", "head_dim", "d_model", "num_layers", "lrkv_rank", "mla_kv_lora_rank",
+              "repr", "layers", "summary"}
+LAYER_KEYS = {"layer", "kept_heads", "erank", "erank_centered", "erank_pct", "erank_centered_pct",
               "mean_similarity", "pcs_90", "eigenvalues", "eigenvalues_centered", "head_erank",
               "head_norm", "zero_heads"}
 SUMMARY_KEYS = {"erank_mean", "erank_centered_mean", "erank_pct_mean", "erank_centered_pct_mean"}
-CSV_HEADER = ("label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
-              "mean_similarity,pcs_90")
+CSV_HEADER = ("label,step,source,family,variant,repr,heads,kv_heads,head_dim,d_model,num_layers,"
+              "lrkv_rank,mla_kv_lora_rank,layer,kept_heads,erank,erank_pct,erank_centered,"
+              "erank_centered_pct,mean_similarity,pcs_90")
 
 
 class CliTest(unittest.TestCase):
@@ -58,7 +60,7 @@ class CliTest(unittest.TestCase):
     def test_json_has_exactly_the_schema_keys(self):
         doc = self.analyze_json(self.gqa, self.mha, "--label", "G", "--label", "M")
         self.assertEqual(set(doc), TOP_KEYS)
-        self.assertEqual(doc["schema_version"], 1)
+        self.assertEqual(doc["schema_version"], 2)
         self.assertEqual(doc["tool"]["name"], "kvrank")
         self.assertEqual([m["label"] for m in doc["models"]], ["G", "M"])
         for model in doc["models"]:
@@ -82,9 +84,10 @@ class CliTest(unittest.TestCase):
 
     def test_percentages_follow_the_papers_convention(self):
         for layer in self.analyze_json(self.mha)["models"][0]["layers"]:
-            self.assertAlmostEqual(layer["erank_pct"], 100 * layer["erank"] / layer["heads"], places=9)
+            heads = layer["kept_heads"]
+            self.assertAlmostEqual(layer["erank_pct"], 100 * layer["erank"] / heads, places=9)
             self.assertAlmostEqual(layer["erank_centered_pct"],
-                                   100 * layer["erank_centered"] / layer["heads"], places=9)
+                                   100 * layer["erank_centered"] / heads, places=9)
 
     def test_similarity_only_on_request(self):
         doc = self.analyze_json(self.mha, "--similarity")

@@ -126,7 +126,7 @@ class GgufTest(unittest.TestCase):
         write_gguf.convert(self.src, path, "Q8_0", arch="qwen2", alignment=64, vocabulary_size=10)
         got = analyze(path, "qk")
         want = analyze(self.gguf["Q8_0"], "qk")
-        self.assertEqual(got["layers"][0]["heads"], 8)
+        self.assertEqual(got["layers"][0]["kept_heads"], 8)
         for g, w in zip(got["layers"], want["layers"]):
             self.assertTrue(close(g["erank"], w["erank"], 1e-5), f"{g['erank']} vs {w['erank']}")
 

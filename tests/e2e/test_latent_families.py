@@ -62,9 +62,9 @@ def compare(case, got, want):
             pairs = list(zip(g[key], w[key]))
             if len(g[key]) != len(w[key]) or not all(close(a, b) for a, b in pairs):
                 failures.append(f"{where}: {key} {g[key]!r}, reference {w[key]!r}")
-        for key in ("pcs_90", "heads"):
-            if g[key] != w[key]:
-                failures.append(f"{where}: {key} {g[key]}, reference {w[key]}")
+        for key, want in (("pcs_90", "pcs_90"), ("kept_heads", "heads")):
+            if g[key] != w[want]:
+                failures.append(f"{where}: {key} {g[key]}, reference {w[want]}")
 
 
 def expect_fields(case, model, **fields):

@@ -179,7 +179,7 @@ class HubCache(unittest.TestCase):
                          f"kvrank: error: Qwen/Qwen3-8B: no such file or folder, and not in the "
                          f"local Hugging Face cache: no folder {folder} (the Hugging Face cache, from $HF_HUB_CACHE); kvrank "
                          f"reads the local cache only and never downloads: fetch it first "
-                         f"(huggingface-cli download Qwen/Qwen3-8B) or give a path")
+                         f'(hf download Qwen/Qwen3-8B --include "*.safetensors" "*.json") or give a path')
         result = run(["analyze", "Qwen/Qwen3-tiny@v9"], env=self.env)
         self.assertEqual(result.returncode, 2)
         self.assertIn('the cache has no revision "v9"', result.stderr)

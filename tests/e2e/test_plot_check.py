@@ -1,7 +1,7 @@
 """End-to-end tests of `kvrank plot`, `kvrank check` and `kvrank baseline`.
 
 Usage: python3 tests/e2e/test_plot_check.py path/to/kvrank   (run from the repository root)
-Result files are written here by hand following docs/result-format.md (schema_version 1), so these tests do
+Result files are written here by hand in schema_version 1 (docs/result-format.md), so these tests do
 not depend on `analyze`; figures are parsed with xml.etree.
 """
 import json
@@ -20,7 +20,7 @@ SEED_MODELS = ["Standard MHA", "LRKV (r=16)", "LRKV (r=64)", "MQA", "MLA", "GQA"
 
 
 def layer_entry(index, heads, erank, similarity=None):
-    """One layer as docs/result-format.md writes it; the centred rank is a fixed function of erank."""
+    """One layer as schema_version 1 writes it; the centred rank is a fixed function of erank."""
     centred = max(1.0, erank - 0.75)
     eigen = [erank / heads] * heads
     entry = {"layer": index, "heads": heads, "erank": erank, "erank_centered": centred,
@@ -264,8 +264,8 @@ class PlotCheckTest(unittest.TestCase):
         self.assertIn("shorter.json", line)
         self.assertIn("golden.json", line)
         wrong = document(models)
-        wrong["schema_version"] = 2
-        path = self.out("v2.json")
+        wrong["schema_version"] = 3
+        path = self.out("v3.json")
         with open(path, "w", encoding="utf-8") as out:
             json.dump(wrong, out)
         line = self.assert_usage_error(run("check", path, "--baseline", golden))
@@ -277,7 +277,7 @@ class PlotCheckTest(unittest.TestCase):
         result = run("baseline", "--layers", "12", "--heads", "6", "--format", "json")
         self.assertEqual(result.returncode, 0, result.stderr)
         doc = json.loads(result.stdout)
-        self.assertEqual(doc["schema_version"], 1)
+        self.assertEqual(doc["schema_version"], 2)
         (model,) = doc["models"]
         self.assertEqual(model["variant"], "baseline")
         self.assertEqual(model["label"], "Fully redundant")

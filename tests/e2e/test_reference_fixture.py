@@ -24,9 +24,10 @@ def close(got, want, rel=harness.REL):
 
 
 def compare(where, got, want, failures):
-    for key in ["layer", "heads", "pcs_90", "zero_heads"]:
-        if got[key] != want[key]:
-            failures.append(f"{where}: {key} kvrank {got[key]!r} reference {want[key]!r}")
+    for key, want_key in [("layer", "layer"), ("kept_heads", "heads"), ("pcs_90", "pcs_90"),
+                          ("zero_heads", "zero_heads")]:
+        if got[key] != want[want_key]:
+            failures.append(f"{where}: {key} kvrank {got[key]!r} reference {want[want_key]!r}")
     for key in SCALARS:
         if not close(got[key], want[key]):
             failures.append(f"{where}: {key} kvrank {got[key]!r} reference {want[key]!r}")

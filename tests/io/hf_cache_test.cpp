@@ -113,8 +113,8 @@ TEST_CASE("resolve_hub_snapshot errors name the repo, every path tried and that 
   CHECK(resolve("Qwen/Qwen3-8B") ==
         "Qwen/Qwen3-8B: not in the local Hugging Face cache: no folder " + absent.string() +
             " (the Hugging Face cache, from $HF_HOME/hub); kvrank reads the local cache only and "
-            "never downloads: fetch it first (huggingface-cli download Qwen/Qwen3-8B) or give a "
-            "path");
+            "never downloads: fetch it first (hf download Qwen/Qwen3-8B --include "
+            "\"*.safetensors\" \"*.json\") or give a path");
 
   const fs::path pinned = make_cached_model(hub, "models--org--pinned", {kCommit}, nullptr);
   CHECK(resolve("org/pinned") == "org/pinned: the cache has no revision \"main\": no file " +
@@ -129,7 +129,8 @@ TEST_CASE("resolve_hub_snapshot errors name the repo, every path tried and that 
                                      (broken / "refs" / "main").string() +
                                      " names it); no snapshots at all; kvrank reads the local "
                                      "cache only and never downloads: fetch it first "
-                                     "(huggingface-cli download org/broken) or give a path");
+                                     "(hf download org/broken --include \"*.safetensors\" "
+                                     "\"*.json\") or give a path");
 
   const fs::path odd = make_cached_model(hub, "models--org--odd", {kCommit}, "../../../etc");
   CHECK(resolve("org/odd") == (odd / "refs" / "main").string() +

@@ -65,7 +65,7 @@ ModelReport model(const std::string& label, const std::string& variant, int laye
   ModelReport report;
   report.label = label;
   report.variant = variant;
-  report.heads = 8;
+  report.geometry.heads = 8;
   for (int i = 0; i < layers; ++i) {
     LayerMetrics layer;
     layer.layer = i;

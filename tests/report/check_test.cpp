@@ -163,7 +163,7 @@ TEST_CASE("the metric table reads each metric by its JSON name", "[check]") {
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==
-          "unknown metric \"eranq\" (expected erank, erank_centered, erank_pct, "
+          "unknown metric \"eranq\" (expected erank, erank_pct, erank_centered, "
           "erank_centered_pct, mean_similarity or pcs_90)");
   }
 

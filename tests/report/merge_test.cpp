@@ -48,11 +48,11 @@ ModelReport make_model(const std::string& label, const std::vector<int>& layers,
   model.path = "/ckpts/" + label;
   model.family = "llama";
   model.variant = "gqa";
-  model.heads = 4;
-  model.kv_heads = 2;
-  model.head_dim = 16;
-  model.d_model = 64;
-  model.num_layers = num_layers;
+  model.geometry.heads = 4;
+  model.geometry.kv_heads = 2;
+  model.geometry.head_dim = 16;
+  model.geometry.d_model = 64;
+  model.geometry.num_layers = num_layers;
   model.repr = repr;
   for (int layer : layers) model.layers.push_back(make_layer(layer, 4));
   model.summary = summarize(model.layers);
@@ -162,17 +162,17 @@ TEST_CASE("merge: parts that disagree on family, variant or geometry are refused
   const ResultPart first = part("a.json", {make_model("A", {0, 1})});
   ModelReport changed = make_model("A", {2, 3});
   SECTION("heads") {
-    changed.heads = 8;
+    changed.geometry.heads = 8;
     CHECK(merge_error({first, part("b.json", {changed})}) ==
           "b.json: model \"A\" (repr qk): heads is 8, but 4 in a.json");
   }
   SECTION("kv_heads") {
-    changed.kv_heads = 4;
+    changed.geometry.kv_heads = 4;
     CHECK(merge_error({first, part("b.json", {changed})}) ==
           "b.json: model \"A\" (repr qk): kv_heads is 4, but 2 in a.json");
   }
   SECTION("num_layers") {
-    changed.num_layers = 6;
+    changed.geometry.num_layers = 6;
     CHECK(merge_error({first, part("b.json", {changed})}) ==
           "b.json: model \"A\" (repr qk): num_layers is 6, but 4 in a.json");
   }
@@ -187,7 +187,7 @@ TEST_CASE("merge: parts that disagree on family, variant or geometry are refused
           "b.json: model \"A\" (repr qk): variant is \"mha\", but \"gqa\" in a.json");
   }
   SECTION("latent size") {
-    changed.mla_kv_lora_rank = 32;
+    changed.geometry.mla_kv_lora_rank = 32;
     CHECK(merge_error({first, part("b.json", {changed})}) ==
           "b.json: model \"A\" (repr qk): mla_kv_lora_rank is 32, but null in a.json");
   }
@@ -205,8 +205,8 @@ TEST_CASE("merge: parts of another schema or kvrank version are refused", "[merg
   const ResultPart first = part("a.json", {make_model("A", {0, 1})});
   ResultPart second = part("b.json", {make_model("A", {2, 3})});
   SECTION("schema") {
-    second.document["schema_version"] = 2;
-    CHECK(merge_error({first, second}) == "b.json: unsupported schema_version 2 (expected 1)");
+    second.document["schema_version"] = 3;
+    CHECK(merge_error({first, second}) == "b.json: unsupported schema_version 3 (expected 1 to 2)");
   }
   SECTION("tool version") {
     second.document["tool"]["version"] = "99.0";

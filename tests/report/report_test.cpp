@@ -45,13 +45,15 @@ std::vector<ModelReport> sample_reports() {
   lrkv.path = "/ckpts/lrkv-r16";
   lrkv.family = "llama";
   lrkv.variant = "lrkv";
-  lrkv.heads = 4;
-  lrkv.kv_heads = 4;
-  lrkv.head_dim = 16;
-  lrkv.d_model = 64;
-  lrkv.num_layers = 3;
-  lrkv.lrkv_rank = 16;
+  lrkv.geometry.heads = 4;
+  lrkv.geometry.kv_heads = 4;
+  lrkv.geometry.head_dim = 16;
+  lrkv.geometry.d_model = 64;
+  lrkv.geometry.num_layers = 3;
+  lrkv.geometry.lrkv_rank = 16;
   lrkv.repr = "qk";
+  lrkv.step = 1200;
+  lrkv.source = {"ORG/lrkv@v1", "ORG/lrkv", "0123abc", "BF16", "0-2", std::nullopt, "1+weight"};
   for (int i = 0; i < 3; ++i) lrkv.layers.push_back(make_layer(i, 4, 1.1));
   lrkv.layers[1].zero_heads = {2};
   lrkv.summary = {1.5, 0.75, 37.5, 18.75};
@@ -59,9 +61,12 @@ std::vector<ModelReport> sample_reports() {
   ModelReport mla = lrkv;
   mla.label = "MLA";
   mla.variant = "mla";
-  mla.lrkv_rank.reset();
-  mla.mla_kv_lora_rank = 512;
+  mla.geometry.lrkv_rank.reset();
+  mla.geometry.mla_kv_lora_rank = 512;
   mla.repr = "k";
+  mla.step.reset();
+  mla.source = {"/ckpts/mla", std::nullopt, std::nullopt, "F16,F32",
+                std::nullopt, "map.json",   std::nullopt};
   mla.layers = {make_layer(0, 2, 0.7), make_layer(5, 2, 0.9)};
   mla.summary = {0.1, 0.2, 0.3, 1.0 / 3.0};
   return {lrkv, mla};
@@ -97,13 +102,9 @@ void require_same_models(const std::vector<ModelReport>& a, const std::vector<Mo
     CHECK(a[m].path == b[m].path);
     CHECK(a[m].family == b[m].family);
     CHECK(a[m].variant == b[m].variant);
-    CHECK(a[m].heads == b[m].heads);
-    CHECK(a[m].kv_heads == b[m].kv_heads);
-    CHECK(a[m].head_dim == b[m].head_dim);
-    CHECK(a[m].d_model == b[m].d_model);
-    CHECK(a[m].num_layers == b[m].num_layers);
-    CHECK(a[m].lrkv_rank == b[m].lrkv_rank);
-    CHECK(a[m].mla_kv_lora_rank == b[m].mla_kv_lora_rank);
+    CHECK(a[m].step == b[m].step);
+    CHECK(a[m].source == b[m].source);
+    CHECK(a[m].geometry == b[m].geometry);
     CHECK(a[m].repr == b[m].repr);
     CHECK(a[m].summary.erank_mean == b[m].summary.erank_mean);
     CHECK(a[m].summary.erank_centered_mean == b[m].summary.erank_centered_mean);
@@ -128,22 +129,29 @@ std::string error_of(const json& document) {
 
 }  // namespace
 
-TEST_CASE("to_json writes every key of the schema of docs/result-format.md", "[report]") {
+TEST_CASE("to_json writes every key of the result schema", "[report]") {
   const json document = to_json(sample_reports());
   CHECK(keys_of(document) == std::set<std::string>{"schema_version", "tool", "models"});
-  CHECK(document["schema_version"] == 1);
+  CHECK(document["schema_version"] == 2);
   CHECK(document["tool"] == json({{"name", "kvrank"}, {"version", KVRANK_VERSION}}));
   const json& model = document["models"][0];
-  CHECK(keys_of(model) == std::set<std::string>{"label", "path", "family", "variant", "heads",
-                                                "kv_heads", "head_dim", "d_model", "num_layers",
-                                                "lrkv_rank", "mla_kv_lora_rank", "repr", "layers",
-                                                "summary"});
+  CHECK(keys_of(model) == std::set<std::string>{"label", "path", "step", "source", "dtype",
+                                                "options", "family", "variant", "heads", "kv_heads",
+                                                "head_dim", "d_model", "num_layers", "lrkv_rank",
+                                                "mla_kv_lora_rank", "repr", "layers", "summary"});
+  CHECK(model["step"] == 1200);
+  CHECK(document["models"][1]["step"].is_null());
+  CHECK(model["source"] ==
+        json({{"input", "ORG/lrkv@v1"}, {"hf_repo", "ORG/lrkv"}, {"hf_revision", "0123abc"}}));
+  CHECK(model["dtype"] == "BF16");
+  CHECK(model["options"] ==
+        json({{"layers", "0-2"}, {"map", nullptr}, {"qk_norm_gain", "1+weight"}}));
   CHECK(model["lrkv_rank"] == 16);
   CHECK(model["mla_kv_lora_rank"].is_null());
   CHECK(document["models"][1]["lrkv_rank"].is_null());
   CHECK(document["models"][1]["mla_kv_lora_rank"] == 512);
   CHECK(keys_of(model["layers"][0]) ==
-        std::set<std::string>{"layer", "heads", "erank", "erank_centered", "erank_pct",
+        std::set<std::string>{"layer", "kept_heads", "erank", "erank_centered", "erank_pct",
                               "erank_centered_pct", "mean_similarity", "pcs_90", "eigenvalues",
                               "eigenvalues_centered", "head_erank", "head_norm", "zero_heads"});
   CHECK(model["layers"][1]["zero_heads"] == json::array({2}));
@@ -226,14 +234,33 @@ TEST_CASE("reports_from_json names the file and the place of a bad field", "[rep
   CHECK(error_of(json::array()) == "golden.json: expected an object, found an array");
 }
 
-TEST_CASE("reports_from_json accepts only schema_version 1", "[report]") {
+TEST_CASE("reports_from_json accepts schema_version 1 and 2 only", "[report]") {
   json document = to_json(sample_reports());
-  document["schema_version"] = 2;
-  CHECK(error_of(document) == "golden.json: unsupported schema_version 2 (expected 1)");
+  document["schema_version"] = 3;
+  CHECK(error_of(document) == "golden.json: unsupported schema_version 3 (expected 1 to 2)");
   document["schema_version"] = "1";
-  CHECK(error_of(document) == "golden.json: unsupported schema_version \"1\" (expected 1)");
+  CHECK(error_of(document) == "golden.json: unsupported schema_version \"1\" (expected 1 to 2)");
   document.erase("schema_version");
   CHECK(error_of(document) == "golden.json: missing \"schema_version\"");
+}
+
+TEST_CASE("a version-1 file reads back: no step or provenance, a layer's heads named heads",
+          "[report]") {
+  json document = to_json(sample_reports());
+  document["schema_version"] = 1;
+  for (json& model : document["models"]) {
+    for (const char* key : {"step", "source", "dtype", "options"}) model.erase(key);
+    for (json& layer : model["layers"]) {
+      layer["heads"] = layer["kept_heads"];
+      layer.erase("kept_heads");
+    }
+  }
+  const auto reports = reports_from_json(document, "v1.json");
+  REQUIRE(reports.size() == 2);
+  CHECK_FALSE(reports[0].step);
+  CHECK(reports[0].source == Provenance{});
+  CHECK(reports[0].layers[2].heads == sample_reports()[0].layers[2].heads);
+  CHECK(reports[0].geometry == sample_reports()[0].geometry);
 }
 
 TEST_CASE("CSV has the exact header, one row per model and layer, exact numbers", "[report]") {
@@ -243,8 +270,9 @@ TEST_CASE("CSV has the exact header, one row per model and layer, exact numbers"
   std::string header;
   std::getline(lines, header);
   CHECK(header ==
-        "label,variant,repr,layer,heads,erank,erank_centered,erank_pct,erank_centered_pct,"
-        "mean_similarity,pcs_90");
+        "label,step,source,family,variant,repr,heads,kv_heads,head_dim,d_model,num_layers,"
+        "lrkv_rank,mla_kv_lora_rank,layer,kept_heads,erank,erank_pct,erank_centered,"
+        "erank_centered_pct,mean_similarity,pcs_90");
   std::vector<std::string> rows;
   for (std::string row; std::getline(lines, row);) rows.push_back(row);
   REQUIRE(rows.size() == 5);  // 3 + 2 layers
@@ -254,25 +282,47 @@ TEST_CASE("CSV has the exact header, one row per model and layer, exact numbers"
   std::vector<std::string> fields;
   std::stringstream stream(row);
   for (std::string field; std::getline(stream, field, ',');) fields.push_back(field);
-  REQUIRE(fields.size() == 11);
+  REQUIRE(fields.size() == 21);
   const LayerMetrics& layer = reports[1].layers[1];
-  CHECK(fields[0] == "MLA");
-  CHECK(fields[1] == "mla");
-  CHECK(fields[2] == "k");
-  CHECK(fields[3] == "5");
-  CHECK(fields[4] == "2");
-  CHECK(std::stod(fields[5]) == layer.erank);
-  CHECK(std::stod(fields[6]) == layer.erank_centered);
-  CHECK(std::stod(fields[7]) == layer.erank_pct);
-  CHECK(std::stod(fields[8]) == layer.erank_centered_pct);
-  CHECK(std::stod(fields[9]) == layer.mean_similarity);
-  CHECK(fields[10] == std::to_string(layer.pcs_90));
+  const std::vector<std::string> model_fields{
+      "MLA", "", "/ckpts/mla", "llama", "mla", "k", "4", "4", "16", "64", "3", "", "512", "5", "2"};
+  CHECK(std::vector<std::string>(fields.begin(), fields.begin() + 15) == model_fields);
+  CHECK(std::stod(fields[15]) == layer.erank);
+  CHECK(std::stod(fields[16]) == layer.erank_pct);
+  CHECK(std::stod(fields[17]) == layer.erank_centered);
+  CHECK(std::stod(fields[18]) == layer.erank_centered_pct);
+  CHECK(std::stod(fields[19]) == layer.mean_similarity);
+  CHECK(fields[20] == std::to_string(layer.pcs_90));
+}
+
+TEST_CASE("CSV summary: one row per model and representation, holding the means", "[report]") {
+  const auto reports = sample_reports();
+  const std::string csv = to_csv(reports, {.summary = true});
+  std::istringstream lines(csv);
+  std::vector<std::string> rows;
+  for (std::string row; std::getline(lines, row);) rows.push_back(row);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0] ==
+        "label,step,source,family,variant,repr,heads,kv_heads,head_dim,d_model,num_layers,"
+        "lrkv_rank,mla_kv_lora_rank,layers_analysed,erank_mean,erank_pct_mean,erank_centered_mean,"
+        "erank_centered_pct_mean");
+  CHECK(rows[2] == "MLA,,/ckpts/mla,llama,mla,k,4,4,16,64,3,,512,2,0.1,0.3,0.2,0.3333333333333333");
+}
+
+TEST_CASE("TSV: the same columns separated by tabs, a field with a tab quoted", "[report]") {
+  auto reports = sample_reports();
+  reports[1].label = "M\tL";
+  const std::string tsv = to_csv(reports, {.separator = '\t'});
+  CHECK(tsv.rfind("label\tstep\tsource\tfamily\t", 0) == 0);
+  CHECK(tsv.find("\n\"M\tL\"\t\t/ckpts/mla\tllama\tmla\tk\t") != std::string::npos);
+  CHECK(tsv.find("\n\"LRKV (r=16), \"\"tiny\"\" — ünïcode\"\t1200\t") != std::string::npos);
 }
 
 TEST_CASE("CSV quotes labels with commas and quotes as RFC 4180 says", "[report]") {
   const auto reports = sample_reports();
   const std::string csv = to_csv(reports);
-  CHECK(csv.find("\n\"LRKV (r=16), \"\"tiny\"\" — ünïcode\",lrkv,qk,0,4,") != std::string::npos);
+  CHECK(csv.find("\n\"LRKV (r=16), \"\"tiny\"\" — ünïcode\",1200,ORG/lrkv@v1,llama,lrkv,qk,") !=
+        std::string::npos);
 
   // Independent reader: Python's csv module must see the original label and 11 fields per row.
   test::TempDir dir;
@@ -280,7 +330,7 @@ TEST_CASE("CSV quotes labels with commas and quotes as RFC 4180 says", "[report]
   test::write_file(dir / "read.py",
                    "import csv, sys\n"
                    "rows = list(csv.reader(open(sys.argv[1], encoding='utf-8', newline='')))\n"
-                   "assert all(len(r) == 11 for r in rows), rows\n"
+                   "assert all(len(r) == 21 for r in rows), rows\n"
                    "sys.stdout.write(str(len(rows)) + '\\n' + rows[1][0])\n");
   const auto result =
       test::run_command(std::string(KVRANK_PYTHON) + " " + (dir / "read.py").string() + " " +

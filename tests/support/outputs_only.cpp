@@ -12,8 +12,8 @@ int main() {
   kvrank::ModelReport model;
   model.label = "identity";
   model.variant = "mha";
-  model.heads = 3;
-  model.num_layers = 1;
+  model.geometry.heads = 3;
+  model.geometry.num_layers = 1;
   model.layers.push_back(kvrank::similarity_metrics(kvrank::MatrixD::Identity(3, 3)));
   model.summary = kvrank::summarize(model.layers);
   const std::vector<kvrank::ModelReport> models{model};

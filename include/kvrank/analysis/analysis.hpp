@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvrank/base/layer_list.hpp"
+#include "kvrank/analysis/model_inputs.hpp"
 #include "kvrank/layout/families.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "kvrank/report/results.hpp"
@@ -29,7 +30,11 @@ struct AnalyzeOptions {
 };
 
 /// Analyses one checkpoint; returns one report per representation. `label` is the model's label
-/// (model_inputs.hpp makes the default ones).
+/// (model_inputs.hpp makes the default ones). The reports' provenance names `input` as the user
+/// gave it (and the hub cache's repo and revision when it came from there).
+std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::string& label,
+                                            const AnalyzeOptions& options);
+/// The same for a path given as it is.
 std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
                                             const std::string& label,
                                             const AnalyzeOptions& options);

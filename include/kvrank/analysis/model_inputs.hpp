@@ -32,13 +32,19 @@ std::string default_label(const std::filesystem::path& path);
 struct ModelInput {
   std::filesystem::path path;
   std::string label;
+  std::string argument;     ///< as the user gave it
+  std::string hf_repo;      ///< ORG/NAME when found in the hub cache, else empty
+  std::string hf_revision;  ///< then the snapshot's commit hash (its folder name)
 };
 
-/// An existing path is itself (label: default_label); otherwise an argument that looks like
-/// ORG/NAME[@REV] is resolved in the hub cache chosen by `env` (label: NAME, or NAME@REV when a
-/// revision is given; throws kvrank::Error "ARG: no such file or folder, and <why the cache does
-/// not have it, naming the paths tried>"); anything else is returned as a path, for
-/// Checkpoint::open to report.
+/// An existing path is itself (label: default_label) — unless kvrank can tell it will not read it:
+/// a PyTorch pickle (.bin, .pt, .pth, .ckpt, or a folder holding only those) or a folder of model
+/// folders throws kvrank::Error saying what to do instead. A path that does not exist and looks
+/// like one (./, ../, /, ~, a checkpoint extension, an existing parent folder), or is no repo id,
+/// throws "ARG: no such file or folder (nearest existing name: …)". Otherwise an argument that
+/// looks like ORG/NAME[@REV] is resolved in the hub cache chosen by `env` (label: NAME, or
+/// NAME@REV when a revision is given; throws kvrank::Error "ARG: no such file or folder, and <why
+/// the cache does not have it, naming the paths tried>").
 ModelInput resolve_model_argument(const std::string& argument,
                                   const EnvLookup& env = process_environment());
 

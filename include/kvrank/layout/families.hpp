@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kvrank/base/factors.hpp"
+#include "kvrank/base/geometry.hpp"
 #include "kvrank/base/layer_list.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/family.hpp"
@@ -92,18 +93,12 @@ struct ActivationTensors {
 
 using FamilyTensors = std::variant<DenseTensors, MlaTensors, LrkvTensors, ActivationTensors>;
 
-struct ModelLayout {
+/// A layout is the model's geometry (what results report, geometry.hpp) plus how to read it.
+struct ModelLayout : ModelGeometry {
   Family family = Family::llama;
   Variant variant = Variant::mha;
   /// config.json's model_type, or a llama-like `--family` (mistral, gemma3 …); empty when neither.
   std::string model_type;
-  int heads = 0;
-  int kv_heads = 0;
-  int head_dim = 0;
-  int d_model = 0;
-  int num_layers = 0;
-  std::optional<int> lrkv_rank;
-  std::optional<int> mla_kv_lora_rank;
   bool has_queries = true;  ///< false for K/V-only inputs: only `k` and `v` can be analysed
   bool has_outputs = true;  ///< false when no o_proj/dense: `ov` cannot be analysed
   /// What layer_factors() needs to find and read a layer, by the family's reader.

@@ -1,18 +1,28 @@
-// `kvrank check`: regression check of rank curves against a golden file, for CI.
-// Models are matched by label, layers by index. A difference beyond tolerance is a violation
-// (exit 1); files that do not correspond (a missing label, different layers) are an error (exit 2).
+// `kvrank check`: compares rank curves with a golden file, for CI (docs/ci-recipe.md).
+// Models are matched by label, layers by index. A value that changed beyond tolerance — in the
+// direction asked for — is a violation (exit 1); files that do not correspond (a missing label,
+// different layers) are an error (exit 2).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvrank/report/results.hpp"
 
 namespace kvrank {
 
+/// Which changes count: a fall (heads collapsing), a rise (which may be fine), or both.
+enum class Direction { down, up, both };
+std::string_view direction_name(Direction direction) noexcept;
+/// Parses "down", "up", "both"; throws kvrank::Error naming them otherwise.
+Direction parse_direction(std::string_view name);
+
 struct CheckOptions {
   std::vector<Metric> metrics{Metric::erank, Metric::erank_centered};
+  Direction direction = Direction::both;
   double abs_tol = 0.05;
   std::optional<double> rel_tol;  ///< when set, a difference within rel_tol·|golden| also passes
 };
@@ -34,5 +44,17 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
 
 /// A compact table of violations (one line each), or "" when there are none.
 std::string format_violations(const std::vector<Violation>& violations);
+
+/// The comparison as a JSON document: the files, the options, whether it passed, each change.
+nlohmann::json check_to_json(const std::vector<Violation>& violations, const CheckOptions& options,
+                             const std::string& current_file, const std::string& golden_file);
+
+/// One GitHub Actions annotation line ("::error title=…::…") per violation.
+std::string github_annotations(const std::vector<Violation>& violations,
+                               const std::string& current_file);
+
+/// A Markdown job summary (GitHub's $GITHUB_STEP_SUMMARY): the verdict and a table of changes.
+std::string markdown_summary(const std::vector<Violation>& violations, const CheckOptions& options,
+                             const std::string& current_file, const std::string& golden_file);
 
 }  // namespace kvrank

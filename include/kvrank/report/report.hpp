@@ -1,5 +1,5 @@
-// Writers and readers of analysis results: JSON (docs/result-format.md, schema_version 1), CSV,
-// terminal table.
+// Writers and readers of analysis results: JSON (docs/result-format.md, the JSON Schema
+// docs/schema/kvrank-result.schema.json), CSV and TSV, terminal table.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,6 +11,10 @@
 
 namespace kvrank {
 
+/// The schema_version analyze and merge write. reports_from_json reads this one and every
+/// earlier one (version 1: no step or provenance, a layer's kept heads named "heads").
+inline constexpr int kSchemaVersion = 2;
+
 struct ReportOptions {
   bool include_similarity = false;  ///< `--similarity`: add each layer's H×H matrix
 };
@@ -20,7 +24,14 @@ nlohmann::json to_json(const std::vector<ModelReport>& models, const ReportOptio
 /// that is not (a file name in another encoding, a label from the command line) has its bad bytes
 /// replaced by U+FFFD rather than failing the run.
 std::string to_json_text(const nlohmann::json& document);
-std::string to_csv(const std::vector<ModelReport>& models);
+/// The CSV (or with separator '\t' the TSV): one row per model and layer, the model's label, step,
+/// source, family, variant, repr and geometry on every row; with `summary` one row per model and
+/// representation holding the means instead.
+struct TableOptions {
+  char separator = ',';
+  bool summary = false;
+};
+std::string to_csv(const std::vector<ModelReport>& models, const TableOptions& options = {});
 std::string to_table(const std::vector<ModelReport>& models);
 
 /// Parses a JSON document written by to_json (for `plot` and `check`). Throws kvrank::Error naming

@@ -2,11 +2,14 @@
 // them: one ModelReport per model and representation. Needs no checkpoint reader.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kvrank/base/geometry.hpp"
 #include "kvrank/metric/diversity.hpp"
 
 namespace kvrank {
@@ -21,21 +24,32 @@ struct Summary {
 /// The family and variant of the fully-redundant reference series (`--with-baseline`).
 inline constexpr std::string_view kBaseline = "baseline";
 
-/// One model × one representation. Fields match the JSON schema of docs/result-format.md. Family
+/// One model × one representation. Fields match the result file (docs/result-format.md). Family
 /// and variant are family.hpp's names, or kBaseline; they stay text because result files of other
 /// versions are read back (report.hpp) and must round-trip.
+/// Where a model's numbers came from and what shaped them, written with every result so that the
+/// file says how to reproduce it — and nothing that changes from run to run (no times, no host).
+/// Files of schema_version 1 carry none of it: every field is then empty.
+struct Provenance {
+  std::optional<std::string> input;        ///< the argument as given: a path or ORG/NAME[@REV]
+  std::optional<std::string> hf_repo;      ///< ORG/NAME, when it was found in the hub cache
+  std::optional<std::string> hf_revision;  ///< the cached snapshot's commit hash, then
+  std::optional<std::string> dtype;        ///< the weights' element type(s) read: "BF16", "F16,F32"
+  std::optional<std::string> layers;       ///< `--layers` ("0-11,20"); empty: every layer
+  std::optional<std::string> map;          ///< the `--map` file
+  std::optional<std::string> qk_norm_gain;  ///< QK-norm gains folded in: "weight", "1+weight"
+
+  bool operator==(const Provenance&) const = default;
+};
+
 struct ModelReport {
   std::string label;
   std::string path;
+  std::optional<std::int64_t> step;  ///< the training step of the checkpoint; empty: unknown
+  Provenance source;
   std::string family;
   std::string variant;
-  int heads = 0;
-  int kv_heads = 0;
-  int head_dim = 0;
-  int d_model = 0;
-  int num_layers = 0;
-  std::optional<int> lrkv_rank;
-  std::optional<int> mla_kv_lora_rank;
+  ModelGeometry geometry;
   std::string repr = "qk";
   std::vector<LayerMetrics> layers;
   Summary summary;
@@ -46,10 +60,29 @@ inline bool is_baseline(const ModelReport& model) { return model.variant == kBas
 /// Means over the layers of a report (its Summary): analyze and merge both write it this way.
 Summary summarize(const std::vector<LayerMetrics>& layers);
 
-/// The per-layer curves of a result (LayerMetrics) that `check` compares and `plot` draws, named
-/// as in the JSON schema (docs/result-format.md); one table (src/report/metric_table.cpp) holds
-/// each one's name, value and axis label.
-enum class Metric { erank, erank_centered, erank_pct, erank_centered_pct, mean_similarity, pcs_90 };
+/// The per-layer curves of a result (LayerMetrics) that every writer prints, `check` compares and
+/// `plot` draws. One table (src/report/metric_table.cpp) describes each one — its name, value, axis
+/// label, summary mean and table column — and the JSON, CSV and table writers and the JSON reader
+/// are driven by it: a new curve is one row there (plus its LayerMetrics field). In the order of
+/// the terminal table's columns.
+enum class Metric { erank, erank_pct, erank_centered, erank_centered_pct, mean_similarity, pcs_90 };
+
+struct MetricField {
+  Metric metric;
+  std::string_view name;  ///< the JSON key and CSV column
+  double (*value)(const LayerMetrics&);
+  void (*set)(LayerMetrics&, double);
+  bool integral;                 ///< written and read as an integer
+  std::string_view axis_label;   ///< the y-axis title of its figure
+  bool fully_redundant_at_one;   ///< the 1-head reference line belongs on its figure
+  double Summary::*mean;         ///< its mean over the layers in Summary; nullptr: not summarised
+  std::string_view table_title;  ///< its terminal-table heading, padded to the column
+  const char* table_pattern;     ///< printf pattern of one value (a double) in the table
+};
+
+/// Every metric, in enum order.
+std::span<const MetricField> metric_fields() noexcept;
+const MetricField& metric_field(Metric metric) noexcept;
 
 std::string_view metric_name(Metric metric) noexcept;
 /// Parses a metric's JSON name; throws kvrank::Error naming the metrics otherwise.
@@ -59,5 +92,20 @@ double metric_value(const LayerMetrics& layer, Metric metric) noexcept;
 std::string_view metric_axis_label(Metric metric) noexcept;
 /// Whether the fully-redundant model (one effective head) sits at 1.0 on this metric's axis.
 bool fully_redundant_at_one(Metric metric) noexcept;
+/// The key of a summarised metric's mean in the JSON summary: "erank_mean", …
+std::string summary_key(const MetricField& field);
+
+/// The geometry fields of a result, named as in the JSON and CSV: the integers every model has,
+/// then the ranks only some families have (null elsewhere).
+struct GeometryField {
+  std::string_view name;
+  int ModelGeometry::*value;
+};
+struct OptionalGeometryField {
+  std::string_view name;
+  std::optional<int> ModelGeometry::*value;
+};
+std::span<const GeometryField> geometry_fields() noexcept;
+std::span<const OptionalGeometryField> optional_geometry_fields() noexcept;
 
 }  // namespace kvrank
