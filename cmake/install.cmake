@@ -21,12 +21,13 @@ find_program(KVRANK_HELP2MAN help2man)
 if(KVRANK_HELP2MAN)
   set(man_page ${PROJECT_BINARY_DIR}/kvrank.1)
   add_custom_command(OUTPUT ${man_page}.gz
-    COMMAND ${KVRANK_HELP2MAN} --no-info --section=1
-            --name="effective rank of attention heads per layer, from checkpoints"
+    COMMAND ${KVRANK_HELP2MAN} --no-info --section=1 --locale=C.UTF-8
+            "--name=effective rank of attention heads per layer, from checkpoints"
             --output=${man_page} $<TARGET_FILE:kvrank>
     COMMAND gzip -9nf ${man_page}
     DEPENDS kvrank
-    COMMENT "Man page kvrank.1 from kvrank --help")
+    COMMENT "Man page kvrank.1 from kvrank --help"
+    VERBATIM)
   add_custom_target(kvrank_man ALL DEPENDS ${man_page}.gz)
   install(FILES ${man_page}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT runtime)
 else()

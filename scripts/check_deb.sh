@@ -12,7 +12,6 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 work=$build_dir/deb-check
 root=$work/root
-cache=$work/cache  # downloaded packages, kept between runs (debootstrap checks them)
 suite=bookworm  # Debian 12, the system the packages are built on and for
 
 as_root=()
@@ -67,33 +66,15 @@ package() {
   echo "$(basename "$runtime_deb"): Depends: $(dpkg-deb --field "$runtime_deb" Depends)" >&2
 }
 
-# debootstrap fetches one package per request (minutes where requests are slow); apt fetches many
-# at once. So this machine's apt downloads the packages of a minbase system first — Priority
-# required, apt, and everything they depend on (every alternative: a few more than needed) — and
-# debootstrap takes them from its --cache-dir after checking each one's checksum against the
-# mirror's index; what is missing there, or another version, it fetches itself.
-prefetch_base_packages() {
-  local base
-  base=$(apt-cache dumpavail | awk '/^Package:/ { name = $2 } /^Priority: required/ { print name }' |
-         sort -u)
-  # shellcheck disable=SC2086  # one package name per word
-  apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-      --no-replaces --no-enhances $base apt | grep '^[a-z0-9]' | sort -u |
-    (cd "$cache" && xargs "${as_root[@]}" apt-get download -qq) >/dev/null 2>&1 ||
-    echo "scripts/check_deb.sh: could not prefetch the base packages; debootstrap fetches them" >&2
-}
-
 fresh_root() {
   local mirror
   mirror=$(debian_mirror)
   [[ -n $mirror ]] || fail "no 'deb' source for $suite in /etc/apt/sources.list*; nothing to debootstrap from"
   "${as_root[@]}" rm -rf "$root"
-  mkdir -p "$work" "$cache"
-  echo "-- apt download of the base packages" >&2
-  prefetch_base_packages
+  mkdir -p "$work"
   echo "-- debootstrap $suite from $mirror" >&2
-  "${as_root[@]}" debootstrap --variant=minbase --cache-dir="$(realpath "$cache")" "$suite" "$root" \
-      "$mirror" >"$work/debootstrap.log" 2>&1 || fail "debootstrap failed; see $work/debootstrap.log"
+  "${as_root[@]}" debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+    fail "debootstrap failed; see $work/debootstrap.log"
   "${as_root[@]}" cp /etc/resolv.conf "$root/etc/resolv.conf"
 }
 
