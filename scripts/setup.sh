@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # Installs what kvrank needs on a Debian 12 machine. Idempotent, and quiet when all is there.
-#   scripts/setup.sh          build + test dependencies
+#   scripts/setup.sh          build and run kvrank (scripts/demo.sh)
+#   scripts/setup.sh --test   also what only the tests need (scripts/test.sh)
 #   scripts/setup.sh --train  also PyTorch (only for scripts/train_tiny.py)
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config
-          libeigen3-dev libcli11-dev nlohmann-json3-dev libspdlog-dev catch2
-          libopenblas-dev libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 python3-numpy
-          python3-jsonschema  # tests/e2e/test_result_schema.py validates against docs/schema/
-          clang clang-format libclang-rt-14-dev librsvg2-bin time ccache
-          slurm-wlm munge)  # a one-node Slurm for tests/e2e/test_slurm.py
-[[ "${1:-}" == "--train" ]] && packages+=(python3-torch)
+# Building the command and the library, and running it.
+runtime_packages=(build-essential cmake ninja-build
+                  libeigen3-dev libcli11-dev nlohmann-json3-dev libspdlog-dev zlib1g-dev
+                  libopenblas-dev libopenblas-openmp-dev libdnnl-dev)
+# The test suite: Catch2, the numpy reference, clang for the sanitizer build and the fuzzers, the
+# format check, a one-node Slurm (tests/e2e/test_slurm.py), pkg-config (tests/e2e/test_install.py),
+# and the packaging step (help2man for the man page, debootstrap for the fresh Debian root).
+test_packages=(catch2 python3 python3-numpy pkg-config
+               clang clang-format libclang-rt-dev librsvg2-bin time ccache
+               slurm-wlm munge
+               python3-jsonschema  # tests/e2e/test_result_schema.py validates against docs/schema/
+               help2man debootstrap)
+
+packages=("${runtime_packages[@]}")
+case "${1:-}" in
+  --test) packages+=("${test_packages[@]}") ;;
+  --train) packages+=(python3-torch) ;;
+esac
 
 missing=()
 for package in "${packages[@]}"; do

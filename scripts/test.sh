@@ -2,6 +2,8 @@
 # The whole test suite, as CI runs it (.github/workflows/ci.yml runs the same steps as a matrix):
 #   format    clang-format --dry-run --Werror over every C++ file (first: it takes seconds)
 #   release   GCC, OpenBLAS, OpenMP, -Werror: build and every test through ctest
+#   package   the .deb packages of the release build, installed in a fresh Debian 12 root
+#             (debootstrap) where kvrank must give the release build's JSON byte for byte
 #   sanitize  clang, ASan + UBSan, -Werror, no OpenBLAS and no OpenMP — so Eigen's own products and
 #             the serial paths are built and tested too — then the fuzzers briefly
 #   scripts/test.sh                         # all of it, in that order
@@ -9,18 +11,24 @@
 #   KVRANK_FUZZ_SECONDS=0 scripts/test.sh   # skip fuzzing (default 20 s per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 
 format() {
   echo "== format check" >&2
-  find include src apps tests fuzz bench -name "*.[ch]pp" ! -name catch.hpp -print0 |
+  find include src apps tests fuzz bench examples -name "*.[ch]pp" ! -name catch.hpp -print0 |
     xargs -0 clang-format --dry-run --Werror
 }
 
 release() {
   echo "== release build (GCC, OpenBLAS, OpenMP) and tests" >&2
-  scripts/build.sh build -DKVRANK_WERROR=ON
+  scripts/build.sh build -DKVRANK_WERROR=ON -DKVRANK_BUILD_TESTS=ON
   (cd build && ctest --output-on-failure --parallel "$(nproc)")
+}
+
+package() {
+  echo "== .deb packages, installed and run in a fresh Debian 12 root" >&2
+  scripts/build.sh build -DKVRANK_WERROR=ON -DKVRANK_BUILD_TESTS=ON
+  scripts/check_deb.sh build
 }
 
 sanitize() {
@@ -40,10 +48,11 @@ sanitize() {
 }
 
 steps=("$@")
-((${#steps[@]} > 0)) || steps=(format release sanitize)
+((${#steps[@]} > 0)) || steps=(format release package sanitize)
 for step in "${steps[@]}"; do
   case $step in
-    format | release | sanitize) "$step" ;;
-    *) echo "scripts/test.sh: unknown step '$step' (expected format, release, sanitize)" >&2; exit 2 ;;
+    format | release | package | sanitize) "$step" ;;
+    *) echo "scripts/test.sh: unknown step '$step' (expected format, release, package, sanitize)" >&2
+       exit 2 ;;
   esac
 done

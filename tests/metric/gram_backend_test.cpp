@@ -82,9 +82,10 @@ TEST_CASE("gram backend: names, and the message for a wrong one", "[gram]") {
   CHECK(parse_gram_backend("auto") == GramBackend::automatic);
   CHECK(parse_gram_backend("f32") == GramBackend::f32);
   CHECK(parse_gram_backend("bf16") == GramBackend::bf16);
-  CHECK_THROWS_MATCHES(parse_gram_backend("fp16"), Error,
-                       Catch::Message("KVRANK_GRAM_BACKEND: expected auto, f32 or bf16, found "
-                                      "\"fp16\""));
+  CHECK_THROWS_MATCHES(
+      parse_gram_backend("fp16"), Error,
+      Catch::Matchers::Message("KVRANK_GRAM_BACKEND: expected auto, f32 or bf16, found "
+                               "\"fp16\""));
 }
 
 TEST_CASE("gram backend: bf16-exact means every low half is zero", "[gram]") {
@@ -115,10 +116,11 @@ TEST_CASE("gram backend: bf16 is refused where there is no bf16 kernel", "[gram]
     CHECK_NOTHROW(set_gram_backend(GramBackend::bf16));
     return;
   }
-  CHECK_THROWS_MATCHES(set_gram_backend(GramBackend::bf16), Error,
-                       Catch::Message("set_gram_backend: bf16: this kvrank has no bf16 Gram "
-                                      "kernel (it needs oneDNN at build time and a CPU with "
-                                      "AVX512-BF16); use auto or f32"));
+  CHECK_THROWS_MATCHES(
+      set_gram_backend(GramBackend::bf16), Error,
+      Catch::Matchers::Message("set_gram_backend: bf16: this kvrank has no bf16 Gram "
+                               "kernel (it needs oneDNN at build time and a CPU with "
+                               "AVX512-BF16); use auto or f32"));
 }
 
 // The tests tagged [.bf16] need the bf16 kernel: hidden from the ordinary list, they run as the
