@@ -5,10 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 
-#include "kvrank/report/merge.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/io/checkpoint.hpp"
+#include "kvrank/report/merge.hpp"
 
 namespace kvrank {
 namespace {
