@@ -79,10 +79,11 @@ TEST_CASE("resolve_model_argument: existing paths first, then repo ids in the ca
   CHECK(input.path == local);
   CHECK(input.label == "Qwen3-0.6B");
 
-  // Neither a path nor a repo id: handed on as a path (Checkpoint::open names it).
-  input = resolve_model_argument("no/such/file.safetensors", cache_env(hub));
-  CHECK(input.path == "no/such/file.safetensors");
-  CHECK(input.label == "file");
+  // A missing path that looks like one (a checkpoint extension) is named as missing, with no
+  // hub hint even though it parses as ORG/NAME.
+  CHECK(error_message([&] { resolve_model_argument("no/such.safetensors", cache_env(hub)); }) ==
+        "no/such.safetensors: no such file or folder");
+  CHECK(input.argument == local.string());
 
   CHECK(error_message([&] { resolve_model_argument("Qwen/Qwen3-8B", cache_env(hub)); })
             .starts_with("Qwen/Qwen3-8B: no such file or folder, and not in the local Hugging "

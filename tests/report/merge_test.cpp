@@ -114,11 +114,23 @@ TEST_CASE("merge: an empty shard (more shards than layers) merges", "[merge]") {
   CHECK(merged.dump() == to_json({make_model("A", {0, 1, 2, 3})}).dump());
 }
 
+TEST_CASE("merge: parts cut to different --layers merge; the result names merge's --layers",
+          "[merge]") {
+  ModelReport first = make_model("A", {0, 1});
+  first.source.layers = "0-1";
+  ModelReport second = make_model("A", {2, 3});
+  second.source.layers = "2-3";
+  CHECK(merge_results({part("a.json", {first}), part("b.json", {second})}).dump() ==
+        to_json({make_model("A", {0, 1, 2, 3})}).dump());
+}
+
 TEST_CASE("merge: with --layers the parts must hold exactly that selection", "[merge]") {
   const std::vector<ResultPart> parts = {part("a.json", {make_model("A", {0})}),
                                          part("b.json", {make_model("A", {2})})};
-  CHECK(merge_results(parts, {.layers = std::vector<int>{0, 2}}).dump() ==
-        to_json({make_model("A", {0, 2})}).dump());
+  // The merged file names the selection, as one `analyze --layers 0,2` would.
+  ModelReport whole = make_model("A", {0, 2});
+  whole.source.layers = "0,2";
+  CHECK(merge_results(parts, {.layers = std::vector<int>{0, 2}}).dump() == to_json({whole}).dump());
   CHECK(merge_error(parts, {.layers = std::vector<int>{0, 1, 2}}) ==
         "model \"A\" (repr qk): layer 1 is in no part (the parts hold 0,2 of 0-2)");
   CHECK(merge_error(parts, {.layers = std::vector<int>{0, 1}}) ==
