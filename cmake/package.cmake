@@ -30,28 +30,41 @@ set(CPACK_DEBIAN_DEVELOPMENT_DESCRIPTION "kvrank as a C++ library (static, CMake
  The headers and static libraries of kvrank: find_package(kvrank) and link kvrank::kvrank, or
  pkg-config --cflags --libs kvrank. examples/erank in the sources shows a consumer.")
 
-# The -dev packages the library needs: the header-only ones and zlib always, plus the owner of each
-# library found by hand (OpenBLAS, oneDNN: which ones, and which OpenBLAS build, depends on this
-# machine), asked from dpkg.
-function(kvrank_development_depends out)
-  set(depends "libeigen3-dev (>= 3.4)" "nlohmann-json3-dev (>= 3.10)" zlib1g-dev)
+# The Debian packages owning the library files found by hand (OpenBLAS, oneDNN: which ones, and
+# which OpenBLAS build, depends on this machine), asked from dpkg: for each file as linked (its
+# -dev package) or, with `resolve`, the file it points to (the run-time package).
+function(kvrank_owners_of_linked_files out resolve)
+  set(owners)
   find_program(dpkg_query dpkg-query)
   foreach(layer ${KVRANK_LAYERS})
     get_target_property(links kvrank_${layer} LINK_LIBRARIES)
     foreach(link ${links})
       if(IS_ABSOLUTE "${link}" AND dpkg_query)
+        if(resolve)
+          file(REAL_PATH "${link}" link)
+        endif()
         execute_process(COMMAND ${dpkg_query} --search ${link}
           OUTPUT_VARIABLE owner OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE failed)
         if(NOT failed AND owner MATCHES "^([^:,]+)")
-          list(APPEND depends ${CMAKE_MATCH_1})
+          list(APPEND owners ${CMAKE_MATCH_1})
         endif()
       endif()
     endforeach()
   endforeach()
-  list(REMOVE_DUPLICATES depends)
-  list(JOIN depends ", " depends)
-  set(${out} "${depends}" PARENT_SCOPE)
+  list(REMOVE_DUPLICATES owners)
+  set(${out} ${owners} PARENT_SCOPE)
 endfunction()
-kvrank_development_depends(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS)
+
+# dpkg-shlibdeps names only "libopenblas0" for OpenBLAS, which apt satisfies with the pthreads
+# build; kvrank's run-time path points at the build it was linked with (the OpenMP one), whose
+# results the package check requires byte for byte. So the run-time package of each library
+# found by hand is a dependency too.
+kvrank_owners_of_linked_files(runtime_owners TRUE)
+list(JOIN runtime_owners ", " CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS)
+# The library needs the header-only -dev packages and zlib's always, plus those of the files.
+kvrank_owners_of_linked_files(development_owners FALSE)
+set(development_depends "libeigen3-dev (>= 3.4)" "nlohmann-json3-dev (>= 3.10)" zlib1g-dev
+    ${development_owners})
+list(JOIN development_depends ", " CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS)
 
 include(CPack)
