@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
           libeigen3-dev libcli11-dev nlohmann-json3-dev libspdlog-dev catch2
           libopenblas-dev libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 python3-numpy
-          clang clang-format libclang-rt-14-dev librsvg2-bin time ccache
+          clang clang-format libclang-rt-14-dev librsvg2-bin poppler-utils time ccache
           slurm-wlm munge)  # a one-node Slurm for tests/e2e/test_slurm.py
 [[ "${1:-}" == "--train" ]] && packages+=(python3-torch)
 

@@ -97,10 +97,11 @@ int parse_shard_number(std::string_view text, std::string_view whole) {
 }
 
 ModelReport empty_report(const std::filesystem::path& path, const std::string& label,
-                         const ModelLayout& layout, Repr repr) {
+                         std::optional<std::int64_t> step, const ModelLayout& layout, Repr repr) {
   ModelReport report;
   report.label = label;
   report.path = path.string();
+  report.step = step;
   report.family = family_name(layout.family);
   report.variant = variant_name(layout.variant);
   report.heads = layout.heads;
@@ -191,13 +192,14 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
                                             const std::string& label,
                                             const AnalyzeOptions& options) {
   check_distinct(options.reprs);
+  const std::optional<std::int64_t> step = options.step ? options.step : checkpoint_step(path);
   const Checkpoint checkpoint = Checkpoint::open(path, options.open);
   const ModelLayout layout = detect_layout(checkpoint, options.layout);
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
   const std::vector<int> layers = choose_layers(layout, path, options);
 
   std::vector<ModelReport> reports;
-  for (Repr repr : reprs) reports.push_back(empty_report(path, label, layout, repr));
+  for (Repr repr : reprs) reports.push_back(empty_report(path, label, step, layout, repr));
   const int total = static_cast<int>(layers.size());
   for (int done = 0; done < total; ++done) {
     const int layer = layers[static_cast<std::size_t>(done)];

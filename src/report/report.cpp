@@ -3,6 +3,7 @@
 #include "kvrank/report/report.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 
@@ -56,6 +57,7 @@ json model_to_json(const ModelReport& model, const ReportOptions& options) {
   return {
       {"label", model.label},
       {"path", model.path},
+      {"step", model.step ? json(*model.step) : json(nullptr)},
       {"family", model.family},
       {"variant", model.variant},
       {"heads", model.heads},
@@ -121,6 +123,17 @@ class FieldReader {
   }
   double number(const char* key) const { return as_number(field(key), place(key)); }
   int integer(const char* key) const { return as_int(field(key), place(key)); }
+  /// An int64 or null; an absent key (a file of an older version) reads as null too.
+  std::optional<std::int64_t> optional_int64(const char* key) const {
+    if (!has(key) || field(key).is_null()) return std::nullopt;
+    const json& value = field(key);
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() &&
+         value.get<std::uint64_t>() > std::uint64_t{std::numeric_limits<std::int64_t>::max()})) {
+      fail(place(key), "expected an integer or null, found " + describe(value));
+    }
+    return value.get<std::int64_t>();
+  }
   std::optional<int> optional_integer(const char* key) const {
     const json& value = field(key);
     if (value.is_null()) return std::nullopt;
@@ -266,6 +279,7 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   ModelReport model;
   model.label = reader.string("label");
   model.path = reader.string("path");
+  model.step = reader.optional_int64("step");
   model.family = reader.string("family");
   model.variant = reader.string("variant");
   model.heads = reader.integer("heads");

@@ -51,6 +51,7 @@ std::vector<ModelReport> sample_reports() {
   lrkv.d_model = 64;
   lrkv.num_layers = 3;
   lrkv.lrkv_rank = 16;
+  lrkv.step = 1000;
   lrkv.repr = "qk";
   for (int i = 0; i < 3; ++i) lrkv.layers.push_back(make_layer(i, 4, 1.1));
   lrkv.layers[1].zero_heads = {2};
@@ -60,6 +61,7 @@ std::vector<ModelReport> sample_reports() {
   mla.label = "MLA";
   mla.variant = "mla";
   mla.lrkv_rank.reset();
+  mla.step.reset();
   mla.mla_kv_lora_rank = 512;
   mla.repr = "k";
   mla.layers = {make_layer(0, 2, 0.7), make_layer(5, 2, 0.9)};
@@ -95,6 +97,7 @@ void require_same_models(const std::vector<ModelReport>& a, const std::vector<Mo
   for (std::size_t m = 0; m < a.size(); ++m) {
     CHECK(a[m].label == b[m].label);
     CHECK(a[m].path == b[m].path);
+    CHECK(a[m].step == b[m].step);
     CHECK(a[m].family == b[m].family);
     CHECK(a[m].variant == b[m].variant);
     CHECK(a[m].heads == b[m].heads);
@@ -134,12 +137,14 @@ TEST_CASE("to_json writes every key of the schema of SPEC.md §3", "[report]") {
   CHECK(document["schema_version"] == 1);
   CHECK(document["tool"] == json({{"name", "kvrank"}, {"version", KVRANK_VERSION}}));
   const json& model = document["models"][0];
-  CHECK(keys_of(model) == std::set<std::string>{"label", "path", "family", "variant", "heads",
-                                                "kv_heads", "head_dim", "d_model", "num_layers",
-                                                "lrkv_rank", "mla_kv_lora_rank", "repr", "layers",
-                                                "summary"});
+  CHECK(keys_of(model) == std::set<std::string>{"label", "path", "step", "family", "variant",
+                                                "heads", "kv_heads", "head_dim", "d_model",
+                                                "num_layers", "lrkv_rank", "mla_kv_lora_rank",
+                                                "repr", "layers", "summary"});
   CHECK(model["lrkv_rank"] == 16);
   CHECK(model["mla_kv_lora_rank"].is_null());
+  CHECK(model["step"] == 1000);
+  CHECK(document["models"][1]["step"].is_null());
   CHECK(document["models"][1]["lrkv_rank"].is_null());
   CHECK(document["models"][1]["mla_kv_lora_rank"] == 512);
   CHECK(keys_of(model["layers"][0]) ==
@@ -188,6 +193,15 @@ TEST_CASE("reports_from_json names the file and the place of a bad field", "[rep
   json no_label = good;
   no_label["models"][0].erase("label");
   CHECK(error_of(no_label) == "golden.json: models[0]: missing \"label\"");
+
+  json older = good;  // a file written before the step was recorded
+  older["models"][0].erase("step");
+  CHECK(reports_from_json(older, "old.json")[0].step == std::nullopt);
+
+  json bad_step = good;
+  bad_step["models"][0]["step"] = 1.5;
+  CHECK(error_of(bad_step) ==
+        "golden.json: models[0].step: expected an integer or null, found 1.5");
 
   json wrong_type = good;
   wrong_type["models"][0]["layers"][2]["erank_centered"] = "6.9";

@@ -2,6 +2,7 @@
 // them: one ModelReport per model and representation. Needs no checkpoint reader.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,9 @@ inline constexpr std::string_view kBaseline = "baseline";
 struct ModelReport {
   std::string label;
   std::string path;
+  /// The training step of the checkpoint (analysis.hpp checkpoint_step, or --step); JSON
+  /// "step": an integer, or null when unknown.
+  std::optional<std::int64_t> step;
   std::string family;
   std::string variant;
   int heads = 0;
