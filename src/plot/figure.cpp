@@ -252,12 +252,20 @@ std::string series_svg(const Frame& frame, const Series& series, double marker_r
   return out + "</g>\n";
 }
 
+/// A value as scripts read it back: all 17 significant digits (num() keeps two decimals).
+std::string exact(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.17g", value);
+  return buffer;
+}
+
 /// One panel: grid, axes, baseline(s), series (clipped to the frame), frame, title.
 std::string panel_svg(const LinePanel& panel, const Frame& frame, std::size_t index,
                       const Fonts& fonts) {
-  std::string out = "<g class=\"panel\"" + attr("data-title", xml_escape(panel.title)) +
-                    attr("data-y-low", frame.y.low) + attr("data-y-high", frame.y.high) +
-                    attr("data-x-low", frame.x.low) + attr("data-x-high", frame.x.high) + ">\n";
+  std::string out =
+      "<g class=\"panel\"" + attr("data-title", xml_escape(panel.title)) +
+      attr("data-y-low", exact(frame.y.low)) + attr("data-y-high", exact(frame.y.high)) +
+      attr("data-x-low", exact(frame.x.low)) + attr("data-x-high", exact(frame.x.high)) + ">\n";
   const std::string clip = "kvrank-clip-" + std::to_string(index);
   out += "<clipPath" + attr("id", clip) + "><rect" + attr("x", frame.left) + attr("y", frame.top) +
          attr("width", frame.width) + attr("height", frame.height) + "/></clipPath>\n";

@@ -342,7 +342,7 @@ class FigureTest(harness.TestCase):
             size = re.search(r"Page size:\s+([0-9.]+) x ([0-9.]+) pts", info.stdout)
             self.assertAlmostEqual(float(size.group(1)), 360, delta=0.6)
             self.assertAlmostEqual(float(size.group(2)), 180, delta=0.6)
-            self.assertIn("Pages:          1", info.stdout)
+            self.assertRegex(info.stdout, r"Pages:\s+1\n")
         for name in ("f.jpg", "f.eps", "f", "f.svg.bak", ".png"):
             line = self.assert_usage_error(run("plot", path, "-o", self.path(name)))
             self.assertIn(".svg, .png or .pdf", line)
@@ -470,11 +470,11 @@ class FigureTest(harness.TestCase):
     def test_analyze_records_the_training_step(self):
         if not os.path.isdir(STEPS_DATA):
             self.skipTest("data/tiny-steps is absent")
-        ckpt = os.path.join(STEPS_DATA, "mha", "checkpoint-30")
+        ckpt = os.path.join(STEPS_DATA, "mha", "checkpoint-40")
         doc = harness.analyze_json(ckpt)
-        self.assertEqual([m["step"] for m in doc["models"]], [30])
+        self.assertEqual([m["step"] for m in doc["models"]], [40])
         doc = harness.analyze_json(ckpt, ckpt + "/model.safetensors", "--step", "7")
-        self.assertEqual([m["step"] for m in doc["models"]], [7, 30])
+        self.assertEqual([m["step"] for m in doc["models"]], [7, 40])
         # trainer_state.json beside a checkpoint whose folder name says nothing.
         plain = self.path("final")
         shutil.copytree(ckpt, plain)
@@ -515,6 +515,49 @@ class FigureTest(harness.TestCase):
                     self.assertAlmostEqual(x, marker_x(panel, model["step"]), delta=0.02)
                     self.assertAlmostEqual(y, marker_y(panel, model["layers"][layer]["erank"]),
                                            delta=0.02)
+
+    # --------------------------------------------------------------- the README gallery
+
+    def test_the_readme_gallery_is_what_the_demo_draws(self):
+        out = self.path("demo")
+        result = subprocess.run(["bash", os.path.join(harness.SCRIPTS, "demo_figures.sh"),
+                                 harness.KVRANK, out], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        img = os.path.join(harness.ROOT, "docs", "img")
+        with open(os.path.join(harness.ROOT, "README.md"), encoding="utf-8") as f:
+            shown = set(re.findall(r"docs/img/([\w.-]+\.(?:svg|pdf))", f.read()))
+        drawn = {name for name in os.listdir(out) if name.endswith((".svg", ".pdf"))}
+        self.assertEqual(shown, drawn)
+        self.assertEqual({name for name in os.listdir(img) if name.endswith((".svg", ".pdf"))},
+                         drawn)
+        for name in sorted(drawn):
+            ours, theirs = os.path.join(img, name), os.path.join(out, name)
+            if name.endswith(".pdf"):
+                sizes = [re.search(r"Page size:.*", subprocess.run(
+                    ["pdfinfo", path], capture_output=True, text=True).stdout).group(0)
+                    for path in (ours, theirs)]
+                self.assertEqual(sizes[0], sizes[1], name)
+                continue
+            a, b = svg_summary(ours), svg_summary(theirs)
+            self.assertEqual((a["width_in"], a["height_in"], a["legend"]),
+                             (b["width_in"], b["height_in"], b["legend"]), name)
+            self.assertEqual(len(a["panels"]), len(b["panels"]), name)
+            for pa, pb in zip(a["panels"], b["panels"]):
+                self.assertEqual(pa["title"], pb["title"], name)
+                self.assertEqual(sorted(pa["series"]), sorted(pb["series"]), name)
+                for label, series in pa["series"].items():
+                    other = pb["series"][label]
+                    self.assertEqual(series["colour"], other["colour"], (name, label))
+                    for m, n in zip(series["markers"], other["markers"], strict=True):
+                        self.assertAlmostEqual(m[1], n[1], delta=0.05, msg=(name, label))
+                for c, d in zip(pa["cells"], pb["cells"], strict=True):
+                    self.assertAlmostEqual(c["value"], d["value"], places=4, msg=name)
+        # The similarity heatmap keeps its own structure (no panels): compare its cells.
+        cells = [[float(r.get("data-value")) for r in ET.parse(os.path.join(d, "heatmap-mqa-layer3.svg"))
+                  .getroot().iter(NS + "rect") if cls(r) == "cell"] for d in (img, out)]
+        self.assertEqual(len(cells[0]), 64)
+        for x, y in zip(*cells, strict=True):
+            self.assertAlmostEqual(x, y, places=4)
 
 
 if __name__ == "__main__":
