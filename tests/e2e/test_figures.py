@@ -93,7 +93,9 @@ def svg_summary(path):
                                                "dash": path_.get("stroke-dasharray"),
                                                "markers": markers}
         cells = [{"layer": int(c.get("data-layer")), "step": int(c.get("data-step")),
-                  "value": float(c.get("data-value")), "fill": c.get("fill")}
+                  "value": float(c.get("data-value")), "fill": c.get("fill"),
+                  "x": float(c.get("x")), "y": float(c.get("y")),
+                  "width": float(c.get("width")), "height": float(c.get("height"))}
                  for c in panel.iter(NS + "rect") if cls(c) == "cell"]
         panels.append({
             "title": panel.get("data-title"), "series": series, "cells": cells,
@@ -198,6 +200,25 @@ class FigureTest(harness.TestCase):
         self.assertEqual(result.stdout, "")
         return result
 
+    def plot_both(self, source, name, *args):
+        """The figure as SVG and as a 96-dpi PNG (one PNG pixel per SVG unit): (summary, png)."""
+        self.plot(source, "-o", self.path(name + ".svg"), *args)
+        self.plot(source, "-o", self.path(name + ".png"), "--dpi", "96", *args)
+        return svg_summary(self.path(name + ".svg")), read_png(self.path(name + ".png"))
+
+    def assert_drawn(self, svg, png):
+        """Every marker's centre and every cell's centre has its colour in the PNG."""
+        for panel in svg["panels"]:
+            for label, series in panel["series"].items():
+                for x, y, _ in series["markers"]:
+                    got = pixel(png, x, y)
+                    self.assertTrue(near(got, hex_rgb(series["colour"])),
+                                    f"{panel['title']} {label}: pixel {got} at ({x:.1f}, {y:.1f}), "
+                                    f"expected {series['colour']}")
+            for cell in panel["cells"]:
+                got = pixel(png, cell["x"] + cell["width"] / 2, cell["y"] + cell["height"] / 2)
+                self.assertTrue(near(got, hex_rgb(cell["fill"]), 6), (panel["title"], cell, got))
+
     def assert_usage_error(self, result):
         self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
         lines = result.stderr.strip().splitlines()
@@ -301,6 +322,15 @@ class FigureTest(harness.TestCase):
         self.assert_usage_error(run("plot", inputs[0], "-o", self.path("x.svg"),
                                     "--panel-title", "a", "--panel-title", "b"))
         self.assertFalse(os.path.exists(self.path("x.svg")))
+
+    def test_png_of_grids_presets_and_styles(self):
+        path = self.write("seed.json", seed_like())
+        style = self.path("style.json")
+        with open(style, "w", encoding="utf-8") as out:
+            json.dump({"MQA": {"colour": "#123456", "marker": "star"}}, out)
+        for args in (("--size", "column"), ("--size", "page", "--cols", "1", "--legend", "right"),
+                     ("--ylim", "0,20", "--style", style, "--legend", "inside")):  # data below it
+            self.assert_drawn(*self.plot_both(path, "fig", *args))
 
     def test_legend_places(self):
         path = self.write("seed.json", seed_like())
@@ -449,7 +479,8 @@ class FigureTest(harness.TestCase):
             brightest = max(panel["cells"], key=lambda c: sum(hex_rgb(c["fill"])))
             if offset:
                 self.assertEqual((brightest["layer"], brightest["step"]), (2, 300))
-        self.plot(path, "-o", self.path("heat.png"), "--over-steps", "heatmap")
+        for mode in ("layers", "mean", "heatmap"):
+            self.assert_drawn(*self.plot_both(path, mode, "--over-steps", mode))
 
     def test_over_steps_needs_steps_and_one_run_per_step(self):
         no_step = self.write("nostep.json", [model_entry("m", [1.0, 2.0])])

@@ -2,6 +2,8 @@
 // the exact messages a user sees.
 #include "kvrank/plot/figure_options.hpp"
 
+#include <set>
+
 #include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
