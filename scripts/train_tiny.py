@@ -53,7 +53,7 @@ D_MODEL = 128
 N_LAYERS = 4
 N_HEADS = 8
 HEAD_DIM = 16
-INTERMEDIATE = 256     # SwiGLU hidden size (kept small so that all of data/ stays under 10 MB)
+INTERMEDIATE = 256     # SwiGLU hidden size (kept small so that data/tiny stays under 10 MB)
 RMS_EPS = 1e-5
 ROPE_THETA = 10000.0
 MLA_KV_LORA_RANK = 64  # DeepSeek-V2-Lite ratio: kv_lora_rank = 4 x qk_nope_head_dim

@@ -38,9 +38,9 @@ struct PlotOptions {
   double font_pt = 10;            ///< axis-label size in points (ticks and legend a little smaller)
   int columns = 0;                ///< panels per row; 0: all in one row
   bool share_y = false;           ///< one y range for every panel
-  std::optional<std::pair<double, double>> ylim;  ///< fixed y range (low < high)
+  std::optional<std::pair<double, double>> ylim{};  ///< fixed y range (low < high)
   LegendPlace legend = LegendPlace::below;
-  std::map<std::string, SeriesStyle> styles;  ///< by series label (model label, "Layer 3", run)
+  std::map<std::string, SeriesStyle> styles{};  ///< by series label (model label, "Layer 3", run)
 };
 
 /// The figure file formats, chosen by the output's extension (any case).
