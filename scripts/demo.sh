@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set up, build, and analyse the embedded demo models (data/tiny/*, one trained tiny
-# language model per attention variant), printing the table and drawing the figure.
+# language model per attention variant; data/tiny-steps/*, checkpoints of two of them over
+# training), printing the table and drawing the README gallery into out/
+# (scripts/demo_figures.sh; docs/img/ holds the same figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,12 +13,7 @@ configure=()
 scripts/build.sh build "${configure[@]}" >&2
 mkdir -p out
 # In the seed figure's order, with its legend names (LRKV ranks keep the paper's d_h/8 and d_h/2).
-models=(data/tiny/mha data/tiny/lrkv-r2 data/tiny/lrkv-r8 data/tiny/mqa data/tiny/mla data/tiny/gqa)
-labels=(--label "Standard MHA" --label "LRKV (r=2)" --label "LRKV (r=8)" --label "MQA" --label "MLA"
-        --label "GQA")
-build/kvrank analyze "${models[@]}" "${labels[@]}" --with-baseline
-build/kvrank analyze "${models[@]}" "${labels[@]}" --with-baseline --similarity --format json \
-  -o out/tiny.json -q
-build/kvrank plot out/tiny.json -o out/effective-rank.svg --title "Tiny models, one per attention variant"
-build/kvrank plot out/tiny.json --heatmap 3 --model "MQA" -o out/heatmap-mqa-layer3.svg
-echo "wrote out/tiny.json, out/effective-rank.svg and out/heatmap-mqa-layer3.svg" >&2
+build/kvrank analyze data/tiny/mha data/tiny/lrkv-r2 data/tiny/lrkv-r8 data/tiny/mqa data/tiny/mla \
+  data/tiny/gqa --label "Standard MHA" --label "LRKV (r=2)" --label "LRKV (r=8)" --label "MQA" \
+  --label "MLA" --label "GQA" --with-baseline
+scripts/demo_figures.sh build/kvrank out

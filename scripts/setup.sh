@@ -8,12 +8,14 @@ set -euo pipefail
 # Building the command and the library, and running it.
 runtime_packages=(build-essential cmake ninja-build
                   libeigen3-dev libcli11-dev nlohmann-json3-dev libspdlog-dev zlib1g-dev
-                  libopenblas-dev libopenblas-openmp-dev libdnnl-dev)
+                  libopenblas-dev libopenblas-openmp-dev libdnnl-dev
+                  librsvg2-bin)  # rsvg-convert: PNG and PDF figures
 # The test suite: Catch2, the numpy reference, clang for the sanitizer build and the fuzzers, the
 # format check, a one-node Slurm (tests/e2e/test_slurm.py), pkg-config (tests/e2e/test_install.py),
 # and the packaging step (help2man for the man page, debootstrap for the fresh Debian root).
 test_packages=(catch2 python3 python3-numpy pkg-config
-               clang clang-format libclang-rt-dev librsvg2-bin time ccache
+               clang clang-format libclang-rt-dev time ccache
+               poppler-utils  # pdfinfo and pdftoppm check the PDF figures
                slurm-wlm munge
                python3-jsonschema  # tests/e2e/test_result_schema.py validates against docs/schema/
                help2man debootstrap)

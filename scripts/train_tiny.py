@@ -20,7 +20,14 @@ concatenated in sorted order; the last 5 % of the bytes are the validation split
 
 Usage:
   nice -n 10 python3 scripts/train_tiny.py --steps 400 --seed 0 --out data/tiny [--variants mha,gqa]
+  nice -n 10 python3 scripts/train_tiny.py --steps 60 --warmup 10 --keep-steps 0,10,20,40,60 \
+      --variants mha,lrkv-r2 --eval-windows 64 --out data/tiny-steps
   python3 scripts/train_tiny.py --verify --out data/tiny   # numpy-only read-back of what is there
+
+--keep-steps writes, instead of the final model, OUT/<variant>/checkpoint-N/ after N optimiser
+steps (0: the initialisation) holding only the attention tensors (the names with "self_attn"), so
+that a training trajectory stays small; OUT/losses.json then records the validation loss of each
+kept checkpoint.
 
 Needs PyTorch (Debian python3-torch) for training; --verify needs only numpy. Runs on one CPU thread
 by default (--threads) so that it is reproducible and does not crowd a shared machine.
@@ -46,7 +53,7 @@ D_MODEL = 128
 N_LAYERS = 4
 N_HEADS = 8
 HEAD_DIM = 16
-INTERMEDIATE = 256     # SwiGLU hidden size (kept small so that all of data/ stays under 10 MB)
+INTERMEDIATE = 256     # SwiGLU hidden size (kept small so that data/tiny stays under 10 MB)
 RMS_EPS = 1e-5
 ROPE_THETA = 10000.0
 MLA_KV_LORA_RANK = 64  # DeepSeek-V2-Lite ratio: kv_lora_rank = 4 x qk_nope_head_dim
@@ -410,7 +417,10 @@ def train_one(variant, args, train, valid, log):
     params = sum(p.numel() for p in model.parameters())
     log(f"[{variant}] {params} parameters")
     start, running = time.time(), None
+    kept = {}
     for step in range(args.steps):
+        if step in args.keep_steps:
+            kept[step] = keep_checkpoint(model, variant, step, args, valid, log)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         offsets = torch.randint(0, len(train) - args.context - 1, (args.batch,), generator=data_gen)
@@ -426,12 +436,36 @@ def train_one(variant, args, train, valid, log):
             log(f"[{variant}] step {step:5d} loss {loss.item():.4f} (smoothed {running:.4f}) "
                 f"lr {lr_at(step, args.steps, args.lr, args.warmup):.2e} "
                 f"{time.time() - start:.0f}s")
+    if args.steps in args.keep_steps:
+        kept[args.steps] = keep_checkpoint(model, variant, args.steps, args, valid, log)
     model.eval()
     val = evaluate(model, valid, args.context, args.eval_windows)
     seconds = time.time() - start
     log(f"[{variant}] final validation loss {val:.4f} nats/byte ({seconds:.0f}s)")
-    return model, {"val_loss": round(val, 4), "train_loss_smoothed": round(running, 4),
-                   "parameters": params, "seconds": round(seconds, 1)}
+    entry = {"val_loss": round(val, 4), "train_loss_smoothed": round(running, 4),
+             "parameters": params, "seconds": round(seconds, 1)}
+    if kept:
+        entry["checkpoints"] = {f"checkpoint-{step}": {"step": step, "val_loss": loss}
+                                for step, loss in sorted(kept.items())}
+    return model, entry
+
+
+def keep_checkpoint(model, variant, step, args, valid, log):
+    """Writes OUT/<variant>/checkpoint-STEP/ with the attention tensors only; returns its
+    validation loss (the model is put back in training mode)."""
+    import torch
+
+    folder = Path(args.out) / variant / f"checkpoint-{step}"
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {n: t for n, t in model.state_dict().items() if "self_attn" in n}
+    write_safetensors(folder / "model.safetensors", tensors)
+    (folder / "config.json").write_text(json.dumps(make_config(variant, args.context), indent=2) + "\n")
+    model.eval()
+    with torch.no_grad():
+        loss = round(evaluate(model, valid, args.context, args.eval_windows), 4)
+    model.train()
+    log(f"[{variant}] kept {folder} (validation loss {loss:.4f})")
+    return loss
 
 
 def save_model(model, variant, args):
@@ -544,9 +578,15 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--corpus-root", default=str(CORPUS_ROOT))
+    ap.add_argument("--keep-steps", default="",
+                    help="comma list of steps N: write only OUT/<variant>/checkpoint-N/ (attention "
+                         "tensors) after N steps, not the final model")
     ap.add_argument("--verify", action="store_true",
                     help="only read OUT/*/ back with numpy, check names/shapes, print qk and k erank")
     args = ap.parse_args()
+    args.keep_steps = {int(n) for n in args.keep_steps.split(",") if n}
+    if any(n < 0 or n > args.steps for n in args.keep_steps):
+        sys.exit(f"train_tiny: error: --keep-steps must lie in 0..{args.steps}")
 
     if args.verify:
         sys.exit(0 if verify(args.out) else 1)
@@ -572,6 +612,7 @@ def main():
                      "schedule": "linear warmup then cosine to 10 %", "optimizer": "AdamW(0.9,0.95)",
                      "weight_decay": args.weight_decay, "grad_clip": 1.0,
                      "eval_windows": args.eval_windows, "threads": args.threads,
+                     "keep_steps": sorted(args.keep_steps),
                      "torch": torch.__version__},
     }
     print(f"corpus {len(files)} files, {len(data)} bytes, sha256 {meta['corpus']['sha256'][:16]}…; "
@@ -581,7 +622,8 @@ def main():
 
     for variant in variants:
         model, entry = train_one(variant, args, train, valid, lambda s: print(s, flush=True))
-        save_model(model, variant, args)
+        if not args.keep_steps:
+            save_model(model, variant, args)
         update_losses(args.out, variant, entry, meta)
 
 

@@ -19,6 +19,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
+#include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
@@ -266,6 +267,10 @@ int run_analyze(const AnalyzeArgs& args) {
     throw kvrank::Error("", "--label given " + std::to_string(args.labels.size()) + " times for " +
                                 std::to_string(args.paths.size()) + " input(s)");
   }
+  if (args.steps.size() > args.paths.size()) {
+    throw kvrank::Error("", "--step given " + std::to_string(args.steps.size()) + " times for " +
+                                std::to_string(args.paths.size()) + " input(s)");
+  }
   check_thread_count(args.threads);
   const std::string format = output_format(args.format, args.output, "table");
   check_format_flags(args, format);
@@ -302,6 +307,7 @@ int run_analyze(const AnalyzeArgs& args) {
   std::vector<kvrank::ModelReport> models;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     progress.start_model(static_cast<int>(i), labels[i]);
+    options.step = i < args.steps.size() ? std::optional(args.steps[i]) : std::nullopt;
     failures.attempt(
         inputs[i].argument,
         [&] {
@@ -397,13 +403,21 @@ int run_check(const CheckArgs& args) {
 
 namespace {
 
-/// SVG, or PNG through rsvg-convert when the output name ends in .png (never "-": a file).
-void write_figure(const std::string& svg, const std::string& output, Destination& destination) {
-  if (fs::path(output).extension() != ".png" || destination.file() == nullptr) {
+/// The output's format: SVG on stdout ("-"), else by the extension (any other is a usage error,
+/// raised before anything is read or written).
+kvrank::FigureFormat output_format(const std::string& output) {
+  return output == "-" ? kvrank::FigureFormat::svg : kvrank::figure_format(output);
+}
+
+/// SVG as it is, or PNG/PDF through rsvg-convert.
+void write_figure(const std::string& svg, kvrank::FigureFormat format, const PlotArgs& args,
+                  Destination& destination) {
+  if (format == kvrank::FigureFormat::svg || destination.file() == nullptr) {
     destination.emit(svg);
     return;
   }
-  kvrank::render_png(svg, *destination.file());
+  kvrank::render_figure(svg, format, args.dpi.value_or(kvrank::kDefaultPngDpi),
+                        *destination.file());
   destination.file()->commit();
 }
 
@@ -416,35 +430,95 @@ const kvrank::ModelReport& pick_model(const std::vector<kvrank::ModelReport>& mo
                       label.empty() ? "holds no model" : "has no model labelled \"" + label + "\"");
 }
 
+/// An input FILE=Title: the file and its panel title. A whole argument naming an existing file
+/// is that file, '=' and all.
+std::pair<std::string, std::optional<std::string>> titled_input(const std::string& argument) {
+  std::error_code error;
+  const std::size_t equals = argument.find('=');
+  if (equals == std::string::npos || fs::exists(argument, error)) return {argument, std::nullopt};
+  return {argument.substr(0, equals), argument.substr(equals + 1)};
+}
+
+kvrank::PlotOptions plot_options(const PlotArgs& args) {
+  kvrank::PlotOptions options;
+  options.metric = kvrank::parse_metric(args.metric);
+  options.title = args.title;
+  if (!args.size.empty()) kvrank::apply_size_preset(options, args.size);
+  if (args.width) options.width_in = *args.width;
+  if (args.height) options.height_in = *args.height;
+  if (args.font_size) options.font_pt = *args.font_size;
+  options.columns = args.columns;
+  options.share_y = args.share_y;
+  if (!args.ylim.empty()) options.ylim = kvrank::parse_ylim(args.ylim);
+  options.legend = kvrank::parse_legend_place(args.legend);
+  if (!args.style_file.empty()) {
+    options.styles =
+        kvrank::parse_style_file(kvrank::read_json_object(args.style_file), args.style_file);
+  }
+  return options;
+}
+
+std::vector<kvrank::Panel> plot_panels(const PlotArgs& args) {
+  if (args.panel_titles.size() > args.inputs.size()) {
+    throw kvrank::Error("", "--panel-title given " + std::to_string(args.panel_titles.size()) +
+                                " times for " + std::to_string(args.inputs.size()) + " input(s)");
+  }
+  std::vector<kvrank::Panel> panels;
+  for (std::size_t i = 0; i < args.inputs.size(); ++i) {
+    const auto [file, title] = titled_input(args.inputs[i]);
+    std::string panel_title = title.value_or(fs::path(file).stem().string());
+    if (i < args.panel_titles.size()) panel_title = args.panel_titles[i];
+    panels.push_back({panel_title, read_results(file), file});
+  }
+  return panels;
+}
+
+std::vector<fs::path> plot_input_paths(const PlotArgs& args) {
+  std::vector<fs::path> paths;
+  for (const auto& input : args.inputs) paths.emplace_back(titled_input(input).first);
+  if (!args.style_file.empty()) paths.emplace_back(args.style_file);
+  return paths;
+}
+
+std::string similarity_figure(const PlotArgs& args) {
+  const std::string file = titled_input(args.inputs.front()).first;
+  const auto models = read_results(file);
+  const auto& model = pick_model(models, args.heatmap_model, file);
+  try {
+    return kvrank::plot_heatmap_svg(model, *args.heatmap_layer, args.title);
+  } catch (const kvrank::Error& e) {  // the plotter knows the model, not the file it came from
+    throw kvrank::Error(file, e.what());
+  }
+}
+
 }  // namespace
 
 int run_plot(const PlotArgs& args) {
   const auto started = std::chrono::steady_clock::now();
-  Destination destination(args.output, as_paths(args.inputs));
+  const kvrank::FigureFormat format = output_format(args.output);
+  const kvrank::PlotOptions options = plot_options(args);
+  if (!args.over_steps.empty() && args.inputs.size() != 1) {
+    throw kvrank::Error("",
+                        "--over-steps draws one result file (merge the checkpoints' results "
+                        "first: kvrank merge, or one analyze over all checkpoints)");
+  }
+  Destination destination(args.output, plot_input_paths(args));
+  std::string svg;
+  std::string drawn;
   if (args.heatmap_layer) {
-    const auto models = read_results(args.inputs.front());
-    const auto& model = pick_model(models, args.heatmap_model, args.inputs.front());
-    std::string svg;
-    try {
-      svg = kvrank::plot_heatmap_svg(model, *args.heatmap_layer, args.title);
-    } catch (const kvrank::Error& e) {  // the plotter knows the model, not the file it came from
-      throw kvrank::Error(args.inputs.front(), e.what());
-    }
-    write_figure(svg, args.output, destination);
-    report_written(args.output, "the similarity of layer " + std::to_string(*args.heatmap_layer),
-                   started);
-    return 0;
+    svg = similarity_figure(args);
+    drawn = "the similarity of layer " + std::to_string(*args.heatmap_layer);
+  } else if (!args.over_steps.empty()) {
+    svg = kvrank::plot_steps_svg(plot_panels(args).front(),
+                                 kvrank::parse_step_plot(args.over_steps), options);
+    drawn = args.over_steps + " over training steps";
+  } else {
+    const auto panels = plot_panels(args);
+    svg = kvrank::plot_curves_svg(panels, options);
+    drawn = std::to_string(panels.size()) + (panels.size() == 1 ? " result file" : " result files");
   }
-  std::vector<kvrank::Panel> panels;
-  for (const auto& input : args.inputs) {
-    panels.push_back({fs::path(input).stem().string(), read_results(input), input});
-  }
-  write_figure(kvrank::plot_curves_svg(
-                   panels, {.metric = kvrank::parse_metric(args.metric), .title = args.title}),
-               args.output, destination);
-  report_written(args.output,
-                 std::to_string(panels.size()) + (panels.size() == 1 ? " panel" : " panels"),
-                 started);
+  write_figure(svg, format, args, destination);
+  report_written(args.output, drawn, started);
   return 0;
 }
 

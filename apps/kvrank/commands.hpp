@@ -2,6 +2,7 @@
 // function each that calls the library and writes the result.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,7 @@ struct LayoutFlags {
 struct AnalyzeArgs {
   std::vector<std::string> paths;
   std::vector<std::string> labels;
+  std::vector<std::int64_t> steps;
   std::string repr;
   std::string layers;
   std::string layer_shard;
@@ -74,10 +76,22 @@ struct CheckArgs {
 };
 
 struct PlotArgs {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs;  ///< FILE or FILE=Panel title
   std::string output;
   std::string metric = "erank";
   std::string title;
+  std::vector<std::string> panel_titles;
+  std::string size;
+  std::optional<double> width;
+  std::optional<double> height;
+  std::optional<double> font_size;
+  std::optional<int> dpi;
+  int columns = 0;
+  bool share_y = false;
+  std::string ylim;
+  std::string legend = "below";
+  std::string style_file;
+  std::string over_steps;
   std::optional<int> heatmap_layer;
   std::string heatmap_model;
 };

@@ -128,10 +128,11 @@ ModelLayout detect_layout_or_advise(const Checkpoint& checkpoint,
 }
 
 ModelReport empty_report(const std::filesystem::path& path, const std::string& label,
-                         const ModelLayout& layout, Repr repr) {
+                         std::optional<std::int64_t> step, const ModelLayout& layout, Repr repr) {
   ModelReport report;
   report.label = label;
   report.path = path.string();
+  report.step = step;
   report.family = family_name(layout.family);
   report.variant = variant_name(layout.variant);
   report.geometry = layout;  // the layout's ModelGeometry part
@@ -156,6 +157,7 @@ std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::
                                             const AnalyzeOptions& options) {
   const std::filesystem::path& path = input.path;
   check_distinct(options.reprs);
+  const std::optional<std::int64_t> step = options.step ? options.step : checkpoint_step(path);
   const Checkpoint checkpoint = Checkpoint::open(path, options.open);
   const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
@@ -164,7 +166,7 @@ std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::
   std::vector<ModelReport> reports;
   const Provenance source = provenance(input, checkpoint, layout, options);
   for (Repr repr : reprs) {
-    reports.push_back(empty_report(path, label, layout, repr));
+    reports.push_back(empty_report(path, label, step, layout, repr));
     reports.back().source = source;
   }
   const int total = static_cast<int>(layers.size());

@@ -19,20 +19,10 @@ constexpr std::size_t kMaxTicks = 25;
 
 }  // namespace
 
-/// Matplotlib-like limits (data ± 5 %) and "nice" ticks (1, 2, 2.5, 5 × 10^k) inside them.
-Axis value_axis(double data_min, double data_max, int target_ticks) {
-  // A spread below 1e-9 of the values' size is round-off, not a trend, and ticks that close could
-  // not even be stepped through in a double (1e17 + 4 == 1e17): drawn as a flat line.
-  const double scale = std::max(std::fabs(data_min), std::fabs(data_max));
-  if (!(data_max - data_min > std::max(1e-12, 1e-9 * scale))) {
-    const double half = std::max(0.5, std::fabs(data_min) * 0.1);
-    data_min -= half;
-    data_max += half;
-  }
-  Axis axis;
-  const double margin = 0.05 * (data_max - data_min);
-  axis.low = data_min - margin;
-  axis.high = data_max + margin;
+namespace {
+
+/// Nice ticks (1, 2, 2.5, 5 × 10^k) between axis.low and axis.high, and their decimals.
+void nice_ticks(Axis& axis, int target_ticks) {
   const double raw_step = (axis.high - axis.low) / target_ticks;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
   double nice = 10;
@@ -53,6 +43,33 @@ Axis value_axis(double data_min, double data_max, int target_ticks) {
     const double tick = k * step;
     axis.ticks.push_back(std::fabs(tick) < 1e-12 * step ? 0.0 : tick);
   }
+}
+
+}  // namespace
+
+/// Matplotlib-like limits (data ± 5 %) and "nice" ticks (1, 2, 2.5, 5 × 10^k) inside them.
+Axis value_axis(double data_min, double data_max, int target_ticks) {
+  // A spread below 1e-9 of the values' size is round-off, not a trend, and ticks that close could
+  // not even be stepped through in a double (1e17 + 4 == 1e17): drawn as a flat line.
+  const double scale = std::max(std::fabs(data_min), std::fabs(data_max));
+  if (!(data_max - data_min > std::max(1e-12, 1e-9 * scale))) {
+    const double half = std::max(0.5, std::fabs(data_min) * 0.1);
+    data_min -= half;
+    data_max += half;
+  }
+  Axis axis;
+  const double margin = 0.05 * (data_max - data_min);
+  axis.low = data_min - margin;
+  axis.high = data_max + margin;
+  nice_ticks(axis, target_ticks);
+  return axis;
+}
+
+Axis exact_axis(double low, double high, int target_ticks) {
+  Axis axis;
+  axis.low = low;
+  axis.high = high;
+  nice_ticks(axis, target_ticks);
   return axis;
 }
 
@@ -70,17 +87,21 @@ std::int64_t layer_step(std::int64_t span) {
 
 }  // namespace
 
-/// Layer axis: limits 5 % beyond the first and last layer, integer ticks.
-Axis layer_axis(int first, int last) {
+/// Integer axis: limits 5 % beyond the first and last value, integer ticks.
+Axis integer_axis(std::int64_t first, std::int64_t last) {
   Axis axis;
-  const std::int64_t span = std::int64_t{last} - first;
+  // Steps reach int64; layer indices, int: a span can pass 2^62 only for steps, and is clamped
+  // there (the ticks then thin out to their maximum count).
+  const std::int64_t span =
+      last >= 0 && first < 0 && last > INT64_MAX + first ? INT64_MAX : last - first;
   const double margin = first == last ? 0.5 : 0.05 * static_cast<double>(span);
-  axis.low = first - margin;
-  axis.high = last + margin;
+  axis.low = static_cast<double>(first) - margin;
+  axis.high = static_cast<double>(last) + margin;
   const std::int64_t step = layer_step(span);
   for (std::int64_t tick = (first / step) * step; tick <= last && axis.ticks.size() < kMaxTicks;
        tick += step) {
     if (tick >= first) axis.ticks.push_back(static_cast<double>(tick));
+    if (tick > INT64_MAX - step) break;  // the next tick would overflow
   }
   return axis;
 }

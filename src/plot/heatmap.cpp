@@ -108,6 +108,12 @@ void check_cosines(const ModelReport& model, int layer_index, const MatrixD& sim
 
 }  // namespace
 
+namespace plot_detail {
+
+std::string viridis(double t) { return hex(ColourMap{&kViridis, 0, 1}.at(t)); }
+
+}  // namespace plot_detail
+
 std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const std::string& title) {
   const auto found = std::find_if(model.layers.begin(), model.layers.end(),
                                   [&](const LayerMetrics& l) { return l.layer == layer_index; });

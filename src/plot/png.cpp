@@ -60,7 +60,7 @@ int run_converter(char* const argv[], int in, int out, int err, const OutputFile
   const int spawn_error = posix_spawnp(&pid, argv[0], actions.get(), nullptr, argv, environ);
   if (spawn_error != 0) {
     throw Error(output.path().string(),
-                std::string("cannot render PNG: ") + argv[0] +
+                std::string("cannot render the figure: ") + argv[0] +
                     (spawn_error == ENOENT ? " not found (install librsvg2-bin, or write an .svg)"
                                            : " cannot be started"));
   }
@@ -76,16 +76,23 @@ int run_converter(char* const argv[], int in, int out, int err, const OutputFile
 
 }  // namespace
 
-void render_png(const std::string& svg, OutputFile& output) {
+void render_figure(const std::string& svg, FigureFormat format, int dpi, OutputFile& output) {
+  const std::string what = format == FigureFormat::pdf ? "PDF" : "PNG";
   const UnnamedFile svg_file = unnamed_file(output);
   const UnnamedFile messages = unnamed_file(output);
   if (std::fwrite(svg.data(), 1, svg.size(), svg_file.get()) != svg.size() ||
       std::fflush(svg_file.get()) != 0) {
-    throw Error(output.path().string(), "cannot write the SVG for the PNG conversion");
+    throw Error(output.path().string(), "cannot write the SVG for the " + what + " conversion");
   }
   std::rewind(svg_file.get());
-  char program[] = "rsvg-convert", format_flag[] = "-f", format[] = "png";
-  char* const argv[] = {program, format_flag, format, nullptr};
+  // The figure's size is in inches: the resolution sets a PNG's pixels; a PDF page keeps the size.
+  const int resolution = format == FigureFormat::pdf ? 72 : dpi;
+  std::string program = "rsvg-convert", format_flag = "-f";
+  std::string format_name = format == FigureFormat::pdf ? "pdf" : "png";
+  std::string dpi_x = "--dpi-x=" + std::to_string(resolution);
+  std::string dpi_y = "--dpi-y=" + std::to_string(resolution);
+  char* const argv[] = {program.data(), format_flag.data(), format_name.data(),
+                        dpi_x.data(),   dpi_y.data(),       nullptr};
   const int status = run_converter(argv, fileno(svg_file.get()), output.descriptor(),
                                    fileno(messages.get()), output);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
@@ -93,8 +100,8 @@ void render_png(const std::string& svg, OutputFile& output) {
                               ? "exited with status " + std::to_string(WEXITSTATUS(status))
                               : "was killed by signal " + std::to_string(WTERMSIG(status));
   const std::string said = first_line(messages.get());
-  throw Error(output.path().string(),
-              "cannot render PNG: rsvg-convert " + how + (said.empty() ? "" : ": " + said));
+  throw Error(output.path().string(), "cannot render " + what + ": rsvg-convert " + how +
+                                          (said.empty() ? "" : ": " + said));
 }
 
 }  // namespace kvrank

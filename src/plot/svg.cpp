@@ -1,13 +1,15 @@
-// Figures as SVG: rank curves (one panel per input file) and similarity heatmaps.
+// Figures as SVG: the small SVG vocabulary the figures share (svg_detail.hpp).
 //
-// The look follows a matplotlib paper figure: tab10 colours, light grid, boxed axes, a dashed grey
-// "Fully redundant" line, DejaVu Sans / sans-serif text. A model keeps its colour in every panel
-// (colours are assigned by label), so one legend below the panels serves them all.
+// The look follows a matplotlib paper figure: light grid, boxed axes, a dashed grey "Fully
+// redundant" line, DejaVu Sans / sans-serif text, colour-blind-safe colours and a marker shape per
+// series. A series keeps its look in every panel (styles are assigned by label), so one legend
+// serves them all.
 //
-// Structure (what tests and scripts can rely on): each model is a <g class="model" data-label=…>
-// holding ONE <path class="series"> and one <circle class="marker"> per plotted layer; the
+// Structure (what tests and scripts can rely on): each panel is a <g class="panel"
+// data-title=…>; each series a <g class="model" data-label=…> holding ONE <path class="series">
+// and one <path class="marker" data-shape=… data-x=… data-y=…> per point (x, y: its centre); the
 // fully-redundant line is a <path class="baseline">; legend entries are <g class="legend-entry">;
-// heatmap cells are <rect class="cell">.
+// heatmap cells are <rect class="cell" data-value=…>. Width and height are in inches.
 #include "kvrank/plot/svg.hpp"
 
 #include <algorithm>
@@ -109,7 +111,8 @@ std::string text(double x, double y, const std::string& content, double size, An
 std::string document_open(double width, double height) {
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
          "<svg xmlns=\"http://www.w3.org/2000/svg\"" +
-         attr("width", width) + attr("height", height) +
+         attr("width", num(width / kUnitsPerInch) + "in") +
+         attr("height", num(height / kUnitsPerInch) + "in") +
          attr("viewBox", "0 0 " + num(width) + " " + num(height)) + attr("font-family", kFont) +
          attr("fill", kTextColour) + ">\n" + "<rect" + attr("width", width) +
          attr("height", height) + attr("fill", "white") + "/>\n";

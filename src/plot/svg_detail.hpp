@@ -1,9 +1,16 @@
-// Private: the pieces the figures of svg.hpp share — the small SVG vocabulary (svg.cpp) and the
-// axes (axes.cpp); the rank curves live in curves.cpp, the heatmaps in heatmap.cpp.
+// Private: the pieces the figures of svg.hpp share — the small SVG vocabulary (svg.cpp), the axes
+// (axes.cpp), series styles and markers (styles.cpp) and the multi-panel line figure
+// (figure.cpp); the rank curves live in curves.cpp, the training trajectories in steps.cpp, the
+// similarity heatmaps in heatmap.cpp.
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvrank/plot/svg.hpp"
@@ -14,10 +21,8 @@ constexpr const char* kFont = "DejaVu Sans, Helvetica, Arial, sans-serif";
 constexpr const char* kTextColour = "#262626";
 constexpr const char* kBaselineColour = "#7f7f7f";
 constexpr const char* kBaselineLabel = "Fully redundant";
-// matplotlib's tab10.
-constexpr std::array<const char*, 10> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                                                  "#bcbd22", "#17becf"};
+/// SVG user units per inch: the CSS pixel, as every SVG renderer reads unitless lengths.
+constexpr double kUnitsPerInch = 96;
 
 // ---------------------------------------------------------------------------------------------
 // Small SVG vocabulary (svg.cpp)
@@ -33,6 +38,8 @@ enum class Anchor { kStart, kMiddle, kEnd };
 
 std::string text(double x, double y, const std::string& content, double size, Anchor anchor,
                  const std::string& extra = "");
+/// The <svg> element of a width × height (user units) figure, its physical size in inches
+/// (kUnitsPerInch), so that PNG and PDF renderers give it its size at any resolution.
 std::string document_open(double width, double height);
 /// Rough width of a text in a sans-serif font (no font metrics here): 0.55 em per character.
 double text_width(const std::string& content, double size);
@@ -52,8 +59,96 @@ struct Axis {
 
 /// Matplotlib-like limits (data ± 5 %) and "nice" ticks (1, 2, 2.5, 5 × 10^k) inside them.
 Axis value_axis(double data_min, double data_max, int target_ticks);
-/// Layer axis: limits 5 % beyond the first and last layer, integer ticks.
-Axis layer_axis(int first, int last);
+/// Limits exactly low and high (low < high), nice ticks inside them.
+Axis exact_axis(double low, double high, int target_ticks);
+/// Integer axis (layers, steps): limits 5 % beyond the first and last value, integer ticks.
+Axis integer_axis(std::int64_t first, std::int64_t last);
+inline Axis layer_axis(int first, int last) { return integer_axis(first, last); }
 std::string tick_label(double value, int decimals);
+
+// ---------------------------------------------------------------------------------------------
+// Series styles and markers (styles.cpp)
+// ---------------------------------------------------------------------------------------------
+
+/// What the default style of a series depends on: its label and, for models, the variant (the
+/// paper's variants keep the paper's colour order).
+struct SeriesKey {
+  std::string label;
+  std::string variant;
+  std::optional<int> lrkv_rank;
+};
+
+/// Styles of `keys` (in order, labels distinct, no baseline): the user's style file first, then a
+/// colour-blind-safe palette in the paper's order by variant (MHA blue, the smaller LRKV rank
+/// orange, the larger green, MQA vermillion, MLA purple, GQA brown), others in order of
+/// appearance; a distinct marker per palette colour; never the baseline's grey.
+std::map<std::string, SeriesStyle> model_styles(const std::vector<SeriesKey>& keys,
+                                                const PlotOptions& options);
+/// Styles of ordered series (layers 0…L-1): viridis colours from dark to light, distinct markers.
+std::map<std::string, SeriesStyle> sequential_styles(const std::vector<std::string>& labels,
+                                                     const PlotOptions& options);
+/// A marker of `shape` (marker_names()) centred at (x, y): <path class="marker" data-shape=…>.
+std::string marker_svg(const std::string& shape, double x, double y, double radius,
+                       const std::string& colour);
+/// The stroke-dasharray attribute of a dash style ("" for solid).
+std::string dash_attribute(const std::string& dash);
+
+/// Viridis, t in [0, 1] → "#rrggbb" (heatmap.cpp).
+std::string viridis(double t);
+
+// ---------------------------------------------------------------------------------------------
+// Multi-panel line figure (figure.cpp)
+// ---------------------------------------------------------------------------------------------
+
+struct Series {
+  std::string label;
+  std::vector<std::pair<double, double>> points;  ///< (x, y); a non-finite y breaks the line
+  SeriesStyle style;                              ///< resolved; unused for the baseline
+  bool baseline = false;                          ///< drawn dashed grey, legend entry last
+};
+
+struct LinePanel {
+  std::string title;
+  std::string source;  ///< named in errors
+  std::vector<Series> series;
+  std::string x_label;
+  std::string y_label;
+  std::string y_name;        ///< the metric's name, in errors
+  bool line_at_one = false;  ///< draw the fully-redundant line when no baseline series is drawn
+};
+
+struct Fonts {
+  double label, tick, title, legend, figure_title;
+};
+Fonts fonts_for(const PlotOptions& options);
+
+/// Panels in a row or grid, one legend for all: the curves and trajectory figures.
+std::string line_figure_svg(const std::vector<LinePanel>& panels, const PlotOptions& options);
+
+/// A figure's size from options: what is given in inches, the rest from the content.
+struct PanelGrid {
+  int columns = 1, rows = 1;
+  double pad = 8, title_band = 0;
+  double margin_left = 0, margin_right = 0, margin_top = 0, margin_bottom = 0;
+  double plot_width = 0, plot_height = 0;
+  double right_band = 0;   ///< legend or colour bar right of the panels
+  double bottom_band = 0;  ///< legend below the panels
+  double width = 0, height = 0;
+
+  double panel_left(std::size_t i) const;
+  double panel_top(std::size_t i) const;
+};
+
+/// Fills in columns, rows, plot_width, plot_height, bottom_band, width and height from the
+/// margins and right band already set, the options' size (inches) and `default_plot_width`
+/// (units) when no width is given; `bottom_band_for` gives the band below the panels for a figure
+/// width. Throws kvrank::Error when a given size leaves a panel smaller than 30 units.
+void size_grid(PanelGrid& grid, std::size_t panels, const PlotOptions& options,
+               double default_plot_width, const std::function<double(double)>& bottom_band_for);
+
+/// The whole document of a figure: the <svg> element of the grid's size, the figure title (if
+/// any) in the grid's title band, then `body`.
+std::string figure_document(const PanelGrid& grid, const PlotOptions& options, const Fonts& fonts,
+                            const std::string& body);
 
 }  // namespace kvrank::plot_detail

@@ -3,6 +3,7 @@
 #include "kvrank/report/report.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 

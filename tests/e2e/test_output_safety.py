@@ -167,7 +167,8 @@ class Class3ShellInjection(OutputTestCase):
         with open(self.path(name)) as handle:
             self.assertEqual(handle.read(), "png")
         with open(self.path("args.txt")) as handle:  # SVG on stdin, PNG on stdout
-            self.assertEqual(handle.read().splitlines(), ["-f", "png"])
+            self.assertEqual(handle.read().splitlines(),
+                             ["-f", "png", "--dpi-x=300", "--dpi-y=300"])
 
     def test_an_existing_svg_of_the_same_name_is_left_alone(self):
         with open(self.path("fig.svg"), "w") as handle:
@@ -271,12 +272,13 @@ class Class4OutputOntoSpecialFiles(OutputTestCase):
         self.assert_error(self.baseline_to(self.path("folder")), self.path("folder"), "directory")
 
     def test_plot_onto_its_input_is_refused(self):
-        result_file = write_json(self.path("r.json"), result_document())
+        # A result under a figure's name: an output named .json is refused for its format first.
+        result_file = write_json(self.path("r.svg"), result_document())
         with open(result_file, "rb") as handle:
             before = handle.read()
-        os.link(result_file, self.path("hardlink.json"))
-        os.symlink("r.json", self.path("symlink.json"))
-        for output in ("r.json", "hardlink.json", "symlink.json", "./r.json"):
+        os.link(result_file, self.path("hardlink.svg"))
+        os.symlink("r.svg", self.path("symlink.svg"))
+        for output in ("r.svg", "hardlink.svg", "symlink.svg", "./r.svg"):
             with self.subTest(output=output):
                 result = run("plot", result_file, "-o", output, cwd=self.dir)
                 self.assert_error(result, output, "input")
@@ -318,8 +320,8 @@ class Class5PlotBounded(OutputTestCase):
     def assert_finite_coordinates(self, root):
         for element in root.iter():
             for name in ("x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "width", "height"):
-                if element.get(name) is not None:
-                    value = float(element.get(name))
+                if element.get(name) is not None:  # the figure's own size is in inches
+                    value = float(element.get(name).removesuffix("in"))
                     self.assertTrue(abs(value) < 1e6, (element.tag, name, value))
 
     def test_tick_steps_below_double_precision(self):

@@ -87,7 +87,7 @@ def svg_summary(path):
         for group in panel.iter(NS + "g"):
             if cls(group) == "model":
                 paths = [p for p in group.iter(NS + "path") if cls(p) == "series"]
-                markers = [c for c in group.iter(NS + "circle") if cls(c) == "marker"]
+                markers = [c for c in group.iter(NS + "path") if cls(c) == "marker"]
                 series[group.get("data-label")] = (len(paths), len(markers))
         baselines = [p.get("data-label") for p in panel.iter(NS + "path") if cls(p) == "baseline"]
         titles = [t.text for t in panel.iter(NS + "text") if cls(t) == "panel-title"]

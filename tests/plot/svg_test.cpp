@@ -25,7 +25,7 @@ out = {'series': [], 'baselines': [], 'legend': [], 'panels': [], 'cells': [], '
 for g in root.iter(NS + 'g'):
     if cls(g) == 'model':
         paths = [p for p in g.iter(NS + 'path') if cls(p) == 'series']
-        markers = [[float(c.get('cx')), float(c.get('cy'))] for c in g.iter(NS + 'circle')
+        markers = [[float(c.get('data-x')), float(c.get('data-y'))] for c in g.iter(NS + 'path')
                    if cls(c) == 'marker']
         out['series'].append({'label': g.get('data-label'), 'paths': len(paths),
                               'path_label': paths[0].get('data-label') if paths else None,
@@ -44,7 +44,8 @@ for r in root.iter(NS + 'rect'):
                              'fill': r.get('fill'), 'value': float(r.get('data-value'))})
 out['texts'] = [t.text for t in root.iter(NS + 'text')]
 out['all_series_paths'] = sum(1 for p in root.iter(NS + 'path') if cls(p) == 'series')
-out['all_markers'] = sum(1 for c in root.iter(NS + 'circle') if cls(c) == 'marker')
+out['all_markers'] = sum(1 for g in root.iter(NS + 'g') if cls(g) == 'model'
+                        for c in g.iter(NS + 'path') if cls(c) == 'marker')
 json.dump(out, sys.stdout)
 )PY";
 
@@ -339,6 +340,91 @@ TEST_CASE("heatmap: a similarity outside [-1, 1] is an error", "[svg]") {
     CHECK(std::string(error.what()) ==
           "model \"m\" layer 3: similarity[0][1] = 1e+308 is not a cosine (outside [-1, 1])");
   }
+}
+
+}  // namespace kvrank
+
+namespace kvrank {
+namespace {
+
+ModelReport with_repr(ModelReport report, const std::string& repr) {
+  report.repr = repr;
+  return report;
+}
+
+ModelReport at_step(ModelReport report, const std::string& path, std::int64_t step) {
+  report.path = path;
+  report.step = step;
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("curves: each representation of a file gets its own panel", "[svg]") {
+  Panel panel{"tiny",
+              {with_repr(model("MHA", "mha", 4, 6, 0.1), "qk"),
+               with_repr(model("MHA", "mha", 4, 3, 0.1), "k"),
+               with_repr(model("MQA", "mqa", 4, 4, 0.1), "qk"),
+               with_repr(model("MQA", "mqa", 4, 1, 0.0), "k")},
+              ""};
+  const json svg = parse_svg(plot_curves_svg({panel}, {}));
+  CHECK(svg["panels"] == json::array({"tiny (qk)", "tiny (k)"}));
+  CHECK(svg["all_series_paths"] == 4);
+  CHECK(svg["legend"] == json::array({"MHA", "MQA", "Fully redundant"}));
+}
+
+TEST_CASE("curves: --ylim gives exactly that range, values mapped linearly inside it", "[svg]") {
+  PlotOptions options;
+  options.ylim = {0.0, 10.0};
+  options.width_in = 4;
+  options.height_in = 3;
+  const ModelReport m = model("M", "mha", 5, 2, 1);
+  const std::string text = plot_curves_svg({{"p", {m}, ""}}, options);
+  CHECK(text.find("width=\"4in\" height=\"3in\" viewBox=\"0 0 384 288\"") != std::string::npos);
+  CHECK(text.find("data-y-low=\"0\" data-y-high=\"10\"") != std::string::npos);
+  const json markers = parse_svg(text)["series"][0]["markers"];
+  REQUIRE(markers.size() == 5);
+  // Equal value steps give equal pixel steps (value 2, 3, 4, 5, 6).
+  const double step = markers[1][1].get<double>() - markers[0][1].get<double>();
+  for (int i = 1; i < 5; ++i) {
+    CHECK(markers[i][1].get<double>() - markers[i - 1][1].get<double>() ==
+          Approx(step).margin(0.02));
+  }
+}
+
+TEST_CASE("curves: a figure too small for its panels is an error, not a broken figure", "[svg]") {
+  PlotOptions options;
+  options.width_in = 1;
+  options.height_in = 1;
+  const Panel panel{"p", {model("M", "mha", 5, 2, 1)}, ""};
+  CHECK_THROWS_AS(plot_curves_svg({panel, panel, panel}, options), Error);
+}
+
+TEST_CASE("steps: one line per layer against the step, runs from the checkpoint folders", "[svg]") {
+  Panel panel{"traj",
+              {at_step(model("a2", "mha", 3, 4, 0.5), "runs/a/checkpoint-200", 200),
+               at_step(model("a0", "mha", 3, 2, 0.5), "runs/a/checkpoint-0", 0),
+               at_step(model("b0", "mqa", 3, 1, 0.5), "runs/b/step-0/model.safetensors", 0)},
+              "traj.json"};
+  const json svg = parse_svg(plot_steps_svg(panel, StepPlot::layers, {}));
+  CHECK(svg["panels"] == json::array({"a", "b"}));
+  CHECK(svg["legend"] == json::array({"Layer 0", "Layer 1", "Layer 2"}));
+  const json& layer0 = svg["series"][0];  // run a, layer 0: steps 0 and 200 in order
+  CHECK(layer0["label"] == "Layer 0");
+  REQUIRE(layer0["markers"].size() == 2);
+  CHECK(layer0["markers"][0][0].get<double>() < layer0["markers"][1][0].get<double>());
+  CHECK(layer0["markers"][0][1].get<double>() > layer0["markers"][1][1].get<double>());
+
+  const json mean = parse_svg(plot_steps_svg(panel, StepPlot::mean, {}));
+  CHECK(mean["legend"] == json::array({"a", "b"}));
+  const json heat = parse_svg(plot_steps_svg(panel, StepPlot::heatmap, {}));
+  CHECK(heat["cells"].size() == 3 * 2 + 3 * 1);
+
+  Panel no_step{"x", {model("m", "mha", 2, 1, 1)}, "x.json"};
+  CHECK(test::error_message([&] { plot_steps_svg(no_step, StepPlot::mean, {}); }) ==
+        "x.json: model \"m\" has no training step: analyze checkpoint-N folders, or give --step N "
+        "to analyze");
+  CHECK_THROWS_AS(parse_step_plot("both"), Error);
 }
 
 }  // namespace kvrank

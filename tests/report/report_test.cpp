@@ -100,6 +100,7 @@ void require_same_models(const std::vector<ModelReport>& a, const std::vector<Mo
   for (std::size_t m = 0; m < a.size(); ++m) {
     CHECK(a[m].label == b[m].label);
     CHECK(a[m].path == b[m].path);
+    CHECK(a[m].step == b[m].step);
     CHECK(a[m].family == b[m].family);
     CHECK(a[m].variant == b[m].variant);
     CHECK(a[m].step == b[m].step);
@@ -196,6 +197,11 @@ TEST_CASE("reports_from_json names the file and the place of a bad field", "[rep
   json no_label = good;
   no_label["models"][0].erase("label");
   CHECK(error_of(no_label) == "golden.json: models[0]: missing \"label\"");
+
+  json bad_step = good;
+  bad_step["models"][0]["step"] = 1.5;
+  CHECK(error_of(bad_step) ==
+        "golden.json: models[0].step: expected an integer or null, found 1.5");
 
   json wrong_type = good;
   wrong_type["models"][0]["layers"][2]["erank_centered"] = "6.9";

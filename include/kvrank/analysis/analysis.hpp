@@ -2,6 +2,7 @@
 // model and representation). Streams one layer at a time; prints nothing.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -22,12 +23,21 @@ struct AnalyzeOptions {
   std::optional<LayerShard> shard;         ///< applied to the selected layers
   LayoutOverrides layout;
   OpenOptions open;
+  /// The training step recorded in every report (`--step`); empty: checkpoint_step(path).
+  std::optional<std::int64_t> step;
   /// Called after each layer: (layer position, layer count). May be empty.
   std::function<void(int done, int total)> progress;
   /// Called with human-readable notes for stderr (e.g. "K/V only: analysing k and v"). May be
   /// empty.
   std::function<void(const std::string& message)> note;
 };
+
+/// The training step of the checkpoint at `path`: the number in its folder's name
+/// (checkpoint-N, step-N, global_step_N, global_stepN; report/training_run.hpp), else the
+/// `global_step` of a trainer_state.json (Hugging Face Trainer) in that folder, else nullopt.
+/// Throws kvrank::Error naming a trainer_state.json that is not JSON or whose global_step is not
+/// a non-negative integer.
+std::optional<std::int64_t> checkpoint_step(const std::filesystem::path& path);
 
 /// Analyses one checkpoint; returns one report per representation. `label` is the model's label
 /// (model_inputs.hpp makes the default ones). The reports' provenance names `input` as the user

@@ -1,14 +1,21 @@
 // Figures as SVG, written by a small SVG writer of our own (no plotting dependency).
 //
-// plot_curves_svg: one panel per input file side by side; in each, x = layer, y = the metric, one
-// coloured line with markers per model, a legend, ticks and axis labels, and the fully-redundant
-// baseline as a dashed grey line at 1.0 (like the seed figure). plot_heatmap_svg: one layer's H×H
-// similarity matrix with a colour bar. All text is XML-escaped.
+// plot_curves_svg: one panel per input file and representation (a file holding `--repr qk,k`
+// gives a "(qk)" and a "(k)" panel), in one row or a grid of `columns`; in each, x = layer,
+// y = the metric, one line per model with its own colour, marker and dash, a legend, ticks and
+// axis labels, and the fully-redundant baseline as a dashed grey line at 1.0 (like the seed
+// figure). plot_steps_svg: from one result over training checkpoints, the metric against the
+// training step — one line per layer, or per run for the mean over layers — or a layers × steps
+// heatmap. plot_heatmap_svg: one layer's H×H similarity matrix with a colour bar. The look
+// (size, fonts, grid, y range, legend, series styles) is figure_options.hpp's. All text is
+// XML-escaped.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "kvrank/plot/figure_options.hpp"
 #include "kvrank/report/results.hpp"
 
 namespace kvrank {
@@ -19,14 +26,22 @@ struct Panel {
   std::string source;  ///< the file the models came from, named in errors
 };
 
-struct PlotOptions {
-  Metric metric = Metric::erank;  ///< the y axis (results.hpp)
-  std::string title;              ///< figure title (optional)
-};
-
-/// Throws kvrank::Error for values too far apart to draw (naming the panel's source). Any finite
-/// values and layer indices give a bounded figure.
+/// Throws kvrank::Error for values too far apart to draw (naming the panel's source), and for a
+/// figure size too small for its panels. Any finite values and layer indices give a bounded
+/// figure.
 std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions& options);
+
+/// What plot_steps_svg draws: `layers`, one panel per run and representation with one line per
+/// layer; `mean`, one panel per representation with one line per run (the mean over layers);
+/// `heatmap`, one layers × steps map per run and representation.
+enum class StepPlot { layers, mean, heatmap };
+
+StepPlot parse_step_plot(std::string_view text);
+
+/// The models of `panel` grouped into runs (report/training_run.hpp) and ordered by step. Throws
+/// kvrank::Error naming the source when a model has no step (analyze it with --step, or from
+/// checkpoint-N folders) or a run holds two checkpoints of one step.
+std::string plot_steps_svg(const Panel& panel, StepPlot kind, const PlotOptions& options);
 
 /// Throws kvrank::Error when the model has no such layer or the layer has no similarity matrix
 /// (analyze with --similarity).

@@ -1,0 +1,71 @@
+// What a figure looks like, as a paper needs it: its size, fonts, panel grid, y range, legend
+// place, and the look of each series (a style file keeps a model's look across every figure).
+//
+//   PlotOptions options;
+//   apply_size_preset(options, "column");                     // 3.5 in wide, 8 pt text
+//   options.ylim = parse_ylim("1,8");
+//   options.styles = parse_style_file(read_json_object("paper-style.json"), "paper-style.json");
+//   std::string svg = plot_curves_svg(panels, options);        // svg.hpp
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "kvrank/report/results.hpp"
+
+namespace kvrank {
+
+/// The look of one series. Empty fields take the defaults: a colour-blind-safe palette (Okabe &
+/// Ito) in the paper's order by variant, a distinct marker per series, a solid line.
+struct SeriesStyle {
+  std::string colour;  ///< "#rrggbb" or "#rgb"
+  std::string marker;  ///< one of marker_names()
+  std::string dash;    ///< "solid", "dashed", "dotted", "dashdot", or an SVG dash list "6 3"
+};
+
+enum class LegendPlace { below, right, inside, none };
+
+struct PlotOptions {
+  Metric metric = Metric::erank;  ///< the y axis (results.hpp)
+  std::string title;              ///< figure title (optional)
+  double width_in = 0;            ///< figure width in inches; 0: from the panels
+  double height_in = 0;           ///< figure height in inches; 0: from the width
+  double font_pt = 10;            ///< axis-label size in points (ticks and legend a little smaller)
+  int columns = 0;                ///< panels per row; 0: all in one row
+  bool share_y = false;           ///< one y range for every panel
+  std::optional<std::pair<double, double>> ylim{};  ///< fixed y range (low < high)
+  LegendPlace legend = LegendPlace::below;
+  std::map<std::string, SeriesStyle> styles{};  ///< by series label (model label, "Layer 3", run)
+};
+
+/// The figure file formats, chosen by the output's extension (any case).
+enum class FigureFormat { svg, png, pdf };
+
+/// ".svg", ".png" or ".pdf" in any case; throws kvrank::Error naming `path` otherwise.
+FigureFormat figure_format(const std::string& path);
+
+/// "column" (3.5 in wide, 8 pt: one column of a two-column paper) or "page" (7 in, 9 pt: the full
+/// text width); sets width_in and font_pt. Throws kvrank::Error for any other name.
+void apply_size_preset(PlotOptions& options, std::string_view preset);
+
+/// "LOW,HIGH" with LOW < HIGH, both finite; throws kvrank::Error otherwise.
+std::pair<double, double> parse_ylim(std::string_view text);
+
+LegendPlace parse_legend_place(std::string_view text);
+
+/// A style file: a JSON object, label → {"colour": "#0072b2", "marker": "square", "dash":
+/// "dashed"} (each key optional; "color" is accepted too). Throws kvrank::Error naming `file`, the
+/// label and the field for an unknown key, colour, marker or dash.
+std::map<std::string, SeriesStyle> parse_style_file(const nlohmann::json& document,
+                                                    const std::string& file);
+
+/// "circle", "square", "triangle", "diamond", "triangle-down", "pentagon", "hexagon", "star",
+/// "plus", "cross": the default markers, in the order series get them.
+const std::vector<std::string>& marker_names();
+
+}  // namespace kvrank

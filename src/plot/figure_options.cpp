@@ -1,0 +1,161 @@
+// figure_options.hpp: formats, size presets, y limits, legend places and style files.
+#include "kvrank/plot/figure_options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+
+#include "kvrank/base/error.hpp"
+
+namespace kvrank {
+namespace {
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+std::string_view trim_spaces(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(' ');
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(' ') - first + 1);
+}
+
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
+double parse_number(std::string_view text, std::string_view whole) {
+  const std::string_view trimmed = trim_spaces(text);
+  double value = 0;
+  const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), value);
+  if (trimmed.empty() || error != std::errc() || end != trimmed.data() + trimmed.size() ||
+      !std::isfinite(value)) {
+    throw Error("", "--ylim: expected LOW,HIGH (e.g. 1,8), found \"" + std::string(whole) + "\"");
+  }
+  return value;
+}
+
+bool is_hex_colour(std::string_view text) {
+  if ((text.size() != 4 && text.size() != 7) || text[0] != '#') return false;
+  return text.substr(1).find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
+}
+
+/// A dash name or an SVG dash list of up to 8 positive numbers ("6 3", "4,2,1,2").
+bool is_dash(const std::string& text) {
+  static const std::vector<std::string> kNames = {"solid", "dashed", "dotted", "dashdot"};
+  if (std::find(kNames.begin(), kNames.end(), text) != kNames.end()) return true;
+  if (text.empty() || text.size() > 64) return false;
+  if (text.find_first_not_of("0123456789. ,") != std::string::npos) return false;
+  return text.find_first_of("123456789") != std::string::npos;
+}
+
+std::string style_field(const nlohmann::json& value, const std::string& file,
+                        const std::string& where) {
+  if (!value.is_string()) throw Error(file, where + ": expected a string");
+  return value.get<std::string>();
+}
+
+SeriesStyle parse_series_style(const nlohmann::json& entry, const std::string& file,
+                               const std::string& label) {
+  const std::string where = "\"" + label + "\"";
+  if (!entry.is_object()) {
+    throw Error(file, where +
+                          ": expected an object like {\"colour\": \"#0072b2\", \"marker\": "
+                          "\"square\", \"dash\": \"dashed\"}");
+  }
+  SeriesStyle style;
+  for (const auto& [key, value] : entry.items()) {
+    const std::string field = where + "." + key;
+    if (key == "colour" || key == "color") {
+      style.colour = style_field(value, file, field);
+      if (!is_hex_colour(style.colour)) {
+        throw Error(file, field + ": expected #rrggbb or #rgb, found \"" + style.colour + "\"");
+      }
+    } else if (key == "marker") {
+      style.marker = style_field(value, file, field);
+      const auto& names = marker_names();
+      if (std::find(names.begin(), names.end(), style.marker) == names.end()) {
+        throw Error(file, field + ": unknown marker \"" + style.marker + "\" (expected " +
+                              comma_list(names) + ")");
+      }
+    } else if (key == "dash") {
+      style.dash = style_field(value, file, field);
+      if (!is_dash(style.dash)) {
+        throw Error(file, field +
+                              ": expected solid, dashed, dotted, dashdot or a dash list like "
+                              "\"6 3\", found \"" +
+                              style.dash + "\"");
+      }
+    } else {
+      throw Error(file, where + ": unknown key \"" + key + "\" (expected colour, marker, dash)");
+    }
+  }
+  return style;
+}
+
+}  // namespace
+
+FigureFormat figure_format(const std::string& path) {
+  const std::string extension = lower(std::filesystem::path(path).extension().string());
+  if (extension == ".svg") return FigureFormat::svg;
+  if (extension == ".png") return FigureFormat::png;
+  if (extension == ".pdf") return FigureFormat::pdf;
+  throw Error(path,
+              "unknown figure format \"" + extension + "\": name the output .svg, .png or .pdf");
+}
+
+void apply_size_preset(PlotOptions& options, std::string_view preset) {
+  if (preset == "column") {
+    options.width_in = 3.5;
+    options.font_pt = 8;
+  } else if (preset == "page") {
+    options.width_in = 7.0;
+    options.font_pt = 9;
+  } else {
+    throw Error("", "--size: expected column or page, found \"" + std::string(preset) + "\"");
+  }
+}
+
+std::pair<double, double> parse_ylim(std::string_view text) {
+  const std::size_t comma = text.find(',');
+  if (comma == std::string_view::npos) parse_number("", text);  // throws the usage message
+  const double low = parse_number(text.substr(0, comma), text);
+  const double high = parse_number(text.substr(comma + 1), text);
+  if (!(low < high)) {
+    throw Error("", "--ylim: LOW must be below HIGH, found \"" + std::string(text) + "\"");
+  }
+  return {low, high};
+}
+
+LegendPlace parse_legend_place(std::string_view text) {
+  if (text == "below") return LegendPlace::below;
+  if (text == "right") return LegendPlace::right;
+  if (text == "inside") return LegendPlace::inside;
+  if (text == "none") return LegendPlace::none;
+  throw Error(
+      "", "--legend: expected below, right, inside or none, found \"" + std::string(text) + "\"");
+}
+
+std::map<std::string, SeriesStyle> parse_style_file(const nlohmann::json& document,
+                                                    const std::string& file) {
+  if (!document.is_object()) throw Error(file, "expected an object: label → style");
+  std::map<std::string, SeriesStyle> styles;
+  for (const auto& [label, entry] : document.items()) {
+    styles[label] = parse_series_style(entry, file, label);
+  }
+  return styles;
+}
+
+const std::vector<std::string>& marker_names() {
+  static const std::vector<std::string> kMarkers = {
+      "circle",   "square",  "triangle", "diamond", "triangle-down",
+      "pentagon", "hexagon", "star",     "plus",    "cross"};
+  return kMarkers;
+}
+
+}  // namespace kvrank
