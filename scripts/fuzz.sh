@@ -8,7 +8,8 @@ set -euo pipefail
 seconds=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
-targets=(fuzz_safetensors fuzz_npy fuzz_npz fuzz_gguf fuzz_json fuzz_result_json fuzz_layout fuzz_plot)
+targets=(fuzz_safetensors fuzz_npy fuzz_npz fuzz_gguf fuzz_json fuzz_result_json fuzz_layout fuzz_plot
+  fuzz_merge fuzz_hf_cache)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DKVRANK_FUZZ=ON -DKVRANK_BUILD_TESTS=OFF >/dev/null

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
 #include "kvrank/io/checkpoint.hpp"
 
 namespace kvrank {
@@ -31,9 +32,9 @@ int parse_layer_index(std::string_view text, std::string_view part) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
     throw Error("", "--layers: expected a layer index or a range like 0-11, found \"" +
-                        std::string(part) + "\"");
+                        excerpt(part) + "\"");
   if (value >= kMaxLayers)
-    throw Error("", "--layers: layer index " + std::string(trim(text)) +
+    throw Error("", "--layers: layer index " + excerpt(trim(text)) +
                         " is too large (kvrank reads at most " + std::to_string(kMaxLayers) +
                         " layers)");
   return value;
@@ -85,7 +86,7 @@ std::vector<int> choose_layers(const ModelLayout& layout, const std::filesystem:
 
 [[noreturn]] void bad_layer_shard(std::string_view text) {
   throw Error("", "--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"" +
-                      std::string(text) + "\"");
+                      excerpt(text) + "\"");
 }
 
 int parse_shard_number(std::string_view text, std::string_view whole) {
@@ -120,23 +121,6 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
 }
 
 }  // namespace
-
-Summary summarize(const std::vector<LayerMetrics>& layers) {
-  Summary summary;
-  if (layers.empty()) return summary;
-  for (const LayerMetrics& layer : layers) {
-    summary.erank_mean += layer.erank;
-    summary.erank_centered_mean += layer.erank_centered;
-    summary.erank_pct_mean += layer.erank_pct;
-    summary.erank_centered_pct_mean += layer.erank_centered_pct;
-  }
-  const double count = static_cast<double>(layers.size());
-  summary.erank_mean /= count;
-  summary.erank_centered_mean /= count;
-  summary.erank_pct_mean /= count;
-  summary.erank_centered_pct_mean /= count;
-  return summary;
-}
 
 std::vector<int> parse_layer_list(std::string_view text) {
   std::set<int> layers;

@@ -14,9 +14,6 @@
 
 namespace kvrank {
 
-/// Means over the layers of a report.
-Summary summarize(const std::vector<LayerMetrics>& layers);
-
 /// Parses "0-11,20" into sorted unique layer indices; throws kvrank::Error on bad syntax.
 std::vector<int> parse_layer_list(std::string_view text);
 
