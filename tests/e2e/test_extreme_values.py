@@ -78,10 +78,18 @@ class FoldedGains(Case):
 
     def test_qk_norm_gains_times_two_to_the_100_give_the_same_numbers(self):
         unit = self.write_qwen3()
-        for name, q, k in (("up", 2.0 ** 100, 2.0 ** 100), ("down", 2.0 ** -100, 2.0 ** -100),
-                           ("apart", 2.0 ** 100, 2.0 ** -100)):
-            scaled = rewrite(unit, self.path(name), {"q_norm.weight": q, "k_norm.weight": k})
-            for repr_name, ratio in (("qk", q * k), ("k", k * k)):
+        up, down = 2.0 ** 100, 2.0 ** -100
+        cases = {  # name: (factors, head_norm ratio of qk, of k)
+            "up": ({"q_norm.weight": up, "k_norm.weight": up}, up * up, up * up),
+            "down": ({"q_norm.weight": down, "k_norm.weight": down}, down * down, down * down),
+            "apart": ({"q_norm.weight": up, "k_norm.weight": down}, 1.0, down * down),
+            # weights ×2^±30 times gains ×2^±100: the float32 product leaves float's range
+            "beyond": ({"q_proj.weight": 2.0 ** 30, "q_norm.weight": up,
+                        "k_proj.weight": 2.0 ** -30, "k_norm.weight": down}, 1.0, 2.0 ** -260),
+        }
+        for name, (factors, qk_ratio, k_ratio) in cases.items():
+            scaled = rewrite(unit, self.path(name), factors)
+            for repr_name, ratio in (("qk", qk_ratio), ("k", k_ratio)):
                 with self.subTest(gains=name, repr=repr_name):
                     self.assert_same_metrics(self.analyze(scaled, repr_name),
                                              self.analyze(unit, repr_name),
@@ -92,8 +100,8 @@ class FoldedGains(Case):
         k_norm = reference.read_safetensors(os.path.join(unit, "model.safetensors"))[
             "model.layers.0.self_attn.k_norm.weight"]
         cases = {
-            # a gain near float32's maximum
-            "max_gain": {"k_norm.weight": 3e38 / np.abs(k_norm).max()},
+            # a gain near float32's maximum (times weights above 1)
+            "max_gain": {"k_norm.weight": 3e38 / np.abs(k_norm).max(), "k_proj.weight": 16.0},
             # weights and gain each far inside float32's range, their product outside it
             "product": {"k_proj.weight": 1e20, "k_norm.weight": 1e20, "q_norm.weight": 1e-30},
         }
@@ -112,11 +120,14 @@ class FoldedGains(Case):
                            "--q-lora-rank", "8", "--layers", "2")
         unit = rewrite(out, self.path("unit"), {})
         for scale in (2.0 ** 100, 2.0 ** -100):
-            # q_a_layernorm scales the whole query basis: every qk form by the same factor.
-            scaled = rewrite(unit, self.path(f"q{scale}"), {"q_a_layernorm.weight": scale})
+            # q_a_layernorm scales the whole query basis: every qk form by the same factor. With
+            # q_a_proj ×2^±30 the float32 product would leave float's range.
+            weights = 2.0 ** 30 if scale > 1 else 2.0 ** -30
+            scaled = rewrite(unit, self.path(f"q{scale}"),
+                             {"q_a_layernorm.weight": scale, "q_a_proj.weight": weights})
             with self.subTest(gain="q_a_layernorm", scale=scale):
                 self.assert_same_metrics(self.analyze(scaled, "qk"), self.analyze(unit, "qk"),
-                                         f"q_a ×{scale}", norm_ratio=scale)
+                                         f"q_a ×{scale}", norm_ratio=scale * weights)
             # kv_a_layernorm scales the latent rows values live in (the rope rows carry none).
             scaled = rewrite(unit, self.path(f"kv{scale}"), {"kv_a_layernorm.weight": scale})
             for repr_name, ratio in (("v", scale * scale), ("ov", scale)):
@@ -133,9 +144,10 @@ class FoldedGains(Case):
         gain = reference.read_safetensors(os.path.join(unit, "model.safetensors"))[
             "model.layers.0.self_attn.kv_a_layernorm.weight"]
         factor = 3e38 / np.abs(gain).max()
-        model = rewrite(unit, self.path("max"), {"kv_a_layernorm.weight": factor})
+        model = rewrite(unit, self.path("max"),
+                        {"kv_a_layernorm.weight": factor, "kv_a_proj_with_mqa.weight": 16.0})
         self.assert_same_metrics(self.analyze(model, "v"), self.analyze(unit, "v"), "kv_a max",
-                                 rel=1e-5, norm_ratio=factor * factor)
+                                 rel=1e-5, norm_ratio=(16 * factor) ** 2)
 
 
 def analyze_part(model, *args):

@@ -272,8 +272,8 @@ def command_line_settings_win_and_odd_names_work(cluster, tmp, tiny):
     _, merge_job = submit(cluster, work, "--shards", "2", "--list", "crlf.tsv", "--", "--layers",
                           "0-2", env={"KVRANK_SHARDS": "5"}, cwd=tmp)
     merged = merged_bytes(cluster, work, merge_job)
-    expected = analyze_single("./-dash", "--label=-dash label", second, "--layers", "0-2",
-                              cwd=tmp)
+    expected = analyze_single("./-dash", second, "--label=-dash label",
+                              "--label=" + os.path.basename(second), "--layers", "0-2", cwd=tmp)
     assert merged == expected, "merged JSON differs from a single analyze"
     logs = os.listdir(os.path.join(work, "logs"))
     assert len([name for name in logs if name.startswith("task-")]) == 4, logs
@@ -325,7 +325,7 @@ def run_tests(tmp):
         assert merged == sharded_expected, "merged sharded JSON differs from a single analyze"
         print(f"ok: {len(sharded)} checkpoints x 2 layer shards, merged == single analyze")
         command_line_settings_win_and_odd_names_work(cluster, tmp, tiny)
-        print("ok: stale KVRANK_SHARDS/KVRANK, CRLF list, '-' names, '%' in the work folder")
+        print("ok: stale KVRANK_SHARDS, CRLF list, '-' names, '%' in the work folder")
         refused_before_submitting(cluster, tmp, tiny)
         print("ok: newline/TAB names and label-only lines refused before submitting")
         merged, expected = rerun_failed_task(cluster, tmp, tiny[2])
