@@ -184,13 +184,13 @@ std::uint32_t read_version(Cursor& cursor, const std::string& file) {
 std::uint64_t read_count(Cursor& cursor, const std::string& file, std::string_view what,
                          std::uint64_t min_bytes_each, std::uint64_t limit) {
   const std::uint64_t count = cursor.read<std::uint64_t>(what);
-  if (count > limit) {
-    throw Error(file, std::string(what) + " " + std::to_string(count) +
-                          " is more than kvrank reads (" + std::to_string(limit) + ")");
-  }
   if (count > cursor.left() / min_bytes_each) {
     throw Error(file, std::string(what) + " " + std::to_string(count) + " is more than the " +
                           std::to_string(cursor.left()) + " bytes left in the file can hold");
+  }
+  if (count > limit) {
+    throw Error(file, std::string(what) + " " + std::to_string(count) +
+                          " is more than kvrank reads (" + std::to_string(limit) + ")");
   }
   return count;
 }

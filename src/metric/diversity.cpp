@@ -158,7 +158,7 @@ class SideGram {
   }
 
   Index head_cols() const noexcept { return k_; }
-  /// The Gram is that of the true basis (FactorSide::exponent) times 2^-exponent() (0: unscaled).
+  /// The Gram is formed from the true basis (FactorSide::exponent) times 2^-exponent() (0: as is).
   int exponent() const noexcept { return side_.exponent + gram_exponent_; }
 
   /// L_iᵀ L_j (k × k) = C_iᵀ G C_j.
