@@ -6,13 +6,13 @@
 //   (docs/result-format.md).
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <exception>
 #include <string>
 
 #include "commands.hpp"
 #include "kvrank/base/error.hpp"
-#include "kvrank/layout/family.hpp"
-#include "kvrank/report/results.hpp"
+#include "kvrank/base/text.hpp"
 #include "terminal.hpp"
 
 using namespace kvrank::cli;
@@ -21,6 +21,7 @@ namespace {
 
 constexpr int kExitInvalidInput = 2;
 constexpr int kExitInternal = 3;
+constexpr std::size_t kUsageMessageBytes = 300;
 
 // ---- wiring ------------------------------------------------------------------------------------
 
@@ -228,6 +229,22 @@ CLI::App* add_synth(CLI::App& app, SynthArgs& args) {
   return command;
 }
 
+/// An empty value is a value: `--layer-shard "$TASK"` with TASK unset must not read as "no option"
+/// (it silently analysed every layer). Every option taking a value refuses "", except a title.
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& value) {
+        return value.empty() ? std::string("empty value (an unset variable?)") : std::string();
+      },
+      "", "NON-EMPTY");
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size_max() > 0 && option->get_name() != "--title")
+      option->check(non_empty);
+  }
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+    refuse_empty_values(*command);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -254,6 +271,7 @@ int main(int argc, char** argv) {
   auto* merge_command = add_merge(app, merge);
   auto* baseline_command = add_baseline(app, baseline);
   auto* synth_command = add_synth(app, synth);
+  refuse_empty_values(app);
 
   if (argc < 2) {  // bare `kvrank`: what it does and where to look, not a parse error
     print_error(
@@ -280,7 +298,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    print_error(e.what());
+    // CLI11 quotes a wrong value whole (`--format` with 8 MB): the message is cut like one.
+    print_error(kvrank::excerpt(e.what(), kUsageMessageBytes));
     return kExitInvalidInput;
   } catch (const kvrank::Error& e) {
     print_error(e.what());

@@ -8,8 +8,15 @@
 #   --shards N       split each checkpoint's layers into N array tasks (--layer-shard I/N)
 #   --max-running M  at most M tasks at once (sbatch --array=…%M)
 #   --work DIR       list, parts and logs (default: ALL.json's name + .parts/ next to it)
-#   --list FILE      checkpoints from FILE: one per line, optionally TAB and a label
+#   --list FILE      checkpoints from FILE: one per line, optionally TAB and a label (CRLF line
+#                    ends are read as LF; blank lines are skipped)
 #   ANALYZE_ARGS     passed to every task (e.g. --repr qk,k --layers 0-11 --similarity)
+#
+# What the tasks could not read is refused here, before anything is submitted (exit 2): a
+# checkpoint name with a newline or TAB (the list is one line per checkpoint, TAB before the
+# label). Settings reach the jobs as script arguments, never as environment variables, so a stale
+# KVRANK_SHARDS or KVRANK in the caller's shell cannot override them; "%" in the work folder is
+# escaped in the log file patterns.
 #
 # Prints "ARRAY_JOB_ID MERGE_JOB_ID" on stdout. Resources (partition, time, CPUs, account) come
 # from sbatch's own environment variables: SBATCH_PARTITION, SBATCH_TIMELIMIT, SBATCH_ACCOUNT, …,
@@ -51,9 +58,21 @@ work=$(realpath -m "${work:-$output.parts}")
 mkdir -p "$work/parts" "$work/logs"
 
 if [[ -n "$list" ]]; then
-  grep -v '^$' "$list" > "$work/checkpoints.txt"
+  [[ -f "$list" && -r "$list" ]] || { echo "submit.sh: --list: no readable file $list" >&2; exit 2; }
+  sed 's/\r$//' "$list" | { grep -v '^$' || true; } > "$work/checkpoints.txt"
+  if bad=$(grep -n -m1 $'^\t' "$work/checkpoints.txt"); then
+    echo "submit.sh: $list: a line without a checkpoint before its TAB: ${bad:0:80}" >&2
+    exit 2
+  fi
 else
   ((${#checkpoints[@]} > 0)) || { echo "submit.sh: no checkpoints given" >&2; usage; }
+  for checkpoint in "${checkpoints[@]}"; do
+    if [[ "$checkpoint" == *$'\n'* || "$checkpoint" == *$'\t'* || -z "$checkpoint" ]]; then
+      echo "submit.sh: checkpoint $(printf '%q' "$checkpoint"): an empty name, or one with a" \
+        "newline or TAB, cannot go in the task list (rename it, or link it under another name)" >&2
+      exit 2
+    fi
+  done
   printf '%s\n' "${checkpoints[@]}" > "$work/checkpoints.txt"
 fi
 count=$(wc -l < "$work/checkpoints.txt")
@@ -70,11 +89,13 @@ for ((i = 0; i < ${#analyze_args[@]}; ++i)); do
   esac
 done
 
-jobs_env=ALL,KVRANK=$kvrank,KVRANK_SHARDS=$shards
-array=(--chdir="$PWD" --export="$jobs_env" --output="$work/logs/task-%A_%a.log"
-       "$here/kvrank-array.sbatch" "$work/checkpoints.txt" "$work/parts" "${analyze_args[@]}")
-merge=(--chdir="$PWD" --export="$jobs_env" --output="$work/logs/merge-%j.log"
-       "$here/kvrank-merge.sbatch" "$work/parts" "$tasks" "$output" "${merge_args[@]}")
+logs=${work//%/%%}/logs  # sbatch reads % in --output as a filename pattern
+array=(--chdir="$PWD" --export=ALL --output="$logs/task-%A_%a.log"
+       "$here/kvrank-array.sbatch" --shards "$shards" --kvrank "$kvrank"
+       "$work/checkpoints.txt" "$work/parts" "${analyze_args[@]}")
+merge=(--chdir="$PWD" --export=ALL --output="$logs/merge-%j.log"
+       "$here/kvrank-merge.sbatch" --kvrank "$kvrank" "$work/parts" "$tasks" "$output"
+       "${merge_args[@]}")
 
 # When a task fails, the merge job never starts: these resubmit failed tasks, then the merge.
 {

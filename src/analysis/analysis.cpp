@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/report/merge.hpp"
 

@@ -18,7 +18,6 @@ std::string strip_exception_id(const std::string& message) {
 }
 
 // Whether byte `c` continues a UTF-8 sequence (10xxxxxx).
-bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
 // A SAX pass over the text that builds nothing: it refuses nesting deeper than kMaxJsonDepth and
 // a key seen twice in one object, and records the top-level keys in order.
@@ -117,14 +116,10 @@ std::string json_kind(const nlohmann::json& value) {
 }
 
 std::string json_excerpt(const nlohmann::json& value, std::size_t limit) {
-  // Parsed values are valid UTF-8 and at most kMaxJsonDepth deep, so dump() neither throws nor
-  // recurses far; it can be long (a 10 MB array), hence the cut, made at a character boundary.
-  std::string text = value.dump();
-  if (text.size() <= limit) return text;
-  std::size_t cut = limit;
-  while (cut > 0 && is_continuation(text[cut])) --cut;
-  text.resize(cut);
-  return text + "...";
+  // A string is cut before it is quoted, not dumped whole first (an 8 MB string would be copied).
+  // Parsed values are at most kMaxJsonDepth deep, so dump() neither throws nor recurses far.
+  if (value.is_string()) return '"' + excerpt(value.get_ref<const std::string&>(), limit) + '"';
+  return excerpt(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), limit);
 }
 
 nlohmann::json parse_json_strict(std::string_view text, const std::string& file_name,

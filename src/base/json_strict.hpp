@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kvrank/base/text.hpp"
+
 namespace kvrank::detail {
 
 /// Offset of the first byte that is not part of well-formed UTF-8 (no overlongs, surrogates or
@@ -39,7 +41,7 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& file_
 /// "object", "array", "string", "number", "boolean" or "null".
 std::string json_kind(const nlohmann::json& value);
 
-/// The value as compact JSON for an error message, cut to about `limit` bytes ("[1, 2, ...").
-std::string json_excerpt(const nlohmann::json& value, std::size_t limit = 60);
+/// The value as compact JSON for an error message, cut by excerpt() ("[1,2,... (N bytes)").
+std::string json_excerpt(const nlohmann::json& value, std::size_t limit = kExcerptBytes);
 
 }  // namespace kvrank::detail

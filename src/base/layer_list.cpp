@@ -5,6 +5,7 @@
 #include <set>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
 
 namespace kvrank {
 namespace {
@@ -23,9 +24,9 @@ int parse_layer_index(std::string_view text, std::string_view part) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
     throw Error("", "--layers: expected a layer index or a range like 0-11, found \"" +
-                        std::string(part) + "\"");
+                        excerpt(part) + "\"");
   if (value >= kMaxLayers)
-    throw Error("", "--layers: layer index " + std::string(trim(text)) +
+    throw Error("", "--layers: layer index " + excerpt(trim(text)) +
                         " is too large (kvrank reads at most " + std::to_string(kMaxLayers) +
                         " layers)");
   return value;
@@ -33,7 +34,7 @@ int parse_layer_index(std::string_view text, std::string_view part) {
 
 [[noreturn]] void bad_layer_shard(std::string_view text) {
   throw Error("", "--layer-shard: expected I/N with 0 <= I < N (e.g. 0/4), found \"" +
-                      std::string(text) + "\"");
+                      excerpt(text) + "\"");
 }
 
 int parse_shard_number(std::string_view text, std::string_view whole) {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 namespace kvrank {
 namespace {
@@ -88,6 +89,13 @@ std::string printable(std::string_view text) {
     at += c.length;
   }
   return out;
+}
+
+std::string excerpt(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) return printable(text);
+  std::size_t cut = limit;
+  while (cut > 0 && is_continuation(static_cast<unsigned char>(text[cut]))) --cut;
+  return printable(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 }  // namespace kvrank

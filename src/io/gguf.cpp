@@ -182,11 +182,15 @@ std::uint32_t read_version(Cursor& cursor, const std::string& file) {
 }
 
 std::uint64_t read_count(Cursor& cursor, const std::string& file, std::string_view what,
-                         std::uint64_t min_bytes_each) {
+                         std::uint64_t min_bytes_each, std::uint64_t limit) {
   const std::uint64_t count = cursor.read<std::uint64_t>(what);
   if (count > cursor.left() / min_bytes_each) {
     throw Error(file, std::string(what) + " " + std::to_string(count) + " is more than the " +
                           std::to_string(cursor.left()) + " bytes left in the file can hold");
+  }
+  if (count > limit) {
+    throw Error(file, std::string(what) + " " + std::to_string(count) +
+                          " is more than kvrank reads (" + std::to_string(limit) + ")");
   }
   return count;
 }
@@ -212,7 +216,7 @@ class MetadataReader {
 
  private:
   Error error(const std::string& what) const {
-    return Error(file_, "metadata \"" + *key_ + "\": " + what);
+    return Error(file_, "metadata \"" + excerpt(*key_) + "\": " + what);
   }
 
   std::uint32_t read_type(std::string_view what) {
@@ -256,7 +260,7 @@ class MetadataReader {
       default:  // kString
         return checked_utf8(
             cursor_.read_string("metadata string", std::numeric_limits<std::uint64_t>::max()),
-            file_, "metadata \"" + *key_ + "\"");
+            file_, "metadata \"" + excerpt(*key_) + "\"");
     }
   }
 
@@ -421,9 +425,9 @@ GgufFile parse_gguf(std::span<const std::byte> file_bytes, const std::string& fi
   GgufFile result;
   result.version = read_version(cursor, file_name);
   const std::uint64_t tensor_count =
-      read_count(cursor, file_name, "tensor count", kMinTensorInfoBytes);
+      read_count(cursor, file_name, "tensor count", kMinTensorInfoBytes, kMaxGgufTensors);
   const std::uint64_t metadata_count =
-      read_count(cursor, file_name, "metadata count", kMinMetadataBytes);
+      read_count(cursor, file_name, "metadata count", kMinMetadataBytes, kMaxGgufMetadata);
 
   MetadataReader metadata(cursor, file_name);
   for (std::uint64_t i = 0; i < metadata_count; ++i) metadata.read_entry(result.metadata);

@@ -103,7 +103,7 @@ class Hyperparameters {
     const nlohmann::json& value = it->second;
     if (value.is_array() && !value.empty()) {
       if (std::any_of(value.begin(), value.end(), [&](const auto& v) { return v != value[0]; }))
-        throw error(key, "per-layer values " + value.dump() + " are not supported");
+        throw error(key, "per-layer values " + detail::json_excerpt(value) + " are not supported");
       return as_int(key, value[0]);
     }
     return as_int(key, value);
@@ -122,7 +122,7 @@ class Hyperparameters {
   int as_int(const std::string& key, const nlohmann::json& value) const {
     if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
         value.get<std::int64_t>() > std::numeric_limits<int>::max()) {
-      throw error(key, "expected a non-negative integer, found " + value.dump());
+      throw error(key, "expected a non-negative integer, found " + detail::json_excerpt(value));
     }
     return value.get<int>();
   }
@@ -137,8 +137,8 @@ const Architecture& find_architecture(const std::string& arch, const std::string
   std::string known;
   for (const Architecture& entry : kArchitectures)
     known += (known.empty() ? "" : ", ") + std::string(entry.gguf);
-  throw Error(file_name,
-              "GGUF architecture \"" + arch + "\" is not supported (kvrank reads " + known + ")");
+  throw Error(file_name, "GGUF architecture \"" + excerpt(arch) +
+                             "\" is not supported (kvrank reads " + known + ")");
 }
 
 nlohmann::json mla_config(const Hyperparameters& hp, const std::string& arch,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
 
 namespace kvrank {
 namespace fs = std::filesystem;
@@ -57,14 +58,22 @@ std::string trim(std::string text) {
   return text.substr(start);
 }
 
-/// The first line of a refs/ file (a commit hash), or nullopt when there is no such file.
+/// The commit hash a refs/ file holds, or nullopt when there is no such file. The file is read
+/// with a cap, like every other text input (a 64 MB one-line ref took 330 MB and gave a 64 MB error
+/// line), and anything but a regular file holding one commit hash is an error saying so.
 std::optional<std::string> read_ref(const fs::path& ref_file) {
   std::error_code error;
-  if (!fs::is_regular_file(ref_file, error)) return std::nullopt;
-  std::ifstream in(ref_file);
-  std::string line;
-  std::getline(in, line);
-  return trim(line);
+  const fs::file_status status = fs::status(ref_file, error);
+  if (status.type() == fs::file_type::not_found) return std::nullopt;
+  const std::string file = ref_file.string();
+  if (error || status.type() != fs::file_type::regular)
+    throw Error(file, "not a regular file (a ref holds one 40-digit commit hash)");
+  std::ifstream in(ref_file, std::ios::binary);
+  std::string text(kMaxHubRefBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad() || (!in && !in.eof())) throw Error(file, "cannot be read");
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return parse_hub_ref(text, file);
 }
 
 /// The snapshot folder names, sorted (for the message when the wanted one is missing).
@@ -103,6 +112,16 @@ std::optional<HubModelId> parse_hub_model_id(std::string_view text) {
   return HubModelId{std::string(org), std::string(name), std::string(revision)};
 }
 
+std::string parse_hub_ref(std::string_view text, const std::string& file) {
+  if (text.size() > kMaxHubRefBytes)
+    throw Error(file, "longer than " + std::to_string(kMaxHubRefBytes) +
+                          " bytes (a ref holds one 40-digit commit hash)");
+  const std::string commit = trim(std::string(text));
+  if (!is_commit_hash(commit))
+    throw Error(file, "expected a 40-digit commit hash, found \"" + excerpt(commit) + "\"");
+  return commit;
+}
+
 EnvLookup process_environment() {
   return [](const char* name) -> std::optional<std::string> {
     const char* value = std::getenv(name);
@@ -133,8 +152,6 @@ fs::path resolve_hub_snapshot(const HubModelId& id, const HubCacheDir& cache) {
   std::string commit = revision;
   if (auto ref = read_ref(ref_file)) {
     commit = *ref;
-    if (!is_commit_hash(commit))
-      throw Error(ref_file.string(), "expected a 40-digit commit hash, found \"" + commit + "\"");
   } else if (!is_commit_hash(revision)) {
     throw Error(id.repo(), "the cache has no revision \"" + revision + "\": no file " +
                                ref_file.string() + " and no folder " +

@@ -15,6 +15,7 @@
 
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/families.hpp"
+#include "layout/family_detail.hpp"
 
 namespace kvrank::dense {
 
@@ -104,9 +105,10 @@ void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_templat
 std::optional<int> qk_norm_head_dim(const Checkpoint& checkpoint, const std::string& key_template,
                                     int first_layer, Index key_rows, Index query_rows);
 /// `rows` (the q or k projection of `layer`, [count·head_dim, d]) with row j scaled by the gain
-/// the dot product applies to it; unchanged when the layout has no norm for `role` (q or k).
-RowMatrixF fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                        ProjectionRole role, RowMatrixF rows);
+/// the dot product applies to it (detail::fold_gain); unchanged when the layout has no norm for
+/// `role` (q or k).
+detail::FoldedRows fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+                                ProjectionRole role, RowMatrixF rows);
 /// The q_norm / k_norm tensor names of one layer (none when the layout has no QK norm).
 std::vector<std::string> qk_norm_tensor_names(const ModelLayout& layout, int layer);
 

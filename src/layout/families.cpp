@@ -116,6 +116,17 @@ FactorSide row_block_side(RowMatrixF rows, int heads, Index head_cols, int heads
   return side;
 }
 
+FactorSide row_block_side(FoldedRows rows, int heads, Index head_cols, int heads_per_block) {
+  FactorSide side = row_block_side(RowMatrixF(), heads, head_cols, heads_per_block);
+  set_basis(side, std::move(rows));
+  return side;
+}
+
+void set_basis(FactorSide& side, FoldedRows rows) {
+  side.basis = std::move(rows.rows);
+  side.exponent = rows.exponent;
+}
+
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols) {
   return row_block_side(matrix.transpose(), heads, head_cols, 1);
 }

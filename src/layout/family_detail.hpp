@@ -32,21 +32,46 @@ void check_matrix_shape(const TensorView& tensor, Index rows, Index cols, const 
 RowMatrixF load_matrix(const Checkpoint& checkpoint, const std::string& name, Index rows,
                        Index cols, const std::string& why);
 
+/// An RMSNorm gain as read from its tensor (src/layout/norm_gains.cpp: gains folded into
+/// projection rows); `file` and `name` name that tensor in errors.
+struct Gain {
+  std::vector<float> values;
+  std::string file;
+  std::string name;
+};
+
+/// Projection rows with a gain folded in: the true rows are `rows` · 2^exponent. The exponent is 0
+/// unless the product would leave float32's safe range (a gain near float's maximum, or large
+/// weights times a large gain), see FactorSide::exponent.
+struct FoldedRows {
+  RowMatrixF rows;
+  int exponent = 0;
+};
+
 /// A side whose heads are consecutive row blocks of `rows` (m × n): head h uses block
 /// group_of(h) = h / heads_per_block, i.e. rows [g·k, (g+1)·k). For MHA heads_per_block = 1; for
 /// GQA/MQA = H / H_kv, so shared KV blocks enter the Gram once.
 FactorSide row_block_side(RowMatrixF rows, int heads, Index head_cols, int heads_per_block);
+/// The same over folded rows (the side keeps their exponent).
+FactorSide row_block_side(FoldedRows rows, int heads, Index head_cols, int heads_per_block);
+/// Folded rows as the basis of `side`, with their exponent.
+void set_basis(FactorSide& side, FoldedRows rows);
 
 /// A side whose heads are consecutive column blocks of an `[d, H·k]` matrix (an output projection):
 /// transposes it once into basis rows.
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols);
 
-/// The 1-D gain tensor `name`, of shape [size] (else an error naming it and `why`), as float32
-/// (src/layout/norm_gains.cpp: RMSNorm gains folded into projection rows).
-std::vector<float> load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
-                             const std::string& why);
-/// Row i of `rows` times gain[i], for the first gain.size() rows.
-RowMatrixF scale_rows(RowMatrixF rows, const std::vector<float>& gain);
+/// The 1-D gain tensor `name`, of shape [size] (else an error naming it and `why`).
+Gain load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
+               const std::string& why);
+/// Row i of `rows` times values[i] for the first values.size() rows (the others unscaled), computed
+/// in double and rescaled by one power of two for the whole matrix when the largest product lies
+/// outside 2^±kSafeScaleExponent: gains ×2^±100 give the same metrics as gains ×1. A non-finite
+/// product is an error naming the gain tensor.
+FoldedRows fold_gain(const RowMatrixF& rows, const std::vector<float>& values, const Gain& gain);
+inline FoldedRows fold_gain(const RowMatrixF& rows, const Gain& gain) {
+  return fold_gain(rows, gain.values, gain);
+}
 
 // ---- families in their own files ---------------------------------------------------------------
 

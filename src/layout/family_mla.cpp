@@ -97,13 +97,12 @@ std::string dims_text(const MlaDims& dims) {
 }
 
 // Rows [diag(γ_kv)·kv_a[:c]; kv_a[c:]] — the latent (and rope) basis both K and V live in.
-RowMatrixF latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
+FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
   const std::string attn = attn_prefix(dims.prefix, layer);
   const std::string why = dims_text(dims);
-  RowMatrixF kv_a = load_dequantized(checkpoint, attn + "kv_a_proj_with_mqa.weight",
-                                     dims.kv_lora + dims.rope, dims.d_model, why);
-  return scale_rows(std::move(kv_a),
-                    load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why));
+  const RowMatrixF kv_a = load_dequantized(checkpoint, attn + "kv_a_proj_with_mqa.weight",
+                                           dims.kv_lora + dims.rope, dims.d_model, why);
+  return fold_gain(kv_a, load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why));
 }
 
 RowMatrixF load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
@@ -116,7 +115,7 @@ RowMatrixF load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int laye
 FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
   const RowMatrixF kv_b = load_kv_b(checkpoint, dims, layer);
   FactorSide side;
-  side.basis = latent_basis(checkpoint, dims, layer);
+  set_basis(side, latent_basis(checkpoint, dims, layer));
   side.head_cols = dims.nope + dims.rope;
   for (int h = 0; h < dims.heads; ++h) {
     std::vector<CoeffBlock> blocks;
@@ -134,7 +133,8 @@ FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer
 FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
   const RowMatrixF kv_b = load_kv_b(checkpoint, dims, layer);
   FactorSide side;
-  side.basis = latent_basis(checkpoint, dims, layer).topRows(dims.kv_lora);
+  set_basis(side, latent_basis(checkpoint, dims, layer));
+  side.basis.conservativeResize(dims.kv_lora, Eigen::NoChange);  // the latent rows only
   side.head_cols = dims.v_dim;
   for (int h = 0; h < dims.heads; ++h) {
     const Index first = Index{h} * (dims.nope + dims.v_dim) + dims.nope;
@@ -159,9 +159,10 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
   const RowMatrixF q_b =
       load_dequantized(checkpoint, attn + "q_b_proj.weight", rows, dims.q_lora, lora_why);
   FactorSide side;
-  side.basis = scale_rows(
-      load_dequantized(checkpoint, attn + "q_a_proj.weight", dims.q_lora, dims.d_model, lora_why),
-      load_gain(checkpoint, attn + "q_a_layernorm.weight", dims.q_lora, lora_why));
+  set_basis(side,
+            fold_gain(load_dequantized(checkpoint, attn + "q_a_proj.weight", dims.q_lora,
+                                       dims.d_model, lora_why),
+                      load_gain(checkpoint, attn + "q_a_layernorm.weight", dims.q_lora, lora_why)));
   side.head_cols = head_cols;
   for (int h = 0; h < dims.heads; ++h) {
     side.heads.push_back(

@@ -11,6 +11,8 @@
 //                    (RMSNorm over head_dim of q.view(…, H, d_h));
 //   OLMo 2:          q_norm.weight [H·d_h], k_norm.weight [H_kv·d_h] — over the whole projection;
 //   Gemma:           its RMSNorm multiplies by (1 + weight), so the gain is 1 + the stored weight.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,20 +32,39 @@ std::string shape_text(Index size) { return "[" + std::to_string(size) + "]"; }
 
 namespace detail {
 
-std::vector<float> load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
-                             const std::string& why) {
+Gain load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
+               const std::string& why) {
   const TensorView& tensor = checkpoint.at(name);
   if (tensor.shape.size() != 1 || tensor.shape[0] != size) {
     throw Error(
         tensor.file, name,
         "expected shape " + shape_text(size) + " (" + why + "), found " + tensor.shape_string());
   }
-  return to_f32(tensor);
+  return {to_f32(tensor), tensor.file, name};
 }
 
-RowMatrixF scale_rows(RowMatrixF rows, const std::vector<float>& gain) {
-  for (Index i = 0; i < static_cast<Index>(gain.size()); ++i) rows.row(i) *= gain[i];
-  return rows;
+// A float32 product of a weight near 1e20 and a gain near 1e20 overflows to inf (and the Gram of
+// every head became 0: "all zero and left out"); the product of two floats is exact in double, so
+// the fold is done there, and one power of two brings the whole matrix back into float's range.
+FoldedRows fold_gain(const RowMatrixF& rows, const std::vector<float>& values, const Gain& gain) {
+  const Index scaled = std::min(static_cast<Index>(values.size()), rows.rows());
+  auto row_gain = [&](Index i) { return i < scaled ? static_cast<double>(values[i]) : 1.0; };
+  double largest = 0;
+  for (Index i = 0; i < rows.rows(); ++i) {
+    if (rows.cols() == 0) break;
+    largest = std::max(
+        largest, std::abs(row_gain(i)) * static_cast<double>(rows.row(i).cwiseAbs().maxCoeff()));
+  }
+  if (!std::isfinite(largest)) {
+    throw Error(gain.file, gain.name,
+                "folding this gain into its projection rows gives non-finite values");
+  }
+  FoldedRows folded{RowMatrixF(rows.rows(), rows.cols()), safe_scale_exponent(largest)};
+  for (Index i = 0; i < rows.rows(); ++i) {
+    const double factor = std::ldexp(row_gain(i), -folded.exponent);
+    folded.rows.row(i) = (rows.row(i).cast<double>() * factor).cast<float>();
+  }
+  return folded;
 }
 
 }  // namespace detail
@@ -51,7 +72,9 @@ RowMatrixF scale_rows(RowMatrixF rows, const std::vector<float>& gain) {
 namespace dense {
 namespace {
 
-using detail::scale_rows;
+using detail::fold_gain;
+using detail::FoldedRows;
+using detail::Gain;
 
 // Model types whose RMSNorm multiplies by (1 + weight) (Gemma 3n went back to a plain weight).
 bool gain_has_unit_offset(const std::string& model_type) {
@@ -109,21 +132,21 @@ void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_templat
   if (gain_has_unit_offset(layout.model_type)) tensors.norm_gain = NormGain::one_plus_weight;
 }
 
-RowMatrixF fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
+FoldedRows fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
                         ProjectionRole role, RowMatrixF rows) {
   const DenseTensors& tensors = dense_tensors(layout);
   const bool query = role == ProjectionRole::q;
   const std::optional<std::string>& norm = query ? tensors.q_norm : tensors.k_norm;
-  if (!norm) return rows;
+  if (!norm) return {std::move(rows), 0};
   const int count = query ? layout.heads : layout.kv_heads;
   const TensorView& tensor = checkpoint.at(layer_name(*norm, layer));
   check_qk_gain_shape(tensor, count, layout.head_dim, query ? "heads" : "kv heads");
-  std::vector<float> stored = to_f32(tensor);
+  const Gain stored{to_f32(tensor), tensor.file, tensor.name};
   const float offset = tensors.norm_gain == NormGain::one_plus_weight ? 1.0f : 0.0f;
   std::vector<float> gain(static_cast<std::size_t>(rows.rows()));
   for (std::size_t i = 0; i < gain.size(); ++i)  // a [d_h] gain repeats for every head
-    gain[i] = stored[i % stored.size()] + offset;
-  return scale_rows(std::move(rows), gain);
+    gain[i] = stored.values[i % stored.values.size()] + offset;
+  return fold_gain(rows, gain, stored);
 }
 
 std::vector<std::string> qk_norm_tensor_names(const ModelLayout& layout, int layer) {

@@ -102,17 +102,12 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
 
 /// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of
 /// weights with |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all
-/// zero". A basis whose largest entry is outside 2^±kSafeExponent is scaled by 2^-e (exact: a power
+/// zero". A basis whose largest entry is outside 2^±kSafeScaleExponent is scaled by 2^-e (exact: a power
 /// of two) so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a head
 /// ~2^60 times smaller than the side's largest entry can still underflow to zero.
-constexpr int kSafeExponent = 32;
-
 int unit_scale_exponent(const RowMatrixF& basis) {
   if (basis.size() == 0) return 0;
-  const float largest = basis.cwiseAbs().maxCoeff();
-  if (!(largest > 0) || !std::isfinite(largest)) return 0;
-  const int exponent = std::ilogb(largest);
-  return std::abs(exponent) <= kSafeExponent ? 0 : exponent;
+  return safe_scale_exponent(static_cast<double>(basis.cwiseAbs().maxCoeff()));
 }
 
 void check_side(const FactorSide& side, Index heads, const char* name) {
@@ -140,11 +135,11 @@ class SideGram {
       : side_(side),
         gram_(workspace),
         k_(side.head_cols),
-        exponent_(unit_scale_exponent(side.basis)) {
-    if (exponent_ == 0) {
+        gram_exponent_(unit_scale_exponent(side.basis)) {
+    if (gram_exponent_ == 0) {
       gram_float(side.basis, gram_);
-    } else {
-      gram_float(std::ldexp(1.0f, -exponent_) * side.basis, gram_);  // a copy: only when extreme
+    } else {  // a copy: only when extreme
+      gram_float(std::ldexp(1.0f, -gram_exponent_) * side.basis, gram_);
     }
     const Index heads = static_cast<Index>(side.heads.size());
     simple_row_.assign(heads, -1);
@@ -163,8 +158,8 @@ class SideGram {
   }
 
   Index head_cols() const noexcept { return k_; }
-  /// The basis was scaled by 2^-exponent() before its Gram (0: not scaled).
-  int exponent() const noexcept { return exponent_; }
+  /// The Gram is formed from the true basis (FactorSide::exponent) times 2^-exponent() (0: as is).
+  int exponent() const noexcept { return side_.exponent + gram_exponent_; }
 
   /// L_iᵀ L_j (k × k) = C_iᵀ G C_j.
   MatrixD cross(Index i, Index j) const {
@@ -207,7 +202,7 @@ class SideGram {
   const FactorSide& side_;
   MatrixF& gram_;
   Index k_;
-  int exponent_;
+  int gram_exponent_;
   std::vector<Index> simple_row_;  ///< basis row of a single-identity head, −1 otherwise
   std::vector<MatrixD> gc_;        ///< G·C_h for the other heads
 };
@@ -369,7 +364,8 @@ LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
   if (plan) {
     const detail::ContractedHeads contracted = detail::contract_heads(factors, *plan);
     inner = contracted.inner;
-    per_head(inner, 0, [&](Index h) {
+    const FactorSide& right = factors.symmetric ? factors.left : factors.right;
+    per_head(inner, factors.left.exponent + right.exponent, [&](Index h) {
       return std::pair{
           contracted.left_self[h],
           factors.symmetric ? std::nullopt : std::optional<MatrixD>(contracted.right_self[h])};

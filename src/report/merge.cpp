@@ -10,7 +10,9 @@
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/layer_list.hpp"
+#include "kvrank/base/text.hpp"
 #include "kvrank/report/report.hpp"
+#include "kvrank/report/results.hpp"
 
 namespace kvrank {
 namespace {
@@ -18,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 std::string model_name(const ModelReport& model) {
-  return "model \"" + model.label + "\" (repr " + model.repr + ")";
+  return "model \"" + excerpt(model.label) + "\" (repr " + excerpt(model.repr) + ")";
 }
 
 const json& tool_of(const ResultPart& part) {
@@ -33,7 +35,8 @@ std::string describe_tool(const json& tool) {
   const auto version = tool.find("version");
   if (name == tool.end() || version == tool.end() || !name->is_string() || !version->is_string())
     return detail::json_excerpt(tool);
-  return name->get<std::string>() + " " + version->get<std::string>();
+  return excerpt(name->get_ref<const std::string&>()) + " " +
+         excerpt(version->get_ref<const std::string&>());
 }
 
 void require_same_tool(const ResultPart& part, const ResultPart& first) {
@@ -126,6 +129,15 @@ std::string layer_count(const ModelReport& model) {
   const int layers = model.geometry.num_layers;
   const std::string count = std::to_string(layers) + " layers";
   return layers > 0 ? count + " (0-" + std::to_string(layers - 1) + ")" : count;
+}
+
+/// num_layers is a claim of the part, and the merge lists the layers it implies: bounded like the
+/// layers of a checkpoint before anything is built from it (2^31 − 1 layers would take 8 GB).
+void require_layer_count(const ModelReport& model, const std::string& file) {
+  if (model.geometry.num_layers >= 0 && model.geometry.num_layers <= kMaxLayers) return;
+  throw Error(file, model_name(model) + ": num_layers " + std::to_string(model.geometry.num_layers) +
+                        " is out of range (kvrank reads 0 to " + std::to_string(kMaxLayers) +
+                        " layers)");
 }
 
 /// The layers one analyze run would have analysed: all, or the --layers selection.
@@ -226,6 +238,7 @@ class Merger {
 
  private:
   void add_model(ModelReport model, const json& model_json, const std::string& file) {
+    require_layer_count(model, file);
     const auto [found, is_new] =
         entry_of_.emplace(std::make_pair(model.label, model.repr), entries_.size());
     if (!is_new) {

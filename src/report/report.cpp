@@ -245,12 +245,17 @@ MatrixD similarity_from_json(const FieldReader& reader, int heads) {
     reader.fail(at, "expected " + std::to_string(heads) + " rows (heads), found " +
                         std::to_string(rows.size()));
   }
+  // Every row is checked before heads² doubles are allocated: a layer claiming 100,000 heads with
+  // 100,000 empty rows is a small file that would ask for 80 GB.
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].is_array() || rows[i].size() != rows.size()) {
+      reader.fail(at + "[" + std::to_string(i) + "]",
+                  "expected an array of " + std::to_string(heads) + " numbers");
+    }
+  }
   MatrixD matrix(heads, heads);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string row_at = at + "[" + std::to_string(i) + "]";
-    if (!rows[i].is_array() || rows[i].size() != rows.size()) {
-      reader.fail(row_at, "expected an array of " + std::to_string(heads) + " numbers");
-    }
     for (std::size_t j = 0; j < rows[i].size(); ++j) {
       if (!rows[i][j].is_number()) {
         reader.fail(row_at + "[" + std::to_string(j) + "]",

@@ -1,3 +1,5 @@
+// The summary of a report: means over its layers (results.hpp). Its own file, apart from the JSON
+// reader and writer, as `merge` needs only this and the reader (fuzz/fuzz_merge.cpp).
 #include "kvrank/report/results.hpp"
 
 namespace kvrank {

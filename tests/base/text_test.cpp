@@ -72,5 +72,15 @@ TEST_CASE("Error messages are one printable line however the names look", "[text
   CHECK(std::string(rethrown.what()) == std::string(error.what()));
 }
 
+TEST_CASE("excerpt quotes at most 60 bytes of a value, cut at a character boundary", "[text]") {
+  CHECK(excerpt("short") == "short");
+  CHECK(excerpt(std::string(60, 'a')) == std::string(60, 'a'));
+  CHECK(excerpt(std::string(8 << 20, 'a')) == std::string(60, 'a') + "... (8388608 bytes)");
+  // "é" is two bytes: a cut at byte 3 of "aéé" would split the second one.
+  CHECK(excerpt("a\xc3\xa9\xc3\xa9", 4) == "a\xc3\xa9... (5 bytes)");
+  // Escaped like every message: a newline in the value cannot forge a second line.
+  CHECK(excerpt("a\nb") == "a\\nb");
+}
+
 }  // namespace
 }  // namespace kvrank

@@ -5,7 +5,9 @@ Usage: python3 tests/e2e/test_slurm.py path/to/kvrank   (run from the repository
 Starts munged, slurmctld and slurmd (Debian's slurm-wlm + munge, installed by scripts/setup.sh) with
 a generated key and slurm.conf in a temporary folder, on free ports of 127.0.0.1; submits
 scripts/slurm/submit.sh over data/tiny/* (once one task per checkpoint, once in layer shards,
-once with a task that fails and is rerun with the work folder's rerun-tasks.sh and merge.sh);
+once with a task that fails and is rerun with the work folder's rerun-tasks.sh and merge.sh; once
+with a stale KVRANK_SHARDS in the environment, a CRLF list, names starting with "-" and "%" in the
+work folder); checks that names the task list cannot carry are refused before submitting;
 waits for the merge jobs; and asserts each merged JSON equals a single-process `kvrank analyze`
 of the same inputs byte for byte. Every daemon is stopped and the folder removed, also on failure.
 Exit 77 (ctest SKIP) only when not root or the Slurm/munge programs are not installed.
@@ -22,7 +24,7 @@ import time
 import harness
 
 SUBMIT = os.path.join(harness.SCRIPTS, "slurm", "submit.sh")
-PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel")
+PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "scancel", "squeue")
 NODE = "kvrank-node"
 TIMEOUT_S = 40  # per submission, for the array and its merge job
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -187,18 +189,18 @@ class Cluster:
         self.daemons = []
 
 
-def analyze_single(*args):
+def analyze_single(*args, cwd=None):
     # The array tasks run with --threads 1 (SLURM_CPUS_PER_TASK unset); results are byte-identical
     # for the same thread count (BLAS may sum in another order with more threads).
     result = harness.run("analyze", *args, "--threads", "1", "--format", "json", "-q", text=False,
-                         timeout=120)
+                         timeout=120, cwd=cwd)
     assert result.returncode == 0, result.stderr.decode()
     return result.stdout
 
 
-def run_script(cluster, *command):
-    result = subprocess.run(command, env=dict(cluster.env, KVRANK=harness.KVRANK),
-                            capture_output=True, text=True, timeout=60)
+def run_script(cluster, *command, env=None, cwd=None):
+    result = subprocess.run(command, env=dict(cluster.env, KVRANK=harness.KVRANK, **(env or {})),
+                            capture_output=True, text=True, timeout=60, cwd=cwd)
     assert result.returncode == 0, f"{command}: {result.stderr}"
     return result.stdout.split()
 
@@ -231,10 +233,10 @@ def merged_bytes(cluster, work, merge_job):
         return merged.read()
 
 
-def submit(cluster, work, *args):
+def submit(cluster, work, *args, env=None, cwd=None):
     """submit.sh … → (array job, merge job)."""
     return run_script(cluster, SUBMIT, "--work", work, "-o", os.path.join(work, "all.json"),
-                      *args)
+                      *args, env=env, cwd=cwd)
 
 
 def submit_and_merge(cluster, work, *args):
@@ -256,6 +258,42 @@ def rerun_failed_task(cluster, tmp, checkpoint):
     [rerun_job] = run_script(cluster, os.path.join(work, "rerun-tasks.sh"), "1")
     [merge_job] = run_script(cluster, os.path.join(work, "merge.sh"), rerun_job)
     return merged_bytes(cluster, work, merge_job), analyze_single(checkpoint, late)
+
+
+def command_line_settings_win_and_odd_names_work(cluster, tmp, tiny):
+    """A stale KVRANK_SHARDS exported in the caller's shell, a --list with CRLF
+    line ends, a checkpoint path starting with "-" and a label starting with "-", and "%" (an
+    sbatch filename pattern) in the work folder: the merged result is still a single analyze's."""
+    os.symlink(os.path.abspath(tiny[0]), os.path.join(tmp, "-dash"))
+    second = os.path.abspath(tiny[1])
+    with open(os.path.join(tmp, "crlf.tsv"), "w", newline="") as out:
+        out.write("-dash\t-dash label\r\n\r\n" + second + "\r\n")
+    work = os.path.join(tmp, "odd%A%%folder")
+    _, merge_job = submit(cluster, work, "--shards", "2", "--list", "crlf.tsv", "--", "--layers",
+                          "0-2", env={"KVRANK_SHARDS": "5"}, cwd=tmp)
+    merged = merged_bytes(cluster, work, merge_job)
+    expected = analyze_single("./-dash", second, "--label=-dash label",
+                              "--label=" + os.path.basename(second), "--layers", "0-2", cwd=tmp)
+    assert merged == expected, "merged JSON differs from a single analyze"
+    logs = os.listdir(os.path.join(work, "logs"))
+    assert len([name for name in logs if name.startswith("task-")]) == 4, logs
+
+
+def refused_before_submitting(cluster, tmp, tiny):
+    """Names the task list cannot carry are refused by submit.sh (exit 2), nothing submitted."""
+    env = dict(cluster.env, KVRANK=harness.KVRANK)
+    with open(os.path.join(tmp, "no-checkpoint.tsv"), "w") as out:
+        out.write(tiny[0] + "\n\tlabel only\n")
+    cases = [("new\nline", "newline or TAB"), ("a\ttab", "newline or TAB"),
+             ("--list", "a line without a checkpoint")]
+    for name, message in cases:
+        args = ["--list", os.path.join(tmp, "no-checkpoint.tsv")] if name == "--list" else [name]
+        work = os.path.join(tmp, "refused")
+        result = subprocess.run([SUBMIT, "--work", work, "-o", os.path.join(work, "all.json"),
+                                 *args], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and message in result.stderr, (name, result.stderr)
+        assert result.stdout == "", result.stdout  # no job ids: nothing was submitted
+    assert cluster.slurm("squeue", "-h", "-o", "%i").strip() == "", "a job was submitted"
 
 
 def demo_models():
@@ -286,6 +324,10 @@ def run_tests(tmp):
                                   "--list", sharded_list, "--", *sharded_args)
         assert merged == sharded_expected, "merged sharded JSON differs from a single analyze"
         print(f"ok: {len(sharded)} checkpoints x 2 layer shards, merged == single analyze")
+        command_line_settings_win_and_odd_names_work(cluster, tmp, tiny)
+        print("ok: stale KVRANK_SHARDS, CRLF list, '-' names, '%' in the work folder")
+        refused_before_submitting(cluster, tmp, tiny)
+        print("ok: newline/TAB names and label-only lines refused before submitting")
         merged, expected = rerun_failed_task(cluster, tmp, tiny[2])
         assert merged == expected, "merged JSON after a rerun differs from a single analyze"
         print("ok: a failed task rerun with rerun-tasks.sh, merge.sh: merged == single analyze")

@@ -369,6 +369,59 @@ TEST_CASE("gguf: architecture and hyperparameter errors name the file and key", 
                                  "first (llama-gguf-split --merge)");
 }
 
+TEST_CASE("gguf: long strings, keys and arrays are quoted as excerpts", "[readers][gguf]") {
+  test::TempDir dir;
+  const std::string file = (dir / "m.gguf").string();
+  const auto open_error = [&](const Image& image) {
+    test::write_file(dir / "m.gguf", image.bytes());
+    return test::error_message([&] { (void)Checkpoint::open(dir / "m.gguf"); });
+  };
+  // An 8 MB architecture string gave an 8 MB error line.
+  const std::string huge(std::size_t{8} << 20, 'x');
+  CHECK(open_error(Image().header(0, 1).kv_string("general.architecture", huge)) ==
+        file + ": GGUF architecture \"" + std::string(60, 'x') +
+            "... (8388608 bytes)\" is not supported (kvrank reads llama, qwen2, qwen2moe, qwen3, "
+            "qwen3moe, gemma, gemma2, gemma3, olmo2, phi3, starcoder2, granite, deepseek2)");
+  Image string_value;
+  string_value.header(0, 2)
+      .kv_string("general.architecture", "qwen2")
+      .kv_string("qwen2.attention.head_count", huge);
+  CHECK(open_error(string_value) == file +
+                                        ": metadata \"qwen2.attention.head_count\": expected a "
+                                        "non-negative integer, found \"" +
+                                        std::string(60, 'x') + "... (8388608 bytes)\"");
+  Image per_layer;
+  per_layer.header(0, 2).kv_string("general.architecture", "llama");
+  per_layer.string("llama.attention.head_count_kv").put(kArray).put(kU32).put<std::uint64_t>(4000);
+  for (std::uint32_t i = 0; i < 4000; ++i) per_layer.put<std::uint32_t>(100000 + i);
+  const std::string message = open_error(per_layer);
+  CHECK(message.starts_with(file + ": metadata \"llama.attention.head_count_kv\": per-layer "
+                                   "values [100000,100001,"));
+  CHECK(message.find("... (28001 bytes) are not supported") != std::string::npos);
+  Image long_key;
+  long_key.header(0, 1).string(std::string(60'000, 'k')).put<std::uint32_t>(99);
+  CHECK(test::error_message([&] { (void)parse(long_key); }) ==
+        "m.gguf: metadata \"" + std::string(60, 'k') +
+            "... (60000 bytes)\": unknown value type 99");
+}
+
+TEST_CASE("gguf: metadata and tensor counts are bounded before any entry is read",
+          "[readers][gguf]") {
+  // Millions of 13-byte entries took ~5× the file in memory; the counts are bounded first.
+  Image entries;
+  entries.header(0, kMaxGgufMetadata + 1).zeros((kMaxGgufMetadata + 1) * 13);
+  CHECK(test::error_message([&] { (void)parse(entries); }) ==
+        "m.gguf: metadata count 65537 is more than kvrank reads (65536)");
+  Image tensors;
+  tensors.header(kMaxGgufTensors + 1, 0).zeros((kMaxGgufTensors + 1) * 24);
+  CHECK(test::error_message([&] { (void)parse(tensors); }) ==
+        "m.gguf: tensor count 262145 is more than kvrank reads (262144)");
+  // At the limit the entries are read (here: the first one is malformed).
+  Image at_limit;
+  at_limit.header(0, kMaxGgufMetadata).zeros(kMaxGgufMetadata * 13);
+  CHECK(test::error_message([&] { (void)parse(at_limit); }).find("count") == std::string::npos);
+}
+
 TEST_CASE("gguf: an attention tensor of a type kvrank cannot dequantize is refused by name",
           "[readers][gguf]") {
   Image image;

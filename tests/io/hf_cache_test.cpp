@@ -137,6 +137,31 @@ TEST_CASE("resolve_hub_snapshot errors name the repo, every path tried and that 
                                   ": expected a 40-digit commit hash, found \"../../../etc\"");
 }
 
+TEST_CASE("resolve_hub_snapshot reads a ref with a size cap and says what is wrong with it",
+          "[hf_cache]") {
+  TempDir dir;
+  const HubCacheDir cache{dir / "hub", "$HF_HOME/hub"};
+  const auto resolve = [&](const char* repo) {
+    return error_message([&] { resolve_hub_snapshot(*parse_hub_model_id(repo), cache); });
+  };
+  // A 64 MB one-line ref was read whole (330 MB of memory) and quoted whole in the error.
+  const fs::path huge = make_cached_model(cache.path, "models--org--huge", {kCommit}, "x");
+  test::write_file(huge / "refs" / "main", std::string(std::size_t{8} << 20, 'a'));
+  CHECK(resolve("org/huge") == (huge / "refs" / "main").string() +
+                                   ": longer than 1024 bytes (a ref holds one 40-digit commit "
+                                   "hash)");
+  const fs::path garbage = make_cached_model(cache.path, "models--org--garbage", {kCommit}, "x");
+  test::write_file(garbage / "refs" / "main", std::string(100, 'z') + "\n\x01\x02");
+  CHECK(resolve("org/garbage") == (garbage / "refs" / "main").string() +
+                                      ": expected a 40-digit commit hash, found \"" +
+                                      std::string(60, 'z') + "... (103 bytes)\"");
+  // A folder (or FIFO) where the ref should be: not "no such file", and never blocks.
+  const fs::path folder = make_cached_model(cache.path, "models--org--folder", {kCommit}, nullptr);
+  fs::create_directories(folder / "refs" / "main");
+  CHECK(resolve("org/folder") == (folder / "refs" / "main").string() +
+                                     ": not a regular file (a ref holds one 40-digit commit hash)");
+}
+
 TEST_CASE("hub_model_name_of: NAME for a snapshot folder or a file in it", "[hf_cache]") {
   const std::string snapshot = std::string("/c/hub/models--Qwen--Qwen3-0.6B/snapshots/") + kCommit;
   CHECK(hub_model_name_of(snapshot) == "Qwen3-0.6B");

@@ -3,10 +3,13 @@
 // projections that tests/writers/write_family_checkpoints.py (independent numpy) wrote the
 // checkpoint from, for every representation.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/families.hpp"
+#include "layout/family_detail.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"
@@ -75,4 +78,43 @@ TEST_CASE("q_norm read as 1 + weight with --family gemma3 when config.json does 
   const ModelLayout layout = detect_layout(checkpoint, overrides);
   CHECK(gain_text(layout) == "1 + weight");
   test::check_factors_match_reference(dir, checkpoint, layout);
+}
+
+TEST_CASE("folding a gain near float32's maximum keeps the rows exact up to one power of two",
+          "[qk_norm]") {
+  using detail::fold_gain;
+  RowMatrixF rows(3, 2);
+  rows << 1e20f, -2e20f, 3.0f, 0.5f, 1.0f, -1.0f;  // row 2 has no gain (MLA's rope rows)
+  const detail::Gain gain{
+      {1e20f, std::numeric_limits<float>::max()}, "m.safetensors", "q_norm.weight"};
+  // In float32 both products overflowed to inf, and every head was reported "all zero".
+  const detail::FoldedRows folded = fold_gain(rows, gain);
+  REQUIRE(folded.rows.allFinite());
+  // The largest product, |−2e20 · 1e20|, lands in [1, 2).
+  CHECK(folded.exponent == std::ilogb(std::abs(static_cast<double>(rows(0, 1))) *
+                                      static_cast<double>(gain.values[0])));
+  const double row_gain[] = {1e20, static_cast<double>(gain.values[1]), 1.0};
+  for (Index i = 0; i < rows.rows(); ++i) {
+    for (Index j = 0; j < rows.cols(); ++j) {
+      const double want =
+          static_cast<double>(rows(i, j)) * static_cast<double>(static_cast<float>(row_gain[i]));
+      CHECK(std::ldexp(static_cast<double>(folded.rows(i, j)), folded.exponent) ==
+            Approx(want).epsilon(1e-7));
+    }
+  }
+  // Within float's range nothing changes: the float32 product, exponent 0.
+  const detail::FoldedRows plain = fold_gain(rows.bottomRows(2), {{1.5f, 2.0f}, "", ""});
+  CHECK(plain.exponent == 0);
+  CHECK(plain.rows(0, 0) == 4.5f);
+  CHECK(plain.rows(1, 1) == -2.0f);
+}
+
+TEST_CASE("a non-finite folded gain is an error naming the gain tensor", "[qk_norm]") {
+  const RowMatrixF rows = RowMatrixF::Ones(2, 2);
+  const detail::Gain gain{{std::numeric_limits<float>::infinity(), 1.0f},
+                          "m.safetensors",
+                          "model.layers.0.self_attn.q_norm.weight"};
+  CHECK_THROWS_WITH(detail::fold_gain(rows, gain),
+                    "m.safetensors: model.layers.0.self_attn.q_norm.weight: folding this gain into "
+                    "its projection rows gives non-finite values");
 }

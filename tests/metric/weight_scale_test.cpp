@@ -59,6 +59,28 @@ TEST_CASE("weight scale: huge or tiny weights give the unscaled metrics and true
   }
 }
 
+TEST_CASE("weight scale: a side's exponent scales head_norm by its power of two and nothing else",
+          "[weight_scale][diversity]") {
+  // FactorSide::exponent is how a gain folded outside float32's range reaches the metric.
+  for (const bool symmetric : {false, true}) {
+    for (const Contraction how :
+         {Contraction::automatic, Contraction::pairwise, Contraction::latent}) {
+      const LayerMetrics unit = analyze_layer(random_factors(symmetric, 1.0f), how);
+      HeadFactors shifted = random_factors(symmetric, 1.0f);
+      shifted.left.exponent = 150;
+      if (!symmetric) shifted.right.exponent = -40;
+      const LayerMetrics scaled = analyze_layer(shifted, how);
+      INFO("symmetric " << symmetric << ", contraction " << static_cast<int>(how));
+      CHECK(scaled.erank == unit.erank);
+      CHECK(scaled.erank_centered == unit.erank_centered);
+      CHECK(scaled.mean_similarity == unit.mean_similarity);
+      const int exponent = symmetric ? 300 : 110;
+      for (std::size_t h = 0; h < unit.head_norm.size(); ++h)
+        CHECK(scaled.head_norm[h] == std::ldexp(unit.head_norm[h], exponent));
+    }
+  }
+}
+
 TEST_CASE("weight scale: multiples of one head have mean similarity at most 1",
           "[weight_scale][diversity]") {
   constexpr Index kCols = 4, kInputs = 8;

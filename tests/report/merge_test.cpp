@@ -162,6 +162,30 @@ TEST_CASE("merge: a layer beyond num_layers is refused", "[merge]") {
         "a.json: model \"A\" (repr qk): layer 4 is out of range (the model has 4 layers (0-3))");
 }
 
+TEST_CASE("merge: a num_layers beyond what kvrank reads is refused before the layers are listed",
+          "[merge]") {
+  // 2^31 − 1 claimed layers built a list of 8 GB before anything was checked (bad_alloc, exit 3).
+  CHECK(merge_error({part("a.json", {make_model("A", {0}, 2'147'483'647)})}) ==
+        "a.json: model \"A\" (repr qk): num_layers 2147483647 is out of range (kvrank reads 0 to "
+        "100000 layers)");
+  CHECK(merge_error({part("a.json", {make_model("A", {0}, -1)})}) ==
+        "a.json: model \"A\" (repr qk): num_layers -1 is out of range (kvrank reads 0 to 100000 "
+        "layers)");
+}
+
+TEST_CASE("merge: a long label or version is quoted as an excerpt", "[merge]") {
+  const std::string label(1 << 20, 'L');
+  const std::string message =
+      merge_error({part("a.json", {make_model(label, {0}, 2'147'483'647)})});
+  CHECK(message.starts_with("a.json: model \"" + std::string(60, 'L') + "... (1048576 bytes)\""));
+  ResultPart other = part("b.json", {make_model("A", {0, 1, 2, 3})});
+  other.document["tool"]["version"] = std::string(1 << 20, '9');
+  const std::string version_message =
+      merge_error({part("a.json", {make_model("A", {0, 1, 2, 3})}), other});
+  CHECK(version_message.find(std::string(60, '9') + "... (1048576 bytes)") != std::string::npos);
+  CHECK(version_message.size() < 400);
+}
+
 TEST_CASE("merge: one label on two checkpoints is refused", "[merge]") {
   ModelReport other = make_model("A", {2, 3});
   other.path = "/elsewhere/A";

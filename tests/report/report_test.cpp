@@ -240,6 +240,18 @@ TEST_CASE("reports_from_json names the file and the place of a bad field", "[rep
   CHECK(error_of(json::array()) == "golden.json: expected an object, found an array");
 }
 
+TEST_CASE("reports_from_json checks every similarity row before allocating heads² values",
+          "[report]") {
+  // 100,000 empty rows: a small file that would have allocated 80 GB (bad_alloc, exit 3).
+  json claimed = to_json(sample_reports(), {.include_similarity = true});
+  json& layer = claimed["models"][0]["layers"][0];
+  layer["kept_heads"] = 100'000;
+  layer["similarity"] = json::array();
+  for (int i = 0; i < 100'000; ++i) layer["similarity"].push_back(json::array());
+  CHECK(error_of(claimed) ==
+        "golden.json: models[0].layers[0].similarity[0]: expected an array of 100000 numbers");
+}
+
 TEST_CASE("reports_from_json accepts schema_version 1 and 2 only", "[report]") {
   json document = to_json(sample_reports());
   document["schema_version"] = 3;

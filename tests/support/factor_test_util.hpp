@@ -2,6 +2,7 @@
 // analysis).
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -25,7 +26,7 @@ inline MatrixD expand_head(const FactorSide& side, int head) {
     else
       target.setIdentity();
   }
-  return side.basis.cast<double>().transpose() * coeff;
+  return std::ldexp(1.0, side.exponent) * side.basis.cast<double>().transpose() * coeff;
 }
 
 /// Head h of an [H, n, k] reference array (from the writer's npz) as an n×k matrix.

@@ -17,6 +17,8 @@
 // built and the cost scales with m, the size of what is cached, not with d.
 #pragma once
 
+#include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "kvrank/base/eigen.hpp"
@@ -39,9 +41,24 @@ struct CoeffBlock {
   }
 };
 
+/// Bases whose largest entry lies within 2^±kSafeScaleExponent are used as they are; others are
+/// scaled by a power of two first (exact), so float32 products neither overflow nor underflow.
+constexpr int kSafeScaleExponent = 32;
+
+/// The power of two e such that `largest` · 2^-e lies in [1, 2), or 0 when `largest` is already
+/// within 2^±kSafeScaleExponent (or is 0, or not finite).
+inline int safe_scale_exponent(double largest) {
+  if (!(largest > 0) || !std::isfinite(largest)) return 0;
+  const int exponent = std::ilogb(largest);
+  return std::abs(exponent) <= kSafeScaleExponent ? 0 : exponent;
+}
+
 /// One side of all heads: a shared basis and each head's coefficients.
 struct FactorSide {
-  RowMatrixF basis;                            ///< m × n, basis vectors as rows (n = d, or T)
+  RowMatrixF basis;  ///< m × n, basis vectors as rows (n = d, or T)
+  /// The true basis is `basis` · 2^exponent: set where folding a gain into the rows would have left
+  /// float32's range (norm_gains.cpp); ‖A_h‖ is scaled back, the scale-invariant metrics need not.
+  int exponent = 0;
   std::vector<std::vector<CoeffBlock>> heads;  ///< C_h for h = 0..H-1
   Index head_cols = 0;                         ///< k: columns of every L_h
 };

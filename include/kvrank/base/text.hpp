@@ -33,4 +33,13 @@ Utf8Char decode_utf8(std::string_view text, std::size_t at);
 ///   printable("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
 std::string printable(std::string_view text);
 
+/// The bytes kvrank quotes of a value in a message (docs/input-limits.md): a wrong 10 MB value must
+/// not become a 10 MB error line.
+inline constexpr std::size_t kExcerptBytes = 60;
+
+/// printable() of at most the first `limit` bytes of `text`, cut at a character boundary, with
+/// "... (N bytes)" when it was cut. Every value quoted in a message goes through it.
+///   excerpt(std::string(1000, 'a')) == std::string(60, 'a') + "... (1000 bytes)"
+std::string excerpt(std::string_view text, std::size_t limit = kExcerptBytes);
+
 }  // namespace kvrank

@@ -11,10 +11,11 @@
 // version 2 or 3 (version 1 and big-endian files are refused by name); each count no larger than
 // the bytes left could hold (nothing is reserved from a claimed count); every string inside the
 // file, keys and tensor names at most kMaxGgufName bytes and valid UTF-8; known value types, no
-// nested arrays, no duplicate keys; general.alignment a uint32 power of two; at most 4 dims, each
-// ≤ 2^63 − 1 with the byte size computed with overflow detection; a known GGML type, a block type's
-// ne[0] a whole number of blocks; offsets aligned, tensors inside the file and not overlapping; no
-// duplicate names. Truncation anywhere is "truncated".
+// nested arrays, no duplicate keys; at most kMaxGgufMetadata entries and kMaxGgufTensors tensors;
+// general.alignment a uint32 power of two; at most 4 dims, each ≤ 2^63 − 1 with the byte size
+// computed with overflow detection; a known GGML type, a block type's ne[0] a whole number of
+// blocks; offsets aligned, tensors inside the file and not overlapping; no duplicate names.
+// Truncation anywhere is "truncated".
 //
 // Shapes are given in PyTorch order (reversed ne): a weight with ne = [in, out] has shape
 // [out, in], row-major, as in safetensors. Tensors of GGML types kvrank cannot dequantize (Q4_1,
@@ -54,6 +55,12 @@ struct GgufFile {
 inline constexpr std::size_t kMaxGgufName = 65535;
 /// Longest metadata array kept in GgufFile::metadata (per-layer hyperparameters are far shorter).
 inline constexpr std::uint64_t kMaxGgufKeptArray = 4096;
+/// Most metadata entries and tensor infos read. Each costs a few hundred bytes of memory however
+/// small it is in the file (a 13-byte entry, a 24-byte tensor info): unbounded, a file of millions
+/// of them took ~5× its size in memory. Real files have tens of entries (a tokenizer's vocabulary
+/// is one array) and a few thousand tensors.
+inline constexpr std::uint64_t kMaxGgufMetadata = 65'536;
+inline constexpr std::uint64_t kMaxGgufTensors = 262'144;
 
 /// Parses and validates a whole GGUF file held in `file_bytes` (usually a memory map; only the
 /// header is read). `file_name` is used in error messages. Throws kvrank::Error.

@@ -16,6 +16,7 @@
 // model_inputs.hpp turns a command-line argument into a path and a label with this.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -54,6 +55,14 @@ HubCacheDir hub_cache_dir(const EnvLookup& env);
 /// it looked at, and that kvrank never downloads) when the model, the ref or the snapshot is not
 /// there.
 std::filesystem::path resolve_hub_snapshot(const HubModelId& id, const HubCacheDir& cache);
+
+/// Longest refs/<rev> file read: a ref is a 40-digit commit hash and a newline.
+inline constexpr std::size_t kMaxHubRefBytes = 1024;
+
+/// The commit hash held by the text of a refs/<rev> file (surrounding whitespace ignored). Throws
+/// kvrank::Error naming `file` when the text is longer than kMaxHubRefBytes or is not one 40-digit
+/// hexadecimal hash (quoting an excerpt).
+std::string parse_hub_ref(std::string_view text, const std::string& file);
 
 /// When `path` lies in a hub cache snapshot (…/models--ORG--NAME/snapshots/<rev>[/file]): NAME.
 std::optional<std::string> hub_model_name_of(const std::filesystem::path& path);

@@ -21,6 +21,9 @@ struct Summary {
   double erank_centered_pct_mean = 0;
 };
 
+/// Means over the layers of a report (src/report/summary.cpp).
+Summary summarize(const std::vector<LayerMetrics>& layers);
+
 /// The family and variant of the fully-redundant reference series (`--with-baseline`).
 inline constexpr std::string_view kBaseline = "baseline";
 
