@@ -13,6 +13,7 @@
 #include "kvrank/io/safetensors.hpp"
 #include "kvrank/layout/families.hpp"
 #include "kvrank/layout/family.hpp"
+#include "kvrank/layout/model_type.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
@@ -116,6 +117,17 @@ TEST_CASE("header examples: family.hpp", "[examples]") {
   CHECK(falcon == Family::falcon);
   CHECK(mha_only);
   CHECK(variant == Variant::gqa);
+}
+
+TEST_CASE("header examples: model_type.hpp", "[examples]") {
+  // example: model_type.hpp
+  const ModelTypeInfo* qwen3 = model_type_named("qwen3");      // reader Family::llama
+  NormGain gemma = model_type_named("gemma3")->norm_gain;      // NormGain::one_plus_weight
+  const ModelTypeInfo* mla = model_type_of_gguf("deepseek2");  // the "deepseek_v2" row
+  // end of example
+  CHECK(qwen3->family == Family::llama);
+  CHECK(gemma == NormGain::one_plus_weight);
+  CHECK(mla->name == "deepseek_v2");
 }
 
 TEST_CASE("header examples: name_table.hpp", "[examples]") {

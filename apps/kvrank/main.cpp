@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/layout/family.hpp"
 #include "terminal.hpp"
 
 using namespace kvrank::cli;
@@ -104,9 +105,8 @@ CLI::App* add_synth(CLI::App& app, SynthArgs& args) {
   auto& o = args.options;
   auto* command =
       app.add_subcommand("synth", "Write a seeded test checkpoint of any family/variant");
-  command->add_option("--family", o.family,
-                      "llama, gpt2, gpt_neox, falcon, phi3, deepseek_v2, lrkv");
-  command->add_option("--variant", o.variant, "mha, gqa, mqa, mla, lrkv");
+  command->add_option("--family", o.family, kvrank::synthesizable_family_list());
+  command->add_option("--variant", o.variant, kvrank::variant_list(", "));
   command->add_option("--layers", o.layers, "Layers");
   command->add_option("--heads", o.heads, "Query heads");
   command->add_option("--kv-heads", o.kv_heads, "Key/value heads");

@@ -102,6 +102,7 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   report.label = label;
   report.path = path.string();
   report.family = family_name(layout.family);
+  report.model_type = layout.model_type;
   report.variant = variant_name(layout.variant);
   report.heads = layout.heads;
   report.kv_heads = layout.kv_heads;
@@ -193,6 +194,8 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
   check_distinct(options.reprs);
   const Checkpoint checkpoint = Checkpoint::open(path, options.open);
   const ModelLayout layout = detect_layout(checkpoint, options.layout);
+  if (const std::string gains = folded_gains(layout); !gains.empty() && options.note)
+    options.note(path.string() + ": folding " + gains + " into the projections (docs/metric.md)");
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
   const std::vector<int> layers = choose_layers(layout, path, options);
 

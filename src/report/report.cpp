@@ -57,6 +57,7 @@ json model_to_json(const ModelReport& model, const ReportOptions& options) {
       {"label", model.label},
       {"path", model.path},
       {"family", model.family},
+      {"model_type", model.model_type.empty() ? json() : json(model.model_type)},
       {"variant", model.variant},
       {"heads", model.heads},
       {"kv_heads", model.kv_heads},
@@ -267,6 +268,8 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   model.label = reader.string("label");
   model.path = reader.string("path");
   model.family = reader.string("family");
+  if (reader.has("model_type") && !reader.field("model_type").is_null())
+    model.model_type = reader.string("model_type");
   model.variant = reader.string("variant");
   model.heads = reader.integer("heads");
   model.kv_heads = reader.integer("kv_heads");

@@ -16,7 +16,7 @@ from harness import run
 
 
 TOP_KEYS = {"schema_version", "tool", "models"}
-MODEL_KEYS = {"label", "path", "family", "variant", "heads", "kv_heads", "head_dim", "d_model",
+MODEL_KEYS = {"label", "path", "family", "model_type", "variant", "heads", "kv_heads", "head_dim", "d_model",
               "num_layers", "lrkv_rank", "mla_kv_lora_rank", "repr", "layers", "summary"}
 LAYER_KEYS = {"layer", "heads", "erank", "erank_centered", "erank_pct", "erank_centered_pct",
               "mean_similarity", "pcs_90", "eigenvalues", "eigenvalues_centered", "head_erank",

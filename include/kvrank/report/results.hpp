@@ -28,6 +28,9 @@ struct ModelReport {
   std::string label;
   std::string path;
   std::string family;
+  /// The model type (config.json's model_type: qwen3, gemma3 …; kvrank/layout/model_type.hpp)
+  /// when known, else empty; JSON "model_type", null when empty (and when read from older files).
+  std::string model_type;
   std::string variant;
   int heads = 0;
   int kv_heads = 0;
