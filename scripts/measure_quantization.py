@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Measures how much each GGUF type kvrank reads moves erank, for docs/quantization.md.
 
-  measure_quantization.py KVRANK [--out FILE]
+  measure_quantization.py KVRANK [--demo mha gqa mqa]
 
-For each model — the trained demo models data/tiny/{mha,gqa,mqa} (d = 128) and a Gaussian
+For each model — the trained demo models data/tiny/{mha,gqa,mqa} (d = 128; --demo picks) and a Gaussian
 llama-layout model with d = 256 written by write_family_checkpoints.py (K-quants and IQ4_XS need
 rows of whole 256-value blocks; on d = 128 llama-quantize, and scripts/write_gguf.py, fall back to
 F16) — and each type, writes the GGUF with scripts/write_gguf.py, runs `kvrank analyze --repr
@@ -46,7 +46,9 @@ def epsilon(held, original):
 def measure(kvrank, name, src, work):
     base = erank(kvrank, src)
     config = reference.load_llama(src)[0]
-    widths = {config["hidden_size"], config["num_attention_heads"] * config["head_dim"]}
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    widths = {config["hidden_size"], heads * head_dim}
     rows = []
     for type_name in TYPES:
         if any(width % write_gguf.BLOCK[type_name] for width in widths):
@@ -64,12 +66,14 @@ def measure(kvrank, name, src, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kvrank")
+    parser.add_argument("--demo", nargs="*", default=["mha", "gqa", "mqa"],
+                        help="demo models under data/tiny to measure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
         gaussian = os.path.join(work, "gaussian")
         write_family_checkpoints.write_family("llama", gaussian, gaussian + "-ref", layers=2, heads=8,
                                               kv_heads=2, head_dim=32, d_model=256)
-        models = [(f"data/tiny/{v}", os.path.join(ROOT, "data", "tiny", v)) for v in ("mha", "gqa", "mqa")]
+        models = [(f"data/tiny/{v}", os.path.join(ROOT, "data", "tiny", v)) for v in args.demo]
         models.append(("Gaussian d=256, H=8, H_kv=2", gaussian))
         results = {name: measure(args.kvrank, name.replace("/", "_").split(",")[0].replace(" ", "_"),
                                  src, work) for name, src in models}

@@ -34,9 +34,19 @@ std::string trimmed(const std::string& line) {
   return first == std::string::npos ? "" : line.substr(first);
 }
 
-/// The code lines of the header comment of include/kvrank/<header> (after "//", trimmed).
+/// include/kvrank/<layer>/<header>, whichever layer's folder holds it.
+std::filesystem::path header_path(const std::string& header) {
+  for (const auto& layer :
+       std::filesystem::directory_iterator(test::source_dir() / "include" / "kvrank")) {
+    if (std::filesystem::exists(layer.path() / header)) return layer.path() / header;
+  }
+  FAIL("no public header " << header);
+  return {};
+}
+
+/// The code lines of the header comment of include/kvrank/<layer>/<header> (after "//", trimmed).
 std::vector<std::string> header_comment_lines(const std::string& header) {
-  std::istringstream text(test::read_file(test::source_dir() / "include" / "kvrank" / header));
+  std::istringstream text(test::read_file(header_path(header)));
   std::vector<std::string> lines;
   for (std::string line; std::getline(text, line) && line.starts_with("//");)
     lines.push_back(trimmed(line.substr(2)));
@@ -61,8 +71,8 @@ std::vector<std::string> example_lines(const std::string& header) {
 }  // namespace
 
 TEST_CASE("header examples: this file holds each header's example verbatim", "[examples]") {
-  for (const char* header :
-       {"safetensors.hpp", "families.hpp", "diversity.hpp", "family.hpp", "name_table.hpp"}) {
+  for (const char* header : {"safetensors.hpp", "families.hpp", "diversity.hpp", "family.hpp",
+                             "name_table.hpp", "model_type.hpp"}) {
     INFO(header);
     const std::vector<std::string> example = example_lines(header);
     const std::vector<std::string> comment = header_comment_lines(header);
