@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/json_strict.hpp"
-#include "kvrank/analysis/merge.hpp"
+#include "kvrank/report/merge.hpp"
 #include "kvrank/base/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

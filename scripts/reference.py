@@ -8,7 +8,8 @@ cross-check that it computes the same numbers.
   reference.py heads FILE.npz|DIR              layer{i}.L, layer{i}.R: [H, d, k], A_h = L_h R_hᵀ
                                                (an npz, or a folder of layer{i}.L.npy files)
   reference.py llama PATH [--repr qk|ov|k|v]   llama-layout safetensors (file or folder + config.json),
-                                               q_norm / k_norm gains applied (Qwen3, Gemma 3, OLMo 2)
+          [--fold-input-norm]                  q_norm / k_norm gains applied (Qwen3, Gemma 3, OLMo 2),
+                                               and input_layernorm's with --fold-input-norm
 
 Prints {"layers": [{"layer", "heads", "erank", ...}]} (the field names of docs/result-format.md) on stdout.
 stdlib + numpy only.
@@ -135,7 +136,7 @@ def qk_gains(t, base, role, count, head_dim, gemma):
     return gain.reshape(count, head_dim)
 
 
-def cmd_llama(path, repr_name):
+def cmd_llama(path, repr_name, fold_input_norm=False):
     config, t = load_llama(path)
     text = config.get("text_config", config)  # multimodal (Gemma 3): the language model's config
     heads = text["num_attention_heads"]
@@ -151,6 +152,9 @@ def cmd_llama(path, repr_name):
     for i in layers:
         base = f"{found[0].group(1)}.{i}.self_attn."
         w = {r: t[f"{base}{r}_proj.weight"] for r in "qkvo"}
+        if fold_input_norm:  # x̂ ∘ γ enters q, k and v alike: γ scales their input columns
+            gamma = t[f"{found[0].group(1)}.{i}.input_layernorm.weight"] + (1.0 if gemma else 0.0)
+            w.update({r: w[r] * gamma[None, :] for r in "qkv"})
         # q_norm / k_norm scale each query / key row before the dot product: fold into the rows.
         gains = {"q": qk_gains(t, base, "q", heads, head_dim, gemma),
                  "k": qk_gains(t, base, "k", kv_heads, head_dim, gemma),
@@ -183,8 +187,11 @@ def main():
     llama = sub.add_parser("llama")
     llama.add_argument("path")
     llama.add_argument("--repr", default="qk", choices=["qk", "ov", "k", "v"])
+    llama.add_argument("--fold-input-norm", action="store_true",
+                       help="fold input_layernorm's gain into q, k and v (as kvrank --fold-input-norm)")
     args = parser.parse_args()
-    layers = cmd_heads(args.npz) if args.command == "heads" else cmd_llama(args.path, args.repr)
+    layers = (cmd_heads(args.npz) if args.command == "heads"
+              else cmd_llama(args.path, args.repr, args.fold_input_norm))
     json.dump({"layers": layers}, sys.stdout)
     sys.stdout.write("\n")
 

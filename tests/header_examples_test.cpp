@@ -13,6 +13,7 @@
 #include "kvrank/io/safetensors.hpp"
 #include "kvrank/layout/families.hpp"
 #include "kvrank/layout/family.hpp"
+#include "kvrank/layout/model_type.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
@@ -33,9 +34,19 @@ std::string trimmed(const std::string& line) {
   return first == std::string::npos ? "" : line.substr(first);
 }
 
-/// The code lines of the header comment of include/kvrank/<header> (after "//", trimmed).
+/// include/kvrank/<layer>/<header>, whichever layer's folder holds it.
+std::filesystem::path header_path(const std::string& header) {
+  for (const auto& layer :
+       std::filesystem::directory_iterator(test::source_dir() / "include" / "kvrank")) {
+    if (std::filesystem::exists(layer.path() / header)) return layer.path() / header;
+  }
+  FAIL("no public header " << header);
+  return {};
+}
+
+/// The code lines of the header comment of include/kvrank/<layer>/<header> (after "//", trimmed).
 std::vector<std::string> header_comment_lines(const std::string& header) {
-  std::istringstream text(test::read_file(test::source_dir() / "include" / "kvrank" / header));
+  std::istringstream text(test::read_file(header_path(header)));
   std::vector<std::string> lines;
   for (std::string line; std::getline(text, line) && line.starts_with("//");)
     lines.push_back(trimmed(line.substr(2)));
@@ -60,8 +71,8 @@ std::vector<std::string> example_lines(const std::string& header) {
 }  // namespace
 
 TEST_CASE("header examples: this file holds each header's example verbatim", "[examples]") {
-  for (const char* header :
-       {"safetensors.hpp", "families.hpp", "diversity.hpp", "family.hpp", "name_table.hpp"}) {
+  for (const char* header : {"safetensors.hpp", "families.hpp", "diversity.hpp", "family.hpp",
+                             "name_table.hpp", "model_type.hpp"}) {
     INFO(header);
     const std::vector<std::string> example = example_lines(header);
     const std::vector<std::string> comment = header_comment_lines(header);
@@ -116,6 +127,17 @@ TEST_CASE("header examples: family.hpp", "[examples]") {
   CHECK(falcon == Family::falcon);
   CHECK(mha_only);
   CHECK(variant == Variant::gqa);
+}
+
+TEST_CASE("header examples: model_type.hpp", "[examples]") {
+  // example: model_type.hpp
+  const ModelTypeInfo* qwen3 = model_type_named("qwen3");      // reader Family::llama
+  NormGain gemma = model_type_named("gemma3")->norm_gain;      // NormGain::one_plus_weight
+  const ModelTypeInfo* mla = model_type_of_gguf("deepseek2");  // the "deepseek_v2" row
+  // end of example
+  CHECK(qwen3->family == Family::llama);
+  CHECK(gemma == NormGain::one_plus_weight);
+  CHECK(mla->name == "deepseek_v2");
 }
 
 TEST_CASE("header examples: name_table.hpp", "[examples]") {

@@ -20,6 +20,7 @@
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/plot/figure_options.hpp"
+#include "kvrank/layout/families.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
@@ -145,7 +146,7 @@ std::vector<std::string> split_list(const std::string& text) {
 // ---- options shared by analyze and inspect -----------------------------------------------------
 
 void LayoutFlags::add_to(CLI::App& command) {
-  command.add_option("--family", family, "Force the checkpoint family (llama, gpt2, gpt_neox, …)");
+  command.add_option("--family", family, "Force the checkpoint's reader: " + family_choice_list());
   command.add_option("--heads", heads, "Query heads (overrides config.json)")
       ->check(CLI::PositiveNumber);
   command.add_option("--kv-heads", kv_heads, "Key/value heads (overrides config.json)")
@@ -157,6 +158,8 @@ void LayoutFlags::add_to(CLI::App& command) {
   command.add_option("--npy-dtype", npy_dtype, "Element type of '<V2' NPY arrays")
       ->check(CLI::IsMember({"bf16"}));
   command.add_flag("--activations", activations, "Inputs are captured Q/K/V activations");
+  command.add_flag("--fold-input-norm", fold_input_norm,
+                   "Fold the pre-attention norm's gain into q, k and v (docs/metric.md)");
 }
 
 kvrank::LayoutOverrides LayoutFlags::overrides() const {
@@ -167,6 +170,7 @@ kvrank::LayoutOverrides LayoutFlags::overrides() const {
   result.head_dim = head_dim;
   if (!map_file.empty()) result.map_file = fs::path(map_file);
   result.activations = activations;
+  result.fold_input_norm = fold_input_norm;
   return result;
 }
 

@@ -31,6 +31,7 @@ struct LayoutFlags {
   std::string map_file;
   std::string npy_dtype;
   bool activations = false;
+  bool fold_input_norm = false;
 
   void add_to(CLI::App& command);
   kvrank::LayoutOverrides overrides() const;

@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
+#include "kvrank/layout/family.hpp"
 #include "terminal.hpp"
 
 using namespace kvrank::cli;

@@ -135,6 +135,7 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   report.path = path.string();
   report.step = step;
   report.family = family_name(layout.family);
+  report.model_type = layout.model_type;
   report.variant = variant_name(layout.variant);
   report.geometry = layout;  // the layout's ModelGeometry part
   report.repr = std::string(repr_name(repr));
@@ -161,6 +162,8 @@ std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::
   const std::optional<std::int64_t> step = options.step ? options.step : checkpoint_step(path);
   const Checkpoint checkpoint = Checkpoint::open(path, options.open);
   const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
+  if (const std::string gains = folded_gains(layout); !gains.empty() && options.note)
+    options.note(path.string() + ": folding " + gains + " into the projections (docs/metric.md)");
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
   const std::vector<int> layers = choose_layers(layout, path, options);
 

@@ -125,10 +125,37 @@ class CheckpointLoader {
   }
 
   void add_gguf(const fs::path& path) {
-    GgufCheckpoint gguf =
-        gguf_checkpoint(parse_gguf(map(path).bytes(), path.string()), path.string());
+    GgufFile file = parse_gguf(map(path).bytes(), path.string());
+    if (const std::optional<GgufSplit> split = gguf_split(file, path.string()))
+      add_split_parts(path, *split, file);
+    GgufCheckpoint gguf = gguf_checkpoint(std::move(file), path.string());
     for (TensorView& tensor : gguf.tensors) tensors_.push_back(std::move(tensor));
     gguf_config = std::move(gguf.config);
+  }
+
+  // llama-gguf-split writes PREFIX-0000k-of-0000N.gguf; the first part, which holds the model's
+  // metadata, names the model, and the tensors of the other parts join its own.
+  void add_split_parts(const fs::path& first, const GgufSplit& split, GgufFile& file) {
+    if (split.index != 0) {
+      throw Error(first.string(), "this is part " + std::to_string(split.index + 1) +
+                                      " of a GGUF split into " + std::to_string(split.count) +
+                                      " files; give the first part (named …-00001-of-…)");
+    }
+    for (int index = 1; index < split.count; ++index) {
+      const fs::path part = gguf_split_part_name(first.string(), index, split.count);
+      if (!fs::is_regular_file(part))
+        throw Error(part.string(), "missing: part " + std::to_string(index + 1) + " of " +
+                                       std::to_string(split.count) + " of " + first.string());
+      GgufFile more = parse_gguf(map(part).bytes(), part.string());
+      const std::optional<GgufSplit> its = gguf_split(more, part.string());
+      if (!its || its->index != index || its->count != split.count)
+        throw Error(part.string(), "is not part " + std::to_string(index + 1) + " of " +
+                                       std::to_string(split.count) +
+                                       " (its split.no/split.count "
+                                       "say otherwise)");
+      for (TensorView& tensor : more.tensors) file.tensors.push_back(std::move(tensor));
+      for (auto& tensor : more.unsupported) file.unsupported.push_back(std::move(tensor));
+    }
   }
 
   void add_npy(const fs::path& path) {

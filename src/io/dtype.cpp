@@ -18,7 +18,7 @@ struct DTypeInfo {
   std::size_t block_elements = 1;  // > 1: a GGML block type, spelled by dtype_name() only
 };
 
-constexpr std::array<DTypeInfo, 20> kDTypes{{
+constexpr std::array<DTypeInfo, 27> kDTypes{{
     {DType::F64, "F64", 8, true},
     {DType::F32, "F32", 4, true},
     {DType::F16, "F16", 2, true},
@@ -39,6 +39,13 @@ constexpr std::array<DTypeInfo, 20> kDTypes{{
     {DType::Q4_K, "Q4_K", detail::kQ4_KBytes, true, detail::kSuperBlockElements},
     {DType::Q5_K, "Q5_K", detail::kQ5_KBytes, true, detail::kSuperBlockElements},
     {DType::Q6_K, "Q6_K", detail::kQ6_KBytes, true, detail::kSuperBlockElements},
+    {DType::Q4_1, "Q4_1", detail::kQ4_1Bytes, true, detail::kQ4_0Elements},
+    {DType::Q5_0, "Q5_0", detail::kQ5_0Bytes, true, detail::kQ4_0Elements},
+    {DType::Q5_1, "Q5_1", detail::kQ5_1Bytes, true, detail::kQ4_0Elements},
+    {DType::Q2_K, "Q2_K", detail::kQ2_KBytes, true, detail::kSuperBlockElements},
+    {DType::Q3_K, "Q3_K", detail::kQ3_KBytes, true, detail::kSuperBlockElements},
+    {DType::IQ4_NL, "IQ4_NL", detail::kIQ4_NLBytes, true, detail::kQ4_0Elements},
+    {DType::IQ4_XS, "IQ4_XS", detail::kIQ4_XSBytes, true, detail::kSuperBlockElements},
 }};
 
 constexpr const DTypeInfo& info(DType dtype) noexcept {
@@ -209,6 +216,13 @@ void convert_to_f32(DType dtype, std::span<const std::byte> raw, std::span<float
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
       detail::dequantize_blocks(dtype, raw, out);
       return;
   }

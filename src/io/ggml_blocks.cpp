@@ -99,13 +99,118 @@ void dequantize_q6_k(const std::byte* block, float* out) noexcept {
   }
 }
 
+// ---- 32-value blocks with a 4-bit index and an optional fifth bit ------------------------------
+
+std::uint32_t u32_at(const std::byte* block, std::size_t offset) noexcept {
+  std::uint32_t bits;
+  std::memcpy(&bits, block + offset, sizeof bits);
+  return bits;  // little-endian hosts only, as everywhere in kvrank
+}
+
+/// The 32 indices of a block: nibbles[i] low / high for values i / i + 16, plus bit j of
+/// `high_bits` as 16 for value j (high_bits = 0 for 4-bit types).
+void block_indices(const std::byte* nibbles, std::uint32_t high_bits, int* q) noexcept {
+  for (std::size_t i = 0; i < 16; ++i) {
+    const std::uint8_t packed = byte_at(nibbles, i);
+    q[i] = (packed & 0xF) | static_cast<int>(((high_bits >> i) & 1) << 4);
+    q[i + 16] = (packed >> 4) | static_cast<int>(((high_bits >> (i + 16)) & 1) << 4);
+  }
+}
+
+void dequantize_q4_1(const std::byte* block, float* out) noexcept {
+  const float d = half_at(block, 0), m = half_at(block, 2);
+  int q[32];
+  block_indices(block + 4, 0, q);
+  for (std::size_t i = 0; i < 32; ++i) out[i] = d * static_cast<float>(q[i]) + m;
+}
+
+void dequantize_q5_0(const std::byte* block, float* out) noexcept {
+  const float d = half_at(block, 0);
+  int q[32];
+  block_indices(block + 6, u32_at(block, 2), q);
+  for (std::size_t i = 0; i < 32; ++i) out[i] = d * static_cast<float>(q[i] - 16);
+}
+
+void dequantize_q5_1(const std::byte* block, float* out) noexcept {
+  const float d = half_at(block, 0), m = half_at(block, 2);
+  int q[32];
+  block_indices(block + 8, u32_at(block, 4), q);
+  for (std::size_t i = 0; i < 32; ++i) out[i] = d * static_cast<float>(q[i]) + m;
+}
+
+// The non-linear grid of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
+constexpr std::int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+
+void dequantize_iq4_nl(const std::byte* block, float* out) noexcept {
+  const float d = half_at(block, 0);
+  int q[32];
+  block_indices(block + 2, 0, q);
+  for (std::size_t i = 0; i < 32; ++i) out[i] = d * static_cast<float>(kIq4Values[q[i]]);
+}
+
+void dequantize_iq4_xs(const std::byte* block, float* out) noexcept {
+  const float d = half_at(block, 0);
+  std::uint16_t scales_high;
+  std::memcpy(&scales_high, block + 2, sizeof scales_high);
+  for (std::size_t sub = 0; sub < 8; ++sub) {
+    const int low = (byte_at(block, 4 + sub / 2) >> (4 * (sub % 2))) & 0xF;
+    const int scale = (low | (((scales_high >> (2 * sub)) & 3) << 4)) - 32;
+    int q[32];
+    block_indices(block + 8 + 16 * sub, 0, q);
+    for (std::size_t i = 0; i < 32; ++i)
+      out[32 * sub + i] = d * static_cast<float>(scale) * static_cast<float>(kIq4Values[q[i]]);
+  }
+}
+
+// ---- Q2_K and Q3_K: two bits per value in 16 sub-blocks of 16 --------------------------------
+
+/// Value v = 128n + 32j + 16h + l of a Q2_K/Q3_K super-block: bits 2j..2j+1 of qs[32n + 16h + l].
+int two_bits(const std::byte* qs, std::size_t v) noexcept {
+  const std::size_t n = v / 128, j = (v % 128) / 32, hl = v % 32;
+  return (byte_at(qs, 32 * n + hl) >> (2 * j)) & 3;
+}
+
+void dequantize_q2_k(const std::byte* block, float* out) noexcept {
+  const std::byte* qs = block + 16;
+  const float d = half_at(block, 80), dmin = half_at(block, 82);
+  for (std::size_t v = 0; v < kSuperBlockElements; ++v) {
+    const std::uint8_t scale = byte_at(block, v / 16);
+    out[v] = d * static_cast<float>(scale & 0xF) * static_cast<float>(two_bits(qs, v)) -
+             dmin * static_cast<float>(scale >> 4);
+  }
+}
+
+/// Scale i (0..15) of a Q3_K super-block's 12 packed bytes, minus 32.
+int q3_k_scale(const std::byte* scales, std::size_t i) noexcept {
+  const int low = i < 8 ? byte_at(scales, i) & 0xF : byte_at(scales, i - 8) >> 4;
+  const int high = (byte_at(scales, 8 + i % 4) >> (2 * (i / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+void dequantize_q3_k(const std::byte* block, float* out) noexcept {
+  const std::byte* hmask = block;
+  const std::byte* qs = block + 32;
+  const std::byte* scales = block + 96;
+  const float d = half_at(block, 108);
+  for (std::size_t v = 0; v < kSuperBlockElements; ++v) {
+    const std::size_t n = v / 128, j = (v % 128) / 32;
+    const bool high = (byte_at(hmask, v % 32) >> (4 * n + j)) & 1;
+    const int q = two_bits(qs, v) - (high ? 0 : 4);
+    out[v] = d * static_cast<float>(q3_k_scale(scales, v / 16)) * static_cast<float>(q);
+  }
+}
+
 using BlockDecoder = void (*)(const std::byte*, float*) noexcept;
 
 BlockDecoder decoder_of(DType dtype) noexcept {
   constexpr std::pair<DType, BlockDecoder> kDecoders[] = {
-      {DType::Q8_0, dequantize_q8_0}, {DType::Q4_0, dequantize_q4_0},
-      {DType::Q4_K, dequantize_q4_k}, {DType::Q5_K, dequantize_q5_k},
-      {DType::Q6_K, dequantize_q6_k},
+      {DType::Q8_0, dequantize_q8_0},     {DType::Q4_0, dequantize_q4_0},
+      {DType::Q4_K, dequantize_q4_k},     {DType::Q5_K, dequantize_q5_k},
+      {DType::Q6_K, dequantize_q6_k},     {DType::Q4_1, dequantize_q4_1},
+      {DType::Q5_0, dequantize_q5_0},     {DType::Q5_1, dequantize_q5_1},
+      {DType::Q2_K, dequantize_q2_k},     {DType::Q3_K, dequantize_q3_k},
+      {DType::IQ4_NL, dequantize_iq4_nl}, {DType::IQ4_XS, dequantize_iq4_xs},
   };
   for (const auto& [type, decode] : kDecoders)
     if (type == dtype) return decode;

@@ -39,13 +39,13 @@ constexpr std::array<GgmlType, 32> kGgmlTypes{{
     {0, "F32", 1, 4, DType::F32},
     {1, "F16", 1, 2, DType::F16},
     {2, "Q4_0", 32, 18, DType::Q4_0},
-    {3, "Q4_1", 32, 20, std::nullopt},
-    {6, "Q5_0", 32, 22, std::nullopt},
-    {7, "Q5_1", 32, 24, std::nullopt},
+    {3, "Q4_1", 32, 20, DType::Q4_1},
+    {6, "Q5_0", 32, 22, DType::Q5_0},
+    {7, "Q5_1", 32, 24, DType::Q5_1},
     {8, "Q8_0", 32, 34, DType::Q8_0},
     {9, "Q8_1", 32, 36, std::nullopt},
-    {10, "Q2_K", 256, 84, std::nullopt},
-    {11, "Q3_K", 256, 110, std::nullopt},
+    {10, "Q2_K", 256, 84, DType::Q2_K},
+    {11, "Q3_K", 256, 110, DType::Q3_K},
     {12, "Q4_K", 256, 144, DType::Q4_K},
     {13, "Q5_K", 256, 176, DType::Q5_K},
     {14, "Q6_K", 256, 210, DType::Q6_K},
@@ -54,10 +54,10 @@ constexpr std::array<GgmlType, 32> kGgmlTypes{{
     {17, "IQ2_XS", 256, 74, std::nullopt},
     {18, "IQ3_XXS", 256, 98, std::nullopt},
     {19, "IQ1_S", 256, 50, std::nullopt},
-    {20, "IQ4_NL", 32, 18, std::nullopt},
+    {20, "IQ4_NL", 32, 18, DType::IQ4_NL},
     {21, "IQ3_S", 256, 110, std::nullopt},
     {22, "IQ2_S", 256, 82, std::nullopt},
-    {23, "IQ4_XS", 256, 136, std::nullopt},
+    {23, "IQ4_XS", 256, 136, DType::IQ4_XS},
     {24, "I8", 1, 1, DType::I8},
     {25, "I16", 1, 2, DType::I16},
     {26, "I32", 1, 4, DType::I32},
@@ -450,7 +450,8 @@ GgufFile parse_gguf(std::span<const std::byte> file_bytes, const std::string& fi
 
   for (TensorInfo& info : infos) {
     if (!info.type->dtype) {
-      result.unsupported.push_back({info.name, std::string(info.type->name)});
+      result.unsupported.push_back(
+          {info.name, std::string(info.type->name), pytorch_shape(info.ne)});
       continue;
     }
     TensorView view;

@@ -55,8 +55,8 @@ CaptureShape capture_shape(const TensorView& tensor) {
   return {s[0] * s[2], static_cast<int>(s[1]), s[3]};
 }
 
-std::string name_of(const ModelLayout& layout, int layer, const char* which) {
-  return std::get<ActivationTensors>(layout.tensors).prefix + std::to_string(layer) + "." + which;
+std::string name_of(const ActivationTensors& tensors, int layer, const char* which) {
+  return tensors.prefix + std::to_string(layer) + "." + which;
 }
 
 std::string shape_text(const CaptureShape& shape) {
@@ -88,14 +88,15 @@ RowMatrixF head_columns(const TensorView& tensor, const CaptureShape& shape) {
 
 // The side of `which` ("q", "k", "v") for the layout's query heads. `like` (the query capture, for
 // the keys of `qk`) fixes the token count and head size the capture must have.
-FactorSide capture_side(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                        const char* which, const CaptureShape* like = nullptr) {
-  const TensorView& tensor = checkpoint.at(name_of(layout, layer, which));
+FactorSide capture_side(const Checkpoint& checkpoint, const ModelLayout& layout,
+                        const ActivationTensors& tensors, int layer, const char* which,
+                        const CaptureShape* like = nullptr) {
+  const TensorView& tensor = checkpoint.at(name_of(tensors, layer, which));
   const CaptureShape shape = capture_shape(tensor);
   if (like && (shape.tokens != like->tokens || shape.head_dim != like->head_dim)) {
     throw Error(tensor.file, tensor.name,
                 "expected " + std::to_string(like->tokens) + " tokens and head_dim " +
-                    std::to_string(like->head_dim) + " (as " + name_of(layout, layer, "q") +
+                    std::to_string(like->head_dim) + " (as " + name_of(tensors, layer, "q") +
                     "), found " + shape_text(shape) + " (shape " + tensor.shape_string() + ")");
   }
   if (shape.heads <= 0 || layout.heads % shape.heads != 0) {
@@ -145,28 +146,28 @@ ModelLayout detect_activations(const Checkpoint& checkpoint, const LayoutOverrid
   return layout;
 }
 
-HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                               Repr repr) {
+HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                               const ActivationTensors& tensors, int layer, Repr repr) {
   HeadFactors factors;
   switch (repr) {
     case Repr::qk: {
-      const TensorView& queries = checkpoint.at(name_of(layout, layer, "q"));
+      const TensorView& queries = checkpoint.at(name_of(tensors, layer, "q"));
       const CaptureShape query_shape = capture_shape(queries);
       if (query_shape.heads != layout.heads) {
         throw Error(queries.file, queries.name,
                     "expected " + std::to_string(layout.heads) + " heads (as in layer 0), found " +
                         queries.shape_string());
       }
-      factors.left = capture_side(checkpoint, layout, layer, "q");
-      factors.right = capture_side(checkpoint, layout, layer, "k", &query_shape);
+      factors.left = capture_side(checkpoint, layout, tensors, layer, "q");
+      factors.right = capture_side(checkpoint, layout, tensors, layer, "k", &query_shape);
       break;
     }
     case Repr::k:
-      factors.left = capture_side(checkpoint, layout, layer, "k");
+      factors.left = capture_side(checkpoint, layout, tensors, layer, "k");
       factors.symmetric = true;
       break;
     case Repr::v:
-      factors.left = capture_side(checkpoint, layout, layer, "v");
+      factors.left = capture_side(checkpoint, layout, tensors, layer, "v");
       factors.symmetric = true;
       break;
     case Repr::ov:
@@ -176,8 +177,8 @@ HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& 
   return factors;
 }
 
-std::vector<std::string> activation_tensor_names(const ModelLayout& layout, int layer) {
-  return {name_of(layout, layer, "q"), name_of(layout, layer, "k"), name_of(layout, layer, "v")};
+std::vector<std::string> activation_tensor_names(const ActivationTensors& tensors, int layer) {
+  return {name_of(tensors, layer, "q"), name_of(tensors, layer, "k"), name_of(tensors, layer, "v")};
 }
 
 }  // namespace kvrank::detail

@@ -38,9 +38,6 @@ struct DenseSpec {
   DenseTensors tensors;  // `source` is filled in when the geometry is known
 };
 
-/// The dense tensors of a layout whose reader is LayoutKind::dense (a logic error otherwise).
-const DenseTensors& dense_tensors(const ModelLayout& layout);
-
 /// The dense layout of a checkpoint by its tensor names; `only` restricts to one family.
 std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint, std::optional<Family> only);
 
@@ -85,20 +82,22 @@ struct Dims {
   QkvOrder qkv_order;
 };
 
-Dims dims_of(const ModelLayout& layout);
+Dims dims_of(const ModelLayout& layout, const DenseTensors& tensors);
 /// Checks a role's tensor shape from its metadata only (detection time: nothing is read).
 void check_role_shape(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
                       ProjectionRole role);
-HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                          Repr repr);
+HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                          const DenseTensors& tensors, int layer, Repr repr);
+/// The tensor names of one layer that dense_factors() reads.
+std::vector<std::string> dense_tensor_names(const DenseTensors& tensors, int layer);
 
 // ---- QK-norm gains of Qwen3, Gemma 3, OLMo 2 … (norm_gains.cpp) --------------------------------
 
-/// Records q_norm / k_norm beside a llama-named key projection in the layout's DenseTensors (their
-/// templates, and the gain convention: 1 + weight for Gemma's model types), checking the first
-/// layer's shapes: [head_dim] (one gain shared by all heads) or [heads·head_dim] (one per row).
+/// Records q_norm / k_norm beside a llama-named key projection in `tensors` (their templates, and
+/// the gain convention of the layout's model type, model_type.hpp), checking the first layer's
+/// shapes: [head_dim] (one gain shared by all heads) or [heads·head_dim] (one per row).
 void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_template, int first_layer,
-                    ModelLayout& layout);
+                    const ModelLayout& layout, DenseTensors& tensors);
 /// head_dim from a per-head QK norm of the first layer: the size of a 1-D k_norm (q_norm) that
 /// divides the key (query) rows `key_rows` (`query_rows`, 0 when none) into two or more heads;
 /// nullopt when there is none (a gain over the whole projection, as OLMo 2's, says nothing).
@@ -107,9 +106,20 @@ std::optional<int> qk_norm_head_dim(const Checkpoint& checkpoint, const std::str
 /// `rows` (the q or k projection of `layer`, [count·head_dim, d]) with row j scaled by the gain
 /// the dot product applies to it (detail::fold_gain); unchanged when the layout has no norm for
 /// `role` (q or k).
-detail::FoldedRows fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                                ProjectionRole role, RowMatrixF rows);
-/// The q_norm / k_norm tensor names of one layer (none when the layout has no QK norm).
-std::vector<std::string> qk_norm_tensor_names(const ModelLayout& layout, int layer);
+detail::FoldedRows fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout,
+                                const DenseTensors& tensors, int layer, ProjectionRole role,
+                                RowMatrixF rows);
+/// The q_norm / k_norm / input norm tensor names of one layer (those the layout folds).
+std::vector<std::string> norm_tensor_names(const DenseTensors& tensors, int layer);
+/// Records the pre-attention norm gain of the layer whose fused or key projection is
+/// `projection_template` (`…{i}.input_layernorm.weight`, gpt2's `ln_1`, falcon's `ln_attn`) in
+/// `tensors`, checking the first layer's shape [d]; throws kvrank::Error naming what it looked for
+/// when there is none.
+void detect_input_norm(const Checkpoint& checkpoint, const std::string& projection_template,
+                       int first_layer, const ModelLayout& layout, DenseTensors& tensors);
+/// `rows` (a q, k or v projection [out, d]) with column j scaled by the input norm's gain j;
+/// unchanged without --fold-input-norm.
+RowMatrixF fold_input_norm(const Checkpoint& checkpoint, const ModelLayout& layout,
+                           const DenseTensors& tensors, int layer, RowMatrixF rows);
 
 }  // namespace kvrank::dense

@@ -39,13 +39,18 @@ std::optional<int> falcon_kv_heads(const Checkpoint& checkpoint, std::optional<i
 Geometry config_geometry(const Checkpoint& checkpoint, Family family) {
   Geometry geometry;
   if (!checkpoint.config()) return geometry;
-  geometry.heads = first_config_int(checkpoint, {"num_attention_heads", "n_head", "num_heads"});
+  geometry.heads =
+      first_config_int(checkpoint, {"num_attention_heads", "n_head", "num_heads", "n_heads"});
   geometry.d_model = first_config_int(checkpoint, {"hidden_size", "n_embd", "d_model"});
-  geometry.head_dim = config_int(checkpoint, "head_dim");
+  geometry.head_dim = first_config_int(checkpoint, {"head_dim", "kv_channels"});  // chatglm
   geometry.num_layers =
-      first_config_int(checkpoint, {"num_hidden_layers", "n_layer", "num_layers"});
+      first_config_int(checkpoint, {"num_hidden_layers", "n_layer", "num_layers", "n_layers"});
   if (family == Family::falcon) {
     geometry.kv_heads = falcon_kv_heads(checkpoint, geometry.heads);
+  } else if (family == Family::chatglm) {
+    geometry.kv_heads = config_bool(checkpoint, "multi_query_attention").value_or(false)
+                            ? config_int(checkpoint, "multi_query_group_num")
+                            : geometry.heads;
   } else if (family_info(family).mha_only) {
     geometry.kv_heads = geometry.heads;
   } else {

@@ -88,7 +88,9 @@ struct FusedFamily {
   Orientation orientation;
 };
 
-constexpr std::array<FusedFamily, 4> kFusedFamilies{{
+// In detection order: a family whose names another shares comes after it (bloom after falcon,
+// qwen and gpt_bigcode after gpt2), so without a model type the older reading wins.
+constexpr std::array<FusedFamily, 11> kFusedFamilies{{
     {Family::phi3,
      {kAnyOuter, "layers.", {".self_attn.qkv_proj.weight"}},
      "qkv_proj",
@@ -113,6 +115,57 @@ constexpr std::array<FusedFamily, 4> kFusedFamilies{{
      "dense",
      QkvOrder::grouped,
      Orientation::out_in},
+    // BloomAttention: fused_qkv.view(…, heads, 3, head_dim): falcon's MHA layout.
+    {Family::bloom,
+     {"transformer.", "h.", {".self_attention.query_key_value.weight"}},
+     "query_key_value",
+     "dense",
+     QkvOrder::grouped,
+     Orientation::out_in},
+    // MptAttention: Wqkv(x).chunk(3) (or split into d, kv, kv with kv_n_heads).
+    {Family::mpt,
+     {"transformer.", "blocks.", {".attn.Wqkv.weight"}},
+     "Wqkv",
+     "out_proj",
+     QkvOrder::stacked,
+     Orientation::out_in},
+    // BaichuanAttention: W_pack(x).unflatten(-1, (3, hidden)).
+    {Family::baichuan,
+     {kAnyOuter, "layers.", {".self_attn.W_pack.weight"}},
+     "W_pack",
+     "o_proj",
+     QkvOrder::stacked,
+     Orientation::out_in},
+    // QWenAttention (Qwen v1): a Linear c_attn split into q, k, v — gpt2's names, torch's [out,
+    // in].
+    {Family::qwen,
+     {"transformer.", "h.", {".attn.c_attn.weight"}},
+     "c_attn",
+     "c_proj",
+     QkvOrder::stacked,
+     Orientation::out_in},
+    // GPTBigCodeAttention: a Linear c_attn; multi-query splits q [d] then k, v [d_h] each (grouped
+    // with one KV head), multi-head views it as [heads, 3·head_dim] (grouped with H_kv = H).
+    {Family::gpt_bigcode,
+     {"transformer.", "h.", {".attn.c_attn.weight"}},
+     "c_attn",
+     "c_proj",
+     QkvOrder::grouped,
+     Orientation::out_in},
+    // InternLM2Attention: wqkv viewed as [kv_heads, heads/kv_heads + 2, head_dim].
+    {Family::internlm2,
+     {"model.", "layers.", {".attention.wqkv.weight"}},
+     "wqkv",
+     "wo",
+     QkvOrder::grouped,
+     Orientation::out_in},
+    // ChatGLM2/3 SelfAttention: split into heads·d_h, groups·d_h, groups·d_h.
+    {Family::chatglm,
+     {"transformer.encoder.", "layers.", {".self_attention.query_key_value.weight"}},
+     "query_key_value",
+     "dense",
+     QkvOrder::stacked,
+     Orientation::out_in},
 }};
 
 bool template_present(const Checkpoint& checkpoint, const std::string& name_template) {
@@ -129,13 +182,19 @@ std::optional<DenseSpec> find_llama(const Checkpoint& checkpoint) {
   const auto key_template = find_template(checkpoint, kKey);
   if (!key_template) return std::nullopt;
   DenseSpec spec{Family::llama, {}};
-  for (ProjectionRole role :
-       {ProjectionRole::q, ProjectionRole::k, ProjectionRole::v, ProjectionRole::o}) {
+  for (ProjectionRole role : {ProjectionRole::q, ProjectionRole::k, ProjectionRole::v}) {
     std::string name_template =
         replace_last(*key_template, "k_proj", std::string(role_name(role)) + "_proj");
-    const bool required = role == ProjectionRole::k || role == ProjectionRole::v;
-    if (required || template_present(checkpoint, name_template))
+    // Only the key projection is required: each representation checks for the others it reads
+    // (a checkpoint without v_proj can still be analysed for qk and k).
+    if (role == ProjectionRole::k || template_present(checkpoint, name_template))
       spec.tensors.names[role] = name_template;
+  }
+  for (const char* output : {"o_proj", "out_proj", "dense"}) {  // llama …, OPT, phi-2
+    std::string name_template = replace_last(*key_template, "k_proj", output);
+    if (!template_present(checkpoint, name_template)) continue;
+    spec.tensors.names[ProjectionRole::o] = std::move(name_template);
+    break;
   }
   const std::string& file =
       checkpoint.at(layer_name(*key_template, template_layers(checkpoint, *key_template)->first))

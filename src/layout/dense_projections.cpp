@@ -1,7 +1,6 @@
 // Dense layouts (families.cpp): the canonical projections of one layer — q [H·d_h, d], k and v
 // [H_kv·d_h, d], o [d, H·d_h] — and the per-head factors built from them.
 #include <optional>
-#include <stdexcept>
 #include <utility>
 
 #include "kvrank/base/error.hpp"
@@ -12,14 +11,7 @@ namespace kvrank::dense {
 
 // ---- the canonical projections of one layer ---------------------------------------------------
 
-const DenseTensors& dense_tensors(const ModelLayout& layout) {
-  const auto* tensors = std::get_if<DenseTensors>(&layout.tensors);
-  if (tensors == nullptr) throw std::logic_error("dense_tensors: not a dense layout");
-  return *tensors;
-}
-
-Dims dims_of(const ModelLayout& layout) {
-  const DenseTensors& tensors = dense_tensors(layout);
+Dims dims_of(const ModelLayout& layout, const DenseTensors& tensors) {
   return {layout.heads,   layout.kv_heads,     layout.head_dim,  layout.d_model,
           tensors.source, tensors.orientation, tensors.qkv_order};
 }
@@ -110,16 +102,24 @@ Index fused_row(const Dims& dims, ProjectionRole role, int head) {
 
 class LayerProjections {
  public:
-  LayerProjections(const Checkpoint& checkpoint, const ModelLayout& layout, int layer)
+  LayerProjections(const Checkpoint& checkpoint, const ModelLayout& layout,
+                   const DenseTensors& tensors, int layer)
       : checkpoint_(checkpoint),
-        tensors_(dense_tensors(layout)),
-        dims_(dims_of(layout)),
+        layout_(layout),
+        tensors_(tensors),
+        dims_(dims_of(layout, tensors)),
         layer_(layer) {}
 
-  /// q [H·d_h, d], k / v [H_kv·d_h, d], o [d, H·d_h].
+  /// q [H·d_h, d], k / v [H_kv·d_h, d], o [d, H·d_h]; q, k and v with the input norm's gain
+  /// folded into their columns (--fold-input-norm).
   RowMatrixF get(ProjectionRole role) {
-    if (role == ProjectionRole::o || !tensors_.fused())
-      return load_role(checkpoint_, dims_, name(role), role);
+    if (role == ProjectionRole::o) return load_role(checkpoint_, dims_, name(role), role);
+    return fold_input_norm(checkpoint_, layout_, tensors_, layer_, projection(role));
+  }
+
+ private:
+  RowMatrixF projection(ProjectionRole role) {
+    if (!tensors_.fused()) return load_role(checkpoint_, dims_, name(role), role);
     if (!fused_) {
       fused_ =
           load_role(checkpoint_, dims_, name(ProjectionRole::fused_qkv), ProjectionRole::fused_qkv);
@@ -132,7 +132,6 @@ class LayerProjections {
     return rows;
   }
 
- private:
   std::string name(ProjectionRole role) const {
     auto it = tensors_.names.find(role);
     if (it == tensors_.names.end())
@@ -142,6 +141,7 @@ class LayerProjections {
   }
 
   const Checkpoint& checkpoint_;
+  const ModelLayout& layout_;
   const DenseTensors& tensors_;
   Dims dims_;
   int layer_;
@@ -150,10 +150,10 @@ class LayerProjections {
 
 }  // namespace
 
-HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                          Repr repr) {
+HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                          const DenseTensors& tensors, int layer, Repr repr) {
   using Role = ProjectionRole;
-  LayerProjections projections(checkpoint, layout, layer);
+  LayerProjections projections(checkpoint, layout, tensors, layer);
   const int heads = layout.heads;
   const int group = layout.heads / layout.kv_heads;
   const Index head_dim = layout.head_dim;
@@ -161,11 +161,11 @@ HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layou
   switch (repr) {
     case Repr::qk:  // QK-norm gains scale the rows the dot product sees (norm_gains.cpp)
       factors.left = detail::row_block_side(
-          fold_qk_norm(checkpoint, layout, layer, Role::q, projections.get(Role::q)), heads,
-          head_dim, 1);
+          fold_qk_norm(checkpoint, layout, tensors, layer, Role::q, projections.get(Role::q)),
+          heads, head_dim, 1);
       factors.right = detail::row_block_side(
-          fold_qk_norm(checkpoint, layout, layer, Role::k, projections.get(Role::k)), heads,
-          head_dim, group);
+          fold_qk_norm(checkpoint, layout, tensors, layer, Role::k, projections.get(Role::k)),
+          heads, head_dim, group);
       break;
     case Repr::ov:
       factors.left = detail::column_block_side(projections.get(Role::o), heads, head_dim);
@@ -173,8 +173,8 @@ HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layou
       break;
     case Repr::k:  // the cached key is the normalised one
       factors.left = detail::row_block_side(
-          fold_qk_norm(checkpoint, layout, layer, Role::k, projections.get(Role::k)), heads,
-          head_dim, group);
+          fold_qk_norm(checkpoint, layout, tensors, layer, Role::k, projections.get(Role::k)),
+          heads, head_dim, group);
       factors.symmetric = true;
       break;
     case Repr::v:
@@ -183,6 +183,16 @@ HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layou
       break;
   }
   return factors;
+}
+
+std::vector<std::string> dense_tensor_names(const DenseTensors& tensors, int layer) {
+  std::vector<std::string> names = norm_tensor_names(tensors, layer);
+  for (ProjectionRole role : {ProjectionRole::q, ProjectionRole::k, ProjectionRole::v,
+                              ProjectionRole::o, ProjectionRole::fused_qkv}) {
+    auto it = tensors.names.find(role);
+    if (it != tensors.names.end()) names.push_back(layer_name(it->second, layer));
+  }
+  return names;
 }
 
 }  // namespace kvrank::dense

@@ -22,6 +22,7 @@
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
+#include "kvrank/base/text.hpp"
 #include "kvrank/base/name_table.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
@@ -88,6 +89,24 @@ std::optional<std::string> config_string(const Checkpoint& checkpoint, const cha
   if (!field) return std::nullopt;
   if (!field->is_string()) throw config_type_error(checkpoint, key, "a string", *field);
   return field->get<std::string>();
+}
+
+std::optional<std::string> model_type_of(const Checkpoint& checkpoint) {
+  if (!is_gguf(checkpoint)) return config_string(checkpoint, "model_type");
+  const std::string architecture = *config_string(checkpoint, "gguf_architecture");
+  const ModelTypeInfo* row = model_type_of_gguf(architecture);
+  if (!row)
+    throw Error(checkpoint.path().string(), "GGUF architecture \"" + excerpt(architecture) +
+                                                "\" is not supported (kvrank reads " +
+                                                gguf_architecture_list() + ")");
+  // DeepSeek-V3 routes its experts with a sigmoid (expert_gating_func 2), V2 with a softmax.
+  if (row->family == Family::deepseek_v2 && config_int(checkpoint, "expert_gating_func") == 2)
+    return std::string(family_name(Family::deepseek_v3));
+  return std::string(row->name);
+}
+
+bool is_gguf(const Checkpoint& checkpoint) {
+  return config_field(checkpoint, "gguf_architecture") != nullptr;
 }
 
 std::optional<bool> config_bool(const Checkpoint& checkpoint, const char* key) {
@@ -204,12 +223,13 @@ ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Ge
   layout.variant = attention_variant(layout.heads, layout.kv_heads);
   layout.has_queries = names.count(ProjectionRole::q) || spec.tensors.fused();
   layout.has_outputs = names.count(ProjectionRole::o) > 0;
-  layout.model_type = config_string(checkpoint, "model_type").value_or("");
+  layout.has_values = names.count(ProjectionRole::v) || spec.tensors.fused();
+  layout.model_type = detail::model_type_of(checkpoint).value_or("");
   DenseTensors tensors = spec.tensors;
   tensors.source = geometry.source_text();
+  const Dims dims = dims_of(layout, tensors);
   layout.tensors = std::move(tensors);
 
-  const Dims dims = dims_of(layout);
   for (const auto& [role, name_template] : names)
     check_role_shape(checkpoint, dims, layer_name(name_template, *first_layer), role);
   return layout;
@@ -225,31 +245,39 @@ ModelLayout map_layout(const Checkpoint& checkpoint, const LayoutOverrides& over
   return dense_layout(checkpoint, spec, geometry, file);
 }
 
-// Model types whose checkpoints use the llama tensor names; `--family` accepts them too.
-constexpr std::array<const char*, 14> kLlamaAliases{
-    "mistral", "mixtral", "qwen2",       "qwen2_moe", "qwen3",      "qwen3_moe", "gemma",
-    "gemma2",  "gemma3",  "gemma3_text", "olmo2",     "starcoder2", "granite",   "olmoe"};
-
-bool is_llama_alias(const std::string& family) {
-  return std::any_of(kLlamaAliases.begin(), kLlamaAliases.end(),
-                     [&](const char* name) { return family == name; });
-}
-
-/// What `--family NAME` asks for: a family (MLA also as "mla"), or a llama-like model type.
+/// What `--family NAME` asks for: a family (MLA also as "mla"), or a model type and its reader.
 struct FamilyChoice {
   Family family;
-  std::string model_type;  ///< the llama-like model type, else empty
+  std::string model_type;  ///< the model type named, else empty
 };
 
+/// The families a checkpoint's tensors can be read as: all but `--map`, NPY and activations.
+std::string reader_list() {
+  std::string families;
+  for (int i = 0; i < static_cast<int>(Family::map); ++i)
+    families += (families.empty() ? "" : ", ") + std::string(family_name(static_cast<Family>(i)));
+  return families;
+}
+
+}  // namespace
+
+std::string family_choice_list() {
+  const std::string families = reader_list() + ", " + std::string(family_name(Family::map)) + ", " +
+                               std::string(family_name(Family::npy));
+  std::string model_types;
+  for (const ModelTypeInfo& row : kvrank::model_types())
+    if (!family_named(row.name)) model_types += ", " + std::string(row.name);
+  return "a family (" + families + ", or mla) or a model type (" + model_types.substr(2) + ")";
+}
+
+namespace {
+
 FamilyChoice parse_family_choice(const std::string& name) {
-  if (is_llama_alias(name)) return {Family::llama, name};
   if (name == "mla") return {Family::deepseek_v2, ""};
   const std::optional<Family> family = family_named(name);
-  if (!family || *family == Family::activations)  // activations: --activations
-    throw Error("", "unknown --family \"" + name +
-                        "\" (expected llama or a llama-like model type such as mistral, "
-                        "gpt2, gpt_neox, falcon, phi3, deepseek_v2, deepseek_v3, lrkv, map)");
-  return {*family, ""};
+  if (family && *family != Family::activations) return {*family, ""};
+  if (const ModelTypeInfo* row = model_type_named(name)) return {row->family, name};
+  throw Error("", "unknown --family \"" + name + "\" (expected " + family_choice_list() + ")");
 }
 
 ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& overrides,
@@ -257,10 +285,9 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
   const std::optional<Family> only = choice ? std::optional<Family>(choice->family) : std::nullopt;
   const auto spec = find_dense(checkpoint, only);
   if (!spec) {
-    const std::string wanted =
-        overrides.family ? "tensors of family " + *overrides.family
-                         : "attention tensors of a known family (llama-like, gpt2, gpt_neox, "
-                           "falcon, phi3, deepseek MLA, lrkv)";
+    const std::string wanted = overrides.family
+                                   ? "tensors of family " + *overrides.family
+                                   : "attention tensors of a known family (" + reader_list() + ")";
     throw Error(checkpoint.path().string(), "found no " + wanted + "; name them with --map");
   }
   Geometry geometry = config_geometry(checkpoint, spec->family);
@@ -268,12 +295,51 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
   ModelLayout layout = dense_layout(checkpoint, *spec, geometry, checkpoint.path().string());
   if (choice && !choice->model_type.empty())  // --family gemma3 wins
     layout.model_type = choice->model_type;
-  if (!spec->tensors.fused()) {
-    const std::string& key_template = spec->tensors.names.at(ProjectionRole::k);
-    dense::detect_qk_norm(checkpoint, key_template,
-                          dense::template_layers(checkpoint, key_template)->first, layout);
-  }
+  auto* tensors = std::get_if<DenseTensors>(&layout.tensors);
+  if (!tensors) return layout;
+  const std::string& projection_template =
+      tensors->names.at(tensors->fused() ? ProjectionRole::fused_qkv : ProjectionRole::k);
+  const int first_layer = dense::template_layers(checkpoint, projection_template)->first;
+  if (!tensors->fused())
+    dense::detect_qk_norm(checkpoint, projection_template, first_layer, layout, *tensors);
+  if (overrides.fold_input_norm)
+    dense::detect_input_norm(checkpoint, projection_template, first_layer, layout, *tensors);
   return layout;
+}
+
+/// The layout read by the reader of `choice`'s family.
+ModelLayout detect_family(const Checkpoint& checkpoint, const LayoutOverrides& overrides,
+                          const FamilyChoice& choice) {
+  switch (choice.family) {
+    case Family::deepseek_v2:
+    case Family::deepseek_v3:
+      return detail::detect_mla(checkpoint, overrides);
+    case Family::lrkv:
+      return detail::detect_lrkv(checkpoint, overrides);
+    case Family::activations:
+      return detail::detect_activations(checkpoint, overrides);
+    default:
+      return dense_detect(checkpoint, overrides, choice);
+  }
+}
+
+/// By tensor names alone, as when the model type is unknown.
+ModelLayout detect_by_tensors(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
+  if (detail::is_mla(checkpoint)) return detail::detect_mla(checkpoint, overrides);
+  if (detail::is_lrkv(checkpoint)) return detail::detect_lrkv(checkpoint, overrides);
+  return dense_detect(checkpoint, overrides, std::nullopt);
+}
+
+/// The model type's reader first (bloom's fused tensors have falcon's names); tensor names when
+/// it has no row, or when its reader finds no tensors of its own (a `llama` config over LRKV).
+ModelLayout detect_by_model_type(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
+  const std::optional<std::string> model_type = detail::model_type_of(checkpoint);
+  const ModelTypeInfo* row = model_type ? model_type_named(*model_type) : nullptr;
+  if (!row || detail::is_lrkv(checkpoint)) return detect_by_tensors(checkpoint, overrides);
+  const bool dense = !family_variant(row->family);
+  if (dense && !find_dense(checkpoint, row->family))
+    return detect_by_tensors(checkpoint, overrides);
+  return detect_family(checkpoint, overrides, {row->family, ""});
 }
 
 void check_repr_supported(const Checkpoint& checkpoint, const ModelLayout& layout, Repr repr) {
@@ -284,7 +350,17 @@ void check_repr_supported(const Checkpoint& checkpoint, const ModelLayout& layou
                 "key/value projections (use --repr k,v)");
   if (repr == Repr::ov && !layout.has_outputs)
     throw Error(file, "--repr ov needs output projections, but this checkpoint has none");
+  if ((repr == Repr::ov || repr == Repr::v) && !layout.has_values)
+    throw Error(file,
+                "--repr " + std::string(repr_name(repr)) +
+                    " needs value projections, but this checkpoint has none (use --repr qk,k)");
 }
+
+/// std::visit over lambdas, one per alternative.
+template <typename... Lambdas>
+struct Overloaded : Lambdas... {
+  using Lambdas::operator()...;
+};
 
 }  // namespace
 
@@ -302,17 +378,33 @@ ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& o
   if (overrides.activations) return detail::detect_activations(checkpoint, overrides);
   std::optional<FamilyChoice> choice;
   if (overrides.family) choice = parse_family_choice(*overrides.family);
-  const std::optional<LayoutKind> kind =
-      choice ? std::optional<LayoutKind>(family_info(choice->family).kind) : std::nullopt;
   if (overrides.map_file || (choice && choice->family == Family::map)) {
     if (!overrides.map_file) throw Error("", "--family map needs --map FILE");
     return map_layout(checkpoint, overrides);
   }
-  if (kind == LayoutKind::mla || (!choice && detail::is_mla(checkpoint)))
-    return detail::detect_mla(checkpoint, overrides);
-  if (kind == LayoutKind::lrkv || (!choice && detail::is_lrkv(checkpoint)))
-    return detail::detect_lrkv(checkpoint, overrides);
-  return dense_detect(checkpoint, overrides, choice);
+  ModelLayout layout = choice ? detect_family(checkpoint, overrides, *choice)
+                              : detect_by_model_type(checkpoint, overrides);
+  if (overrides.fold_input_norm && !std::holds_alternative<DenseTensors>(layout.tensors))
+    throw Error(checkpoint.path().string(),
+                "--fold-input-norm is supported for the dense layouts, not for " +
+                    std::string(family_name(layout.family)));
+  return layout;
+}
+
+std::string folded_gains(const ModelLayout& layout) {
+  return std::visit(
+      Overloaded{[](const DenseTensors& tensors) {
+                   std::string what;
+                   if (tensors.q_norm) what = "q_norm";
+                   if (tensors.k_norm) what += std::string(what.empty() ? "" : " and ") + "k_norm";
+                   if (tensors.input_norm)
+                     what += std::string(what.empty() ? "" : " and ") + "input norm";
+                   if (what.empty()) return what;
+                   const bool one_plus = tensors.norm_gain == NormGain::one_plus_weight;
+                   return "the " + what + " gains (" + (one_plus ? "1 + w" : "w") + ")";
+                 },
+                 [](const auto&) { return std::string(); }},
+      layout.tensors);
 }
 
 HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
@@ -322,38 +414,32 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
                                                 " out of range (the model has " +
                                                 std::to_string(layout.num_layers) + " layers)");
   check_repr_supported(checkpoint, layout, repr);
-  switch (family_info(layout.family).kind) {
-    case LayoutKind::activations:
-      return detail::activation_factors(checkpoint, layout, layer, repr);
-    case LayoutKind::mla:
-      return detail::mla_factors(checkpoint, layout, layer, repr);
-    case LayoutKind::lrkv:
-      return detail::lrkv_factors(checkpoint, layout, layer, repr);
-    case LayoutKind::dense:
-      break;
-  }
-  return dense_factors(checkpoint, layout, layer, repr);
+  return std::visit(
+      Overloaded{[&](const DenseTensors& tensors) {
+                   return dense_factors(checkpoint, layout, tensors, layer, repr);
+                 },
+                 [&](const MlaTensors& tensors) {
+                   return detail::mla_factors(checkpoint, layout, tensors, layer, repr);
+                 },
+                 [&](const LrkvTensors& tensors) {
+                   return detail::lrkv_factors(checkpoint, layout, tensors, layer, repr);
+                 },
+                 [&](const ActivationTensors& tensors) {
+                   return detail::activation_factors(checkpoint, layout, tensors, layer, repr);
+                 }},
+      layout.tensors);
 }
 
 std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer) {
-  switch (family_info(layout.family).kind) {
-    case LayoutKind::activations:
-      return detail::activation_tensor_names(layout, layer);
-    case LayoutKind::mla:
-      return detail::mla_tensor_names(layout, layer);
-    case LayoutKind::lrkv:
-      return detail::lrkv_tensor_names(layout, layer);
-    case LayoutKind::dense:
-      break;
-  }
-  std::vector<std::string> names = dense::qk_norm_tensor_names(layout, layer);
-  const auto& templates = dense::dense_tensors(layout).names;
-  for (ProjectionRole role : {ProjectionRole::q, ProjectionRole::k, ProjectionRole::v,
-                              ProjectionRole::o, ProjectionRole::fused_qkv}) {
-    auto it = templates.find(role);
-    if (it != templates.end()) names.push_back(layer_name(it->second, layer));
-  }
-  return names;
+  return std::visit(
+      Overloaded{
+          [&](const DenseTensors& tensors) { return dense::dense_tensor_names(tensors, layer); },
+          [&](const MlaTensors& tensors) { return detail::mla_tensor_names(tensors, layer); },
+          [&](const LrkvTensors& tensors) { return detail::lrkv_tensor_names(tensors, layer); },
+          [&](const ActivationTensors& tensors) {
+            return detail::activation_tensor_names(tensors, layer);
+          }},
+      layout.tensors);
 }
 
 }  // namespace kvrank

@@ -1,7 +1,9 @@
 // Private: the per-family readers behind families.hpp, and the helpers they share.
 //
-// families.cpp owns detection order and dispatch: it asks each family in turn whether a checkpoint
-// is theirs, then calls that family's detect/factors functions. Each family lives in its own
+// families.cpp owns detection order and dispatch: the model type's row (model_type.hpp) names the
+// reader when config.json or GGUF metadata gives one; otherwise it asks each family in turn
+// whether a checkpoint is theirs. Factors are dispatched by std::visit on the layout's typed
+// tensors, which each reader receives. Each family lives in its own
 // src/family_<name>.cpp (or in families.cpp for the simple llama-like ones).
 #pragma once
 
@@ -22,6 +24,13 @@ namespace kvrank::detail {
 std::optional<int> config_int(const Checkpoint& checkpoint, const char* key);
 std::optional<std::string> config_string(const Checkpoint& checkpoint, const char* key);
 std::optional<bool> config_bool(const Checkpoint& checkpoint, const char* key);
+
+/// The model type: config.json's model_type, or for a GGUF file the model type of its
+/// architecture (model_type.hpp); nullopt when neither. Throws kvrank::Error for a GGUF
+/// architecture kvrank does not read.
+std::optional<std::string> model_type_of(const Checkpoint& checkpoint);
+/// Whether the checkpoint is a GGUF file (its config was synthesized from GGUF metadata).
+bool is_gguf(const Checkpoint& checkpoint);
 
 /// Throws kvrank::Error naming the tensor unless it is a [rows, cols] matrix.
 void check_matrix_shape(const TensorView& tensor, Index rows, Index cols, const std::string& why);
@@ -61,6 +70,9 @@ void set_basis(FactorSide& side, FoldedRows rows);
 /// transposes it once into basis rows.
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols);
 
+/// The check of load_gain from the tensor's metadata only (detection time: nothing is read).
+const TensorView& check_gain_shape(const Checkpoint& checkpoint, const std::string& name,
+                                   Index size, const std::string& why);
 /// The 1-D gain tensor `name`, of shape [size] (else an error naming it and `why`).
 Gain load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
                const std::string& why);
@@ -78,21 +90,21 @@ inline FoldedRows fold_gain(const RowMatrixF& rows, const Gain& gain) {
 // MLA (deepseek_v2 / deepseek_v3), src/layout/family_mla.cpp
 bool is_mla(const Checkpoint& checkpoint);
 ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
-HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                        Repr repr);
-std::vector<std::string> mla_tensor_names(const ModelLayout& layout, int layer);
+HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                        const MlaTensors& tensors, int layer, Repr repr);
+std::vector<std::string> mla_tensor_names(const MlaTensors& tensors, int layer);
 
 // LRKV (this project's layout), src/layout/family_lrkv.cpp
 bool is_lrkv(const Checkpoint& checkpoint);
 ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
-HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                         Repr repr);
-std::vector<std::string> lrkv_tensor_names(const ModelLayout& layout, int layer);
+HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                         const LrkvTensors& tensors, int layer, Repr repr);
+std::vector<std::string> lrkv_tensor_names(const LrkvTensors& tensors, int layer);
 
 // Captured activations (--activations), src/layout/activations.cpp
 ModelLayout detect_activations(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
-HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                               Repr repr);
-std::vector<std::string> activation_tensor_names(const ModelLayout& layout, int layer);
+HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                               const ActivationTensors& tensors, int layer, Repr repr);
+std::vector<std::string> activation_tensor_names(const ActivationTensors& tensors, int layer);
 
 }  // namespace kvrank::detail

@@ -171,10 +171,10 @@ ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& ove
   return layout;
 }
 
-HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                         Repr repr) {
+HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                         const LrkvTensors& tensors, int layer, Repr repr) {
   LrkvDims dims;
-  dims.prefix = std::get<LrkvTensors>(layout.tensors).prefix;
+  dims.prefix = tensors.prefix;
   dims.heads = layout.heads;
   dims.head_dim = layout.head_dim;
   dims.rank = layout.lrkv_rank.value_or(0);
@@ -201,8 +201,8 @@ HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout
   return factors;
 }
 
-std::vector<std::string> lrkv_tensor_names(const ModelLayout& layout, int layer) {
-  const std::string attn = attn_prefix(std::get<LrkvTensors>(layout.tensors).prefix, layer);
+std::vector<std::string> lrkv_tensor_names(const LrkvTensors& tensors, int layer) {
+  const std::string attn = attn_prefix(tensors.prefix, layer);
   std::vector<std::string> names;
   for (const char* weight : {"q_proj", "o_proj", "k_shared_proj", "v_shared_proj", "k_lora_a",
                              "k_lora_b", "v_lora_a", "v_lora_b"}) {

@@ -46,8 +46,7 @@ std::string attn_prefix(const std::string& prefix, int layer) {
   return prefix + std::to_string(layer) + ".self_attn.";
 }
 
-MlaDims dims_of(const ModelLayout& layout) {
-  const auto& tensors = std::get<MlaTensors>(layout.tensors);
+MlaDims dims_of(const ModelLayout& layout, const MlaTensors& tensors) {
   MlaDims dims;
   dims.prefix = tensors.prefix;
   dims.heads = layout.heads;
@@ -191,8 +190,9 @@ int positive(const Checkpoint& checkpoint, const char* key, int value) {
 }  // namespace
 
 bool is_mla(const Checkpoint& checkpoint) {
-  const std::optional<std::string> model_type = config_string(checkpoint, "model_type");
-  if (model_type == "deepseek_v2" || model_type == "deepseek_v3") return true;
+  const std::optional<std::string> model_type = model_type_of(checkpoint);
+  const ModelTypeInfo* row = model_type ? model_type_named(*model_type) : nullptr;
+  if (row && family_variant(row->family) == Variant::mla) return true;
   if (config_int(checkpoint, "kv_lora_rank")) return true;
   return scan_layers(checkpoint, kMarker).count > 0;
 }
@@ -255,8 +255,10 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
   positive(checkpoint, "qk_nope_head_dim + qk_rope_head_dim", dims.nope + dims.rope);
 
   ModelLayout layout;
-  const std::optional<std::string> model_type = config_string(checkpoint, "model_type");
-  layout.family = model_type == "deepseek_v3" ? Family::deepseek_v3 : Family::deepseek_v2;
+  const std::optional<std::string> model_type = model_type_of(checkpoint);
+  const ModelTypeInfo* row = model_type ? model_type_named(*model_type) : nullptr;
+  layout.family =
+      row && row->family == Family::deepseek_v3 ? Family::deepseek_v3 : Family::deepseek_v2;
   layout.variant = Variant::mla;
   layout.model_type = model_type.value_or("");
   layout.heads = dims.heads;
@@ -277,9 +279,9 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
   return layout;
 }
 
-HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                        Repr repr) {
-  const MlaDims dims = dims_of(layout);
+HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                        const MlaTensors& tensors, int layer, Repr repr) {
+  const MlaDims dims = dims_of(layout, tensors);
   HeadFactors factors;
   switch (repr) {
     case Repr::qk:
@@ -302,8 +304,8 @@ HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
   return factors;
 }
 
-std::vector<std::string> mla_tensor_names(const ModelLayout& layout, int layer) {
-  const std::string attn = attn_prefix(std::get<MlaTensors>(layout.tensors).prefix, layer);
+std::vector<std::string> mla_tensor_names(const MlaTensors& tensors, int layer) {
+  const std::string attn = attn_prefix(tensors.prefix, layer);
   std::vector<std::string> names;
   for (const char* weight :
        {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}) {

@@ -7,21 +7,26 @@
 namespace kvrank {
 namespace {
 
-using Kind = LayoutKind;
-
-// family, name, reader, synthesizable, MHA only, head_dim implied
-constexpr std::array<FamilyInfo, 11> kFamilies{{
-    {Family::llama, "llama", Kind::dense, true, false, false},
-    {Family::gpt2, "gpt2", Kind::dense, true, true, true},
-    {Family::gpt_neox, "gpt_neox", Kind::dense, true, true, true},
-    {Family::falcon, "falcon", Kind::dense, true, false, true},
-    {Family::phi3, "phi3", Kind::dense, true, false, true},
-    {Family::deepseek_v2, "deepseek_v2", Kind::mla, true, false, false},
-    {Family::deepseek_v3, "deepseek_v3", Kind::mla, false, false, false},
-    {Family::lrkv, "lrkv", Kind::lrkv, true, false, false},
-    {Family::map, "map", Kind::dense, false, false, false},
-    {Family::npy, "npy", Kind::dense, false, false, false},
-    {Family::activations, "activations", Kind::activations, false, false, false},
+// family, name, synthesizable, MHA only, head_dim implied
+constexpr std::array<FamilyInfo, 18> kFamilies{{
+    {Family::llama, "llama", true, false, false},
+    {Family::gpt2, "gpt2", true, true, true},
+    {Family::gpt_neox, "gpt_neox", true, true, true},
+    {Family::falcon, "falcon", true, false, true},
+    {Family::phi3, "phi3", true, false, true},
+    {Family::deepseek_v2, "deepseek_v2", true, false, false},
+    {Family::deepseek_v3, "deepseek_v3", false, false, false},
+    {Family::lrkv, "lrkv", true, false, false},
+    {Family::bloom, "bloom", false, true, true},
+    {Family::mpt, "mpt", false, false, true},
+    {Family::baichuan, "baichuan", false, true, true},
+    {Family::qwen, "qwen", false, true, true},
+    {Family::gpt_bigcode, "gpt_bigcode", false, false, true},
+    {Family::internlm2, "internlm2", false, false, true},
+    {Family::chatglm, "chatglm", false, false, false},
+    {Family::map, "map", false, false, false},
+    {Family::npy, "npy", false, false, false},
+    {Family::activations, "activations", false, false, false},
 }};
 
 static_assert(in_enum_order(kFamilies, &FamilyInfo::family));
@@ -62,6 +67,18 @@ std::optional<Variant> variant_named(std::string_view name) noexcept {
 
 std::string variant_list(std::string_view last_separator) {
   return name_list(kVariants, last_separator);
+}
+
+std::optional<Variant> family_variant(Family family) noexcept {
+  switch (family) {
+    case Family::deepseek_v2:
+    case Family::deepseek_v3:
+      return Variant::mla;
+    case Family::lrkv:
+      return Variant::lrkv;
+    default:
+      return std::nullopt;
+  }
 }
 
 Variant attention_variant(int heads, int kv_heads) noexcept {

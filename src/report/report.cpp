@@ -82,6 +82,7 @@ json model_to_json(const ModelReport& model, const ReportOptions& options) {
       {"label", model.label},
       {"path", model.path},
       {"family", model.family},
+      {"model_type", model.model_type.empty() ? json() : json(model.model_type)},
       {"variant", model.variant},
       {"repr", model.repr},
       {"layers", std::move(layers)},
@@ -338,6 +339,8 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   }
   const SchemaNames names{version >= 2 ? "kept_heads" : "heads"};
   model.family = reader.string("family");
+  if (reader.has("model_type") && !reader.field("model_type").is_null())
+    model.model_type = reader.string("model_type");
   model.variant = reader.string("variant");
   model.geometry = geometry_from_json(reader);
   model.repr = reader.string("repr");

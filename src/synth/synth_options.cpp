@@ -65,18 +65,6 @@ Variant resolve_attention_variant(std::optional<Variant> asked, int heads,
   return implied;
 }
 
-/// The variant a family has whatever the head counts (lrkv, mla), if any.
-std::optional<Variant> own_variant(Family family) {
-  switch (family_info(family).kind) {
-    case LayoutKind::lrkv:
-      return Variant::lrkv;
-    case LayoutKind::mla:
-      return Variant::mla;
-    default:
-      return std::nullopt;
-  }
-}
-
 /// --family and --variant as the table's values: errors list what synth writes.
 std::pair<Family, std::optional<Variant>> parse_family_variant(const SynthOptions& options) {
   const std::optional<Family> family = family_named(options.family);
@@ -105,7 +93,7 @@ void resolve_family_variant(const SynthOptions& options, Model& model) {
     throw Error("", "--variant lrkv needs --family lrkv or llama (found " + options.family + ")");
   }
   const std::string name(family_name(model.family));
-  if (const std::optional<Variant> own = own_variant(model.family)) {
+  if (const std::optional<Variant> own = family_variant(model.family)) {
     const std::string own_name(variant_name(*own));
     if (asked && asked != own) {
       throw Error("", "--family " + name + " supports only --variant " + own_name + " (found " +

@@ -16,7 +16,7 @@ from harness import run
 
 
 TOP_KEYS = {"schema_version", "tool", "models"}
-MODEL_KEYS = {"label", "path", "step", "source", "dtype", "options", "family", "variant", "heads",
+MODEL_KEYS = {"label", "path", "step", "source", "dtype", "options", "family", "model_type", "variant", "heads",
               "kv_heads", "head_dim", "d_model", "num_layers", "lrkv_rank", "mla_kv_lora_rank",
               "repr", "layers", "summary"}
 LAYER_KEYS = {"layer", "kept_heads", "erank", "erank_centered", "erank_pct", "erank_centered_pct",

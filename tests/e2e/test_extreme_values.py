@@ -10,8 +10,8 @@ Usage: python3 tests/e2e/test_extreme_values.py path/to/kvrank   (run from the r
 - Empty option values (an unset scheduler variable) are refused, not read as "no option".
 - A long wrong value is quoted as a short excerpt, never whole.
 
-Checkpoints are written with numpy (scripts/write_family_checkpoints.py,
-scripts/write_latent_checkpoints.py); nothing is written by kvrank's own synth.
+Checkpoints are written with numpy (tests/writers/write_family_checkpoints.py,
+tests/writers/write_latent_checkpoints.py); nothing is written by kvrank's own synth.
 """
 import json
 import os

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end: `kvrank analyze` on every dense checkpoint family (llama MHA/GQA/MQA and explicit
 head_dim, gpt2 with and without `transformer.`, gpt_neox, falcon's three layouts, phi3, --map, K/V-only
-NPY) in F32, BF16 and F16, checked against scripts/reference.py on the per-head matrices the
+NPY; bloom, mpt, baichuan, qwen v1, gpt_bigcode MQA/MHA, internlm2, chatglm, opt, phi-2, llama4 —
+each found by its config's model_type — and minicpm3's MLA) in F32, BF16 and F16, checked against scripts/reference.py on the per-head matrices the
 checkpoints were assembled from (tests/writers/write_family_checkpoints.py). Plus the detection errors.
 
 Run from the repository root: python3 tests/e2e/test_families.py path/to/kvrank
@@ -44,6 +45,30 @@ CASES = [
      dict(family="phi3", variant="gqa", heads=8, kv_heads=4, head_dim=4), []),
     ("map", "map", dict(heads=4, kv_heads=2), ["qk", "ov", "v"],
      dict(family="map", variant="gqa", heads=4, kv_heads=2, head_dim=8), ["--map", "{ref}/map.json"]),
+    # Read by their config's model_type: bloom's tensor names are falcon's, qwen's and gpt_bigcode's
+    # are gpt2's (each with its own row order or orientation).
+    ("bloom", "bloom", dict(heads=4), ["qk", "ov", "k"],
+     dict(family="bloom", model_type="bloom", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("mpt", "mpt", dict(heads=4), ["qk", "ov", "v"],
+     dict(family="mpt", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("baichuan", "baichuan", dict(heads=4), ["qk", "ov"],
+     dict(family="baichuan", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("qwen-v1", "qwen", dict(heads=4), ["qk", "ov", "k"],
+     dict(family="qwen", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("gpt_bigcode-mq", "gpt_bigcode_mq", dict(heads=4), ["qk", "ov", "k"],
+     dict(family="gpt_bigcode", variant="mqa", heads=4, kv_heads=1, head_dim=8), []),
+    ("gpt_bigcode-mha", "gpt_bigcode_mha", dict(heads=4), ["qk", "ov"],
+     dict(family="gpt_bigcode", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("internlm2", "internlm2", dict(heads=8, kv_heads=2), ["qk", "ov", "k", "v"],
+     dict(family="internlm2", variant="gqa", heads=8, kv_heads=2, head_dim=4), []),
+    ("chatglm", "chatglm", dict(heads=8, kv_heads=2), ["qk", "ov", "k", "v"],
+     dict(family="chatglm", variant="gqa", heads=8, kv_heads=2, head_dim=4), []),
+    ("opt", "opt", dict(heads=4), ["qk", "ov"],
+     dict(family="llama", model_type="opt", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("phi-2", "phi", dict(heads=4, kv_heads=2), ["qk", "ov"],
+     dict(family="llama", model_type="phi", variant="gqa", heads=4, kv_heads=2, head_dim=8), []),
+    ("llama4", "llama4", dict(heads=4, kv_heads=2), ["qk", "ov", "k"],
+     dict(family="llama", model_type="llama4", variant="gqa", heads=4, kv_heads=2, head_dim=8), []),
 ]
 
 DTYPES = ["F32", "BF16", "F16"]
@@ -118,6 +143,27 @@ class FamiliesAgainstReference(unittest.TestCase):
                 result = run(["analyze", out, "--kv-heads", "4", "--repr", "qk"])
                 self.assertEqual(result.returncode, 2, result.stderr)
                 self.assertIn("key/value", result.stderr)
+
+    def test_minicpm3_is_read_as_mla(self):
+        # MiniCPM3 uses DeepSeek's MLA tensor names; its config has no v_head_dim (from kv_b).
+        with tempfile.TemporaryDirectory() as tmp:
+            out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+            harness.run_script("write_latent_checkpoints.py", "mla", out, ref, "--layers", "2",
+                               "--heads", "4", "--hidden", "32", "--kv-lora-rank", "16",
+                               "--q-lora-rank", "12", "--nope", "4", "--rope", "2",
+                               "--v-head-dim", "6")
+            with open(os.path.join(out, "config.json")) as f:
+                config = json.load(f)
+            config["model_type"] = "minicpm3"
+            del config["v_head_dim"]
+            with open(os.path.join(out, "config.json"), "w") as f:
+                json.dump(config, f)
+            doc, _ = analyze_json([out, "--repr", "qk,ov"])
+            for model in doc["models"]:
+                self.assertEqual((model["family"], model["model_type"], model["variant"]),
+                                 ("deepseek_v2", "minicpm3", "mla"))
+                self.check_model(model, reference_layers(os.path.join(ref, model["repr"] + ".npz")),
+                                 f"minicpm3 {model['repr']}")
 
     def test_bare_safetensors_needs_heads(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -3,13 +3,16 @@
 independent numpy writer: llama.cpp's Q/K row permutation, numpy quantizers for every block type)
 from a llama-layout safetensors checkpoint written by tests/writers/write_family_checkpoints.py.
 
-For every type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and representation:
+For every type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+IQ4_XS) and representation:
   1. exact: kvrank on x.gguf == scripts/reference.py on what the GGUF holds (dequantized by the
      writer in numpy, un-permuted) to 1e-6 — checks the reader, the dequantizers and that the
      permutation leaves the metric unchanged;
   2. faithful: kvrank on x.gguf ≈ kvrank on the original safetensors, within a tolerance that
      scales with the type's quantization error (see tolerance()).
-Plus: inspect lists GGUF types and names; malformed GGUF files exit 2 with one line on stderr.
+Plus: inspect lists GGUF types and names; malformed GGUF files exit 2 with one line on stderr; an
+attention tensor of a type kvrank cannot read blocks only the representations that read it; split
+GGUFs are read from their first part; MLA's kv_b split into attn_k_b / attn_v_b reads as kv_b.
 
 Run from the repository root: python3 tests/e2e/test_gguf.py path/to/kvrank
 """
@@ -25,7 +28,8 @@ import reference
 import write_family_checkpoints as family_writer
 import write_gguf
 
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"]
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+         "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"]
 REPRS = ["qk", "ov", "k", "v"]
 # |kvrank(GGUF) - kvrank(original)| allowed for erank / erank_centered: H·(4ε² + ε/√d_h), with ε
 # the largest relative (Frobenius) error of a stored weight, measured on the writer's own
@@ -164,6 +168,57 @@ class GgufTest(unittest.TestCase):
                     for g, w in zip(got["layers"], want["layers"]):
                         self.assertLessEqual(abs(g["erank"] - w["erank"]), allowed, repr_name)
 
+    def test_deepseek2_mla_with_split_kv_b(self):
+        # Newer llama.cpp converters write kv_b_proj only as attn_k_b [H, c, n] and attn_v_b.
+        src = os.path.join(self.dir, "mla-split-src")
+        harness.run_script("write_latent_checkpoints.py", "mla", src, src + "-ref", "--layers", "2",
+                           "--heads", "4", "--hidden", "64", "--kv-lora-rank", "32",
+                           "--q-lora-rank", "0", "--nope", "8", "--rope", "4", "--v-head-dim", "8")
+        whole, split = os.path.join(self.dir, "mla-kvb.gguf"), os.path.join(self.dir, "mla-kb-vb.gguf")
+        write_gguf.convert(src, whole, "F32", arch="deepseek2", vocabulary_size=10)
+        write_gguf.convert(src, split, "F32", arch="deepseek2", vocabulary_size=10,
+                           split_mla_kv_b=True)
+        inspect = json.loads(harness.run("inspect", split, "--format", "json").stdout)
+        stored = {t.get("stored_name") for t in inspect["checkpoints"][0]["tensors"]}
+        self.assertIn("blk.0.attn_k_b.weight", stored)
+        self.assertNotIn("blk.0.attn_kv_b.weight", stored)
+        got_all, want_all = analyze_all(split), analyze_all(whole)
+        for repr_name in REPRS:
+            for g, w in zip(got_all[repr_name]["layers"], want_all[repr_name]["layers"]):
+                self.assertTrue(close(g["erank"], w["erank"], EXACT), repr_name)
+
+    def test_unreadable_type_blocks_only_what_reads_it(self):
+        # llama-quantize may store attn_v in a type kvrank does not read: qk and k do not need it.
+        path = os.path.join(self.dir, "v-iq2.gguf")
+        write_gguf.convert(self.src, path, "F32", role_types={"v_proj": "IQ2_XXS"},
+                           vocabulary_size=10)
+        got = analyze_all(path, ["qk", "k"])
+        for repr_name in ("qk", "k"):
+            for g, w in zip(got[repr_name]["layers"], self.results["F32"][repr_name]["layers"]):
+                self.assertTrue(close(g["erank"], w["erank"], EXACT), repr_name)
+        for repr_name in ("v", "ov"):
+            result = harness.run("analyze", path, "--repr", repr_name)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertEqual(result.stdout, "")
+            self.assertIn("blk.0.attn_v.weight: GGML type IQ2_XXS is not supported", result.stderr)
+
+    def test_split_gguf_is_read_from_its_first_part(self):
+        path = os.path.join(self.dir, "split.gguf")
+        parts = write_gguf.convert(self.src, path, "Q8_0", vocabulary_size=10, parts=3)
+        self.assertEqual(os.path.basename(parts[0]), "split-00001-of-00003.gguf")
+        got = analyze_all(parts[0])
+        for repr_name in REPRS:
+            for g, w in zip(got[repr_name]["layers"], self.results["Q8_0"][repr_name]["layers"]):
+                self.assertTrue(close(g["erank"], w["erank"], EXACT), repr_name)
+        result = harness.run("analyze", parts[1])
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("this is part 2 of a GGUF split into 3 files; give the first part",
+                      result.stderr)
+        os.remove(parts[2])
+        result = harness.run("analyze", parts[0])
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn(f"{parts[2]}: missing: part 3 of 3", result.stderr)
+
     def test_inspect_lists_gguf_names_and_types(self):
         result = harness.run("inspect", self.gguf["Q4_K"], "--format", "json")
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -175,7 +230,9 @@ class GgufTest(unittest.TestCase):
         self.assertEqual(q["shape"], [256, 256])
         self.assertEqual(q["bytes"], 256 * 144)
         self.assertEqual(tensors["token_embd.weight"]["dtype"], "F32")
-        self.assertEqual(tensors["blk.0.attn_norm.weight"]["layer"], 0)
+        norm = tensors["model.layers.0.input_layernorm.weight"]  # for --fold-input-norm
+        self.assertEqual(norm["stored_name"], "blk.0.attn_norm.weight")
+        self.assertEqual(norm["layer"], 0)
         self.assertEqual(checkpoint["family"], "llama")
         text = harness.run("inspect", self.gguf["Q4_K"]).stdout
         self.assertIn("blk.0.attn_q.weight", text)

@@ -1,5 +1,6 @@
 #include "kvrank/io/gguf.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/io/checkpoint.hpp"
+#include "layout/family_detail.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 
@@ -16,7 +18,8 @@ namespace {
 // GGUF metadata value types and GGML tensor types used below (ggml docs/gguf.md).
 constexpr std::uint32_t kU8 = 0, kU32 = 4, kF32 = 6, kBool = 7, kString = 8, kArray = 9;
 constexpr std::uint32_t kU16 = 2, kI32 = 5, kU64 = 10;
-constexpr std::uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ3_K = 11;
+constexpr std::uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ8_0 = 8, kTypeQ4_K = 12;
+constexpr std::uint32_t kTypeIQ2_XXS = 16;  // 256 values in 66 bytes; kvrank does not read it
 
 // Builds a GGUF image field by field, little-endian, exactly as the format lays it out.
 class Image {
@@ -173,12 +176,13 @@ TEST_CASE("gguf: general.alignment, version 2, short numeric arrays kept", "[rea
 TEST_CASE("gguf: tensors of types kvrank does not dequantize are listed, not refused",
           "[readers][gguf]") {
   Image image;
-  image.header(1, 0).tensor("blk.0.ffn_up.weight", {256, 2}, kTypeQ3_K, 0).align().zeros(220);
+  image.header(1, 0).tensor("blk.0.ffn_up.weight", {256, 2}, kTypeIQ2_XXS, 0).align().zeros(132);
   const GgufFile file = parse(image);
   CHECK(file.tensors.empty());
   REQUIRE(file.unsupported.size() == 1);
   CHECK(file.unsupported[0].name == "blk.0.ffn_up.weight");
-  CHECK(file.unsupported[0].ggml_type == "Q3_K");
+  CHECK(file.unsupported[0].ggml_type == "IQ2_XXS");
+  CHECK(file.unsupported[0].shape == std::vector<std::int64_t>{2, 256});
 }
 
 TEST_CASE("gguf: every malformed header is an error with its reason", "[readers][gguf]") {
@@ -298,13 +302,14 @@ TEST_CASE("gguf: a llama GGUF opens as a Hugging Face checkpoint with a synthesi
   test::write_file(dir / "m.gguf", llama_image().bytes());
   const Checkpoint checkpoint = Checkpoint::open(dir / "m.gguf");
   REQUIRE(checkpoint.config());
-  CHECK(*checkpoint.config() == nlohmann::json{{"model_type", "llama"},
+  CHECK(*checkpoint.config() == nlohmann::json{{"gguf_architecture", "llama"},
                                                {"num_attention_heads", 2},
                                                {"num_key_value_heads", 1},
                                                {"head_dim", 2},
                                                {"hidden_size", 4},
                                                {"num_hidden_layers", 1}});
   CHECK(checkpoint.config_path() == dir / "m.gguf");
+  CHECK(detail::model_type_of(checkpoint) == "llama");  // model_type.hpp's row of "llama"
   const TensorView& q = checkpoint.at("model.layers.0.self_attn.q_proj.weight");
   CHECK(q.stored_name == "blk.0.attn_q.weight");
   CHECK(q.shape == std::vector<std::int64_t>{4, 4});
@@ -333,7 +338,9 @@ TEST_CASE("gguf: architecture and hyperparameter errors name the file and key", 
     return "no error";
   };
   const std::string file = (dir / "m.gguf").string();
-  CHECK(open_error(llama_image("mamba")) ==
+  // An architecture opens (`inspect` lists its tensors); the model-type table refuses to read it.
+  test::write_file(dir / "m.gguf", llama_image("mamba").bytes());
+  CHECK(test::error_message([&] { detect_layout(Checkpoint::open(dir / "m.gguf")); }) ==
         file +
             ": GGUF architecture \"mamba\" is not supported (kvrank reads llama, qwen2, qwen2moe, "
             "qwen3, qwen3moe, gemma, gemma2, gemma3, olmo2, phi3, starcoder2, granite, deepseek2)");
@@ -359,14 +366,15 @@ TEST_CASE("gguf: architecture and hyperparameter errors name the file and key", 
         file +
             ": metadata \"llama.attention.head_count_kv\": per-layer values [8,4] are not "
             "supported");
-  CHECK(open_error(llama_image("llama", kTypeQ3_K)).find("m.gguf: blk.0.attn_q.weight: ") !=
+  CHECK(open_error(llama_image("llama", kTypeIQ2_XXS)).find("m.gguf: blk.0.attn_q.weight: ") !=
         std::string::npos);
   Image split;
   split.header(0, 2).kv_string("general.architecture", "llama");
   split.string("split.count").put(kU16).put<std::uint16_t>(3);
   CHECK(open_error(split) == file +
-                                 ": this is one part of a GGUF split into 3 files; merge them "
-                                 "first (llama-gguf-split --merge)");
+                                 ": this is the first part of a GGUF split into 3 files, but its "
+                                 "name does not end in -00001-of-00003.gguf (llama-gguf-split's "
+                                 "naming), so the other parts cannot be found");
 }
 
 TEST_CASE("gguf: long strings, keys and arrays are quoted as excerpts", "[readers][gguf]") {
@@ -378,10 +386,13 @@ TEST_CASE("gguf: long strings, keys and arrays are quoted as excerpts", "[reader
   };
   // An 8 MB architecture string gave an 8 MB error line.
   const std::string huge(std::size_t{8} << 20, 'x');
-  CHECK(open_error(Image().header(0, 1).kv_string("general.architecture", huge)) ==
-        file + ": GGUF architecture \"" + std::string(60, 'x') +
-            "... (8388608 bytes)\" is not supported (kvrank reads llama, qwen2, qwen2moe, qwen3, "
-            "qwen3moe, gemma, gemma2, gemma3, olmo2, phi3, starcoder2, granite, deepseek2)");
+  // The architecture is checked when the layout is detected (inspect lists the tensors of any).
+  test::write_file(dir / "m.gguf",
+                   Image().header(0, 1).kv_string("general.architecture", huge).bytes());
+  CHECK(test::error_message([&] {
+          (void)detect_layout(Checkpoint::open(dir / "m.gguf"), {});
+        }).starts_with(file + ": GGUF architecture \"" + std::string(60, 'x') +
+                       "... (8388608 bytes)\" is not supported (kvrank reads llama, "));
   Image string_value;
   string_value.header(0, 2)
       .kv_string("general.architecture", "qwen2")
@@ -422,20 +433,24 @@ TEST_CASE("gguf: metadata and tensor counts are bounded before any entry is read
   CHECK(test::error_message([&] { (void)parse(at_limit); }).find("count") == std::string::npos);
 }
 
-TEST_CASE("gguf: an attention tensor of a type kvrank cannot dequantize is refused by name",
+TEST_CASE("gguf: an attention tensor of a type kvrank cannot dequantize is refused when read",
           "[readers][gguf]") {
   Image image;
   image.header(1, 5).hyperparameters("llama", 256, 1, 1);
-  image.tensor("blk.0.attn_k.weight", {256, 1}, kTypeQ3_K, 0).align().zeros(110);
+  image.tensor("blk.0.attn_k.weight", {256, 1}, kTypeIQ2_XXS, 0).align().zeros(66);
   test::TempDir dir;
   test::write_file(dir / "m.gguf", image.bytes());
-  CHECK_THROWS_WITH(Checkpoint::open(dir / "m.gguf"),
-                    (dir / "m.gguf").string() +
-                        ": blk.0.attn_k.weight: GGML type Q3_K is not supported by kvrank (it "
-                        "dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K)");
+  const Checkpoint checkpoint = Checkpoint::open(dir / "m.gguf");  // opens: its shape is known
+  const TensorView& k = checkpoint.at("model.layers.0.self_attn.k_proj.weight");
+  CHECK(k.shape == std::vector<std::int64_t>{1, 256});
+  CHECK(k.stored_name == "blk.0.attn_k.weight");
+  CHECK_THROWS_WITH(to_f32(k), (dir / "m.gguf").string() +
+                                   ": blk.0.attn_k.weight: GGML type IQ2_XXS is not supported by "
+                                   "kvrank (it dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                                   "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS)");
 }
 
-TEST_CASE("gguf: Gemma's 1 + w norm gains are shifted back, deepseek2 maps to MLA fields",
+TEST_CASE("gguf: Gemma's 1 + w norm gains are kept as stored, deepseek2 maps to MLA fields",
           "[readers][gguf]") {
   test::TempDir dir;
   Image gemma;
@@ -444,10 +459,10 @@ TEST_CASE("gguf: Gemma's 1 + w norm gains are shifted back, deepseek2 maps to ML
   gemma.put(1.5f).put(0.25f);
   test::write_file(dir / "g.gguf", gemma.bytes());
   const Checkpoint g = Checkpoint::open(dir / "g.gguf");
-  CHECK(g.config()->at("model_type") == "gemma3_text");
+  CHECK(detail::model_type_of(g) == "gemma3_text");
   const TensorView& gain = g.at("model.layers.0.self_attn.q_norm.weight");
   CHECK(gain.stored_name == "blk.0.attn_q_norm.weight");
-  CHECK(to_f32(gain) == std::vector<float>{0.5f, -0.75f});
+  CHECK(to_f32(gain) == std::vector<float>{1.5f, 0.25f});  // the layout applies them as they are
 
   Image mla;
   mla.header(0, 9)
@@ -461,14 +476,16 @@ TEST_CASE("gguf: Gemma's 1 + w norm gains are shifted back, deepseek2 maps to ML
       .kv_u32("deepseek2.attention.key_length", 12)
       .kv_u32("deepseek2.attention.value_length", 6);
   test::write_file(dir / "d.gguf", mla.bytes());
-  CHECK(*Checkpoint::open(dir / "d.gguf").config() == nlohmann::json{{"model_type", "deepseek_v2"},
-                                                                     {"kv_lora_rank", 16},
-                                                                     {"qk_rope_head_dim", 4},
-                                                                     {"qk_nope_head_dim", 8},
-                                                                     {"v_head_dim", 6},
-                                                                     {"num_attention_heads", 4},
-                                                                     {"hidden_size", 64},
-                                                                     {"num_hidden_layers", 2}});
+  CHECK(detail::model_type_of(Checkpoint::open(dir / "d.gguf")) == "deepseek_v2");
+  CHECK(*Checkpoint::open(dir / "d.gguf").config() ==
+        nlohmann::json{{"gguf_architecture", "deepseek2"},
+                       {"kv_lora_rank", 16},
+                       {"qk_rope_head_dim", 4},
+                       {"qk_nope_head_dim", 8},
+                       {"v_head_dim", 6},
+                       {"num_attention_heads", 4},
+                       {"hidden_size", 64},
+                       {"num_hidden_layers", 2}});
 
   // llama.cpp's MLA-absorbing converter: key/value_length are the latent sizes, the per-head sizes
   // are in *_mla; V3's sigmoid expert gating names the family.
@@ -487,7 +504,7 @@ TEST_CASE("gguf: Gemma's 1 + w norm gains are shifted back, deepseek2 maps to ML
       .kv_u32("deepseek2.expert_gating_func", 2);
   test::write_file(dir / "v3.gguf", absorbed.bytes());
   const nlohmann::json v3 = *Checkpoint::open(dir / "v3.gguf").config();
-  CHECK(v3.at("model_type") == "deepseek_v3");
+  CHECK(detail::model_type_of(Checkpoint::open(dir / "v3.gguf")) == "deepseek_v3");
   CHECK(v3.at("q_lora_rank") == 24);
   CHECK(v3.at("qk_nope_head_dim") == 8);
   CHECK(v3.at("v_head_dim") == 6);
@@ -635,6 +652,116 @@ TEST_CASE("gguf dequantization: Q6_K is d times int8 scale times (6-bit value - 
     const float expected =
         0.5f * static_cast<float>(scale(v / 16)) * static_cast<float>(code(v) - 32);
     CHECK(values[v] == expected);
+  }
+}
+
+TEST_CASE("gguf dequantization: Q4_1 and Q5_1 add the block minimum, Q5_0 centres on 16",
+          "[readers][gguf][dequant]") {
+  // Value j: nibble j (low nibble of byte j for j < 16, else high nibble of byte j − 16) and, for
+  // the 5-bit types, bit j of the little-endian uint32 qh as 16.
+  const auto nibbles = [](std::vector<std::uint8_t>& raw, std::size_t at) {
+    for (int j = 0; j < 16; ++j) raw[at + j] = static_cast<std::uint8_t>(j | ((15 - j) << 4));
+  };
+  const auto nibble = [](int j) { return j < 16 ? j : 15 - (j - 16); };
+  std::vector<std::uint8_t> q4_1(20);
+  put_half(q4_1, 0, 0.5f);
+  put_half(q4_1, 2, 2.0f);
+  nibbles(q4_1, 4);
+  std::vector<float> values = to_f32(block_view(DType::Q4_1, 32, q4_1));
+  for (int j = 0; j < 32; ++j) CHECK(values[j] == 0.5f * static_cast<float>(nibble(j)) + 2.0f);
+
+  const std::uint32_t high = 0x80000005u;  // values 0, 2 and 31 get 16
+  const auto fifth = [&](int j) { return ((high >> j) & 1) ? 16 : 0; };
+  std::vector<std::uint8_t> q5_0(22);
+  put_half(q5_0, 0, 0.25f);
+  std::memcpy(q5_0.data() + 2, &high, 4);
+  nibbles(q5_0, 6);
+  values = to_f32(block_view(DType::Q5_0, 32, q5_0));
+  for (int j = 0; j < 32; ++j)
+    CHECK(values[j] == 0.25f * static_cast<float>(nibble(j) + fifth(j) - 16));
+
+  std::vector<std::uint8_t> q5_1(24);
+  put_half(q5_1, 0, 0.5f);
+  put_half(q5_1, 2, 1.0f);
+  std::memcpy(q5_1.data() + 4, &high, 4);
+  nibbles(q5_1, 8);
+  values = to_f32(block_view(DType::Q5_1, 32, q5_1));
+  for (int j = 0; j < 32; ++j)
+    CHECK(values[j] == 0.5f * static_cast<float>(nibble(j) + fifth(j)) + 1.0f);
+}
+
+TEST_CASE("gguf dequantization: IQ4_NL and IQ4_XS index ggml's non-linear grid",
+          "[readers][gguf][dequant]") {
+  constexpr int kGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+  std::vector<std::uint8_t> nl(18);
+  put_half(nl, 0, 0.5f);
+  for (int j = 0; j < 16; ++j) nl[2 + j] = static_cast<std::uint8_t>(j | ((15 - j) << 4));
+  std::vector<float> values = to_f32(block_view(DType::IQ4_NL, 32, nl));
+  for (int j = 0; j < 16; ++j) {
+    CHECK(values[j] == 0.5f * static_cast<float>(kGrid[j]));
+    CHECK(values[16 + j] == 0.5f * static_cast<float>(kGrid[15 - j]));
+  }
+  // IQ4_XS: sub-block i's 6-bit scale: low 4 bits in nibble i % 2 of scales_l[i / 2], top 2 in
+  // bits 2i of scales_h; x = d·(scale − 32)·grid. Sub-block i has scale 32 + i − 4 + 16·(i == 7).
+  std::vector<std::uint8_t> xs(136);
+  put_half(xs, 0, 0.25f);
+  int scale[8];
+  std::uint16_t scales_high = 0;
+  for (int i = 0; i < 8; ++i) {
+    scale[i] = 32 + i - 4 + (i == 7 ? 16 : 0);
+    xs[4 + i / 2] = static_cast<std::uint8_t>(xs[4 + i / 2] | ((scale[i] & 0xF) << (4 * (i % 2))));
+    scales_high = static_cast<std::uint16_t>(scales_high | ((scale[i] >> 4) << (2 * i)));
+  }
+  std::memcpy(xs.data() + 2, &scales_high, 2);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 16; ++j) xs[8 + 16 * i + j] = static_cast<std::uint8_t>(j | (j << 4));
+  values = to_f32(block_view(DType::IQ4_XS, 256, xs));
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 32; ++j)
+      CHECK(values[32 * i + j] ==
+            0.25f * static_cast<float>(scale[i] - 32) * static_cast<float>(kGrid[j % 16]));
+}
+
+TEST_CASE("gguf dequantization: Q2_K and Q3_K take two bits per value in 16 sub-blocks",
+          "[readers][gguf][dequant]") {
+  // Value v = 128n + 32j + 16h + l: bits 2j of qs[32n + 16h + l]; its sub-block is v / 16.
+  const auto two_bits = [](int v) { return (v / 16 + v) % 4; };
+  std::vector<std::uint8_t> q2(84);
+  for (int v = 0; v < 256; ++v) {
+    const int n = v / 128, j = (v % 128) / 32, hl = v % 32;
+    q2[16 + 32 * n + hl] = static_cast<std::uint8_t>(q2[16 + 32 * n + hl] | (two_bits(v) << 2 * j));
+  }
+  for (int s = 0; s < 16; ++s) q2[s] = static_cast<std::uint8_t>((s % 16) | ((15 - s) << 4));
+  put_half(q2, 80, 0.5f);
+  put_half(q2, 82, 0.25f);
+  std::vector<float> values = to_f32(block_view(DType::Q2_K, 256, q2));
+  for (int v = 0; v < 256; ++v) {
+    const int s = v / 16;
+    CHECK(values[v] == 0.5f * static_cast<float>(s) * static_cast<float>(two_bits(v)) -
+                           0.25f * static_cast<float>(15 - s));
+  }
+  // Q3_K: the same two bits, minus 4 unless bit 4n + j of hmask[16h + l] is set; 6-bit scales
+  // s_i − 32 (low 4 bits in the nibbles of bytes 0..7, top 2 in bits 2(i / 4) of byte 8 + i % 4).
+  std::vector<std::uint8_t> q3(110);
+  std::copy(q2.begin() + 16, q2.begin() + 80, q3.begin() + 32);
+  const auto high_bit = [](int v) { return v % 3 == 0; };
+  for (int v = 0; v < 256; ++v) {
+    const int n = v / 128, j = (v % 128) / 32;
+    if (high_bit(v)) q3[v % 32] = static_cast<std::uint8_t>(q3[v % 32] | (1 << (4 * n + j)));
+  }
+  const auto q3_scale = [](int i) { return 3 * i + 10; };  // 10 .. 55, below and above 32
+  for (int i = 0; i < 16; ++i) {
+    q3[96 + i % 8] =
+        static_cast<std::uint8_t>(q3[96 + i % 8] | ((q3_scale(i) & 0xF) << 4 * (i / 8)));
+    q3[104 + i % 4] =
+        static_cast<std::uint8_t>(q3[104 + i % 4] | ((q3_scale(i) >> 4) << 2 * (i / 4)));
+  }
+  put_half(q3, 108, 0.5f);
+  values = to_f32(block_view(DType::Q3_K, 256, q3));
+  for (int v = 0; v < 256; ++v) {
+    const int q = two_bits(v) - (high_bit(v) ? 0 : 4);
+    CHECK(values[v] == 0.5f * static_cast<float>(q3_scale(v / 16) - 32) * static_cast<float>(q));
   }
 }
 

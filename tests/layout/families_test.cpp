@@ -235,6 +235,28 @@ TEST_CASE("K/V-only checkpoints: k and v only", "[families]") {
              Catch::Matchers::Contains("layer 2 out of range"));
 }
 
+TEST_CASE("A checkpoint without v_proj is read for the representations that need no values",
+          "[families]") {
+  TempDir dir;
+  const RowMatrixF q = random_matrix(8, 8), k = random_matrix(4, 8);
+  write_safetensors(dir / "model.safetensors", {{"model.layers.0.self_attn.q_proj.weight", q},
+                                                {"model.layers.0.self_attn.k_proj.weight", k}});
+  test::write_file(dir / "config.json", R"({"model_type": "llama", "num_attention_heads": 2,
+                                            "num_key_value_heads": 1, "hidden_size": 8})");
+  const Checkpoint checkpoint = Checkpoint::open(dir.path());
+  const ModelLayout layout = detect_layout(checkpoint);
+  CHECK_FALSE(layout.has_values);
+  CHECK(layer_factors(checkpoint, layout, 0, Repr::qk).num_heads() == 2);
+  CHECK(layer_factors(checkpoint, layout, 0, Repr::k).num_heads() == 2);
+  CHECK(layer_tensor_names(layout, 0) ==
+        std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight",
+                                 "model.layers.0.self_attn.k_proj.weight"});
+  CHECK_THAT(error_message([&] { layer_factors(checkpoint, layout, 0, Repr::v); }),
+             Catch::Matchers::EndsWith(
+                 ": --repr v needs value projections, but this checkpoint has none (use --repr "
+                 "qk,k)"));
+}
+
 TEST_CASE("A --map file names the tensors of any layout, its mistakes are named", "[families]") {
   TempDir dir;
   const RowMatrixF q = random_matrix(8, 8), k = random_matrix(4, 8), v = random_matrix(4, 8);

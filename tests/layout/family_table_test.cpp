@@ -25,9 +25,9 @@ TEST_CASE("family table: each family's name reads back to it, and names are dist
 
 TEST_CASE("family table: the facts synth and detection read", "[families]") {
   CHECK(synthesizable_family_list() == "llama, gpt2, gpt_neox, falcon, phi3, deepseek_v2, lrkv");
-  CHECK(family_info(Family::deepseek_v3).kind == LayoutKind::mla);
-  CHECK(family_info(Family::lrkv).kind == LayoutKind::lrkv);
-  CHECK(family_info(Family::activations).kind == LayoutKind::activations);
+  CHECK(family_variant(Family::deepseek_v3) == Variant::mla);
+  CHECK(family_variant(Family::lrkv) == Variant::lrkv);
+  CHECK_FALSE(family_variant(Family::falcon));
   for (Family family : {Family::gpt2, Family::gpt_neox}) CHECK(family_info(family).mha_only);
   CHECK_FALSE(family_info(Family::falcon).mha_only);
   for (Family family : {Family::gpt2, Family::gpt_neox, Family::falcon, Family::phi3})

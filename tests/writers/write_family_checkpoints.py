@@ -6,8 +6,10 @@ family's tensors are assembled the way its Hugging Face modelling code slices th
   write_family_checkpoints.py FAMILY OUT_DIR REF_DIR [--dtype F32|BF16|F16] [--seed N]
         [--layers N] [--heads H] [--kv-heads H_kv] [--head-dim D_H] [--d-model D] [--no-prefix]
 
-FAMILY: llama, gpt2, gpt_neox, falcon_new, falcon_mq, falcon_mha, phi3, map, kvonly, and the llama-
-named families of MODERN (QK-norm gains, MoE experts, attention biases, Gemma 3's multimodal layout).
+FAMILY: llama, gpt2, gpt_neox, falcon_new, falcon_mq, falcon_mha, phi3, map, kvonly, the llama-
+named families of MODERN (QK-norm gains, MoE experts, attention biases, Gemma 3's multimodal layout),
+and bloom, mpt, baichuan, qwen (v1), gpt_bigcode_mq/_mha, internlm2, chatglm, opt, phi (phi-2) and
+llama4 in their Hugging Face tensor names and config keys (fused_tensors, fused_config).
 OUT_DIR receives config.json + model.safetensors (or, for kvonly, layers.{i}.{k,v}_proj.npy);
 REF_DIR receives qk.npz, ov.npz, k.npz, v.npz (layer{i}.L / layer{i}.R, [H, d, k], A_h = L_h R_hᵀ,
 computed from the per-head matrices AFTER rounding to --dtype, with the QK-norm gains applied to
@@ -46,7 +48,11 @@ MODERN = {
 }
 
 FAMILIES = ["llama", "gpt2", "gpt_neox", "falcon_new", "falcon_mq", "falcon_mha", "phi3", "map",
-            "kvonly"] + list(MODERN)
+            "kvonly"] + list(MODERN) + ["bloom", "mpt", "baichuan", "qwen", "gpt_bigcode_mq",
+                                        "gpt_bigcode_mha", "internlm2", "chatglm", "opt", "phi",
+                                        "llama4"]
+MHA_ONLY = {"gpt2", "gpt_neox", "falcon_mha", "bloom", "mpt", "baichuan", "qwen", "gpt_bigcode_mha",
+            "opt"}
 
 
 # ---- dtype rounding and safetensors writing --------------------------------------------------
@@ -205,6 +211,84 @@ def map_tensors(i, m):
             base + "wv": np.concatenate(m.v).T.copy(), base + "wo": np.concatenate(m.o, 1).T.copy()}
 
 
+def per_head_qkv(m):
+    """Rows [q_h; k_h; v_h] per head (MHA): bloom, gpt_bigcode without multi_query."""
+    return np.concatenate([block for h in range(len(m.q)) for block in (m.q[h], m.k[h], m.v[h])])
+
+
+def stacked_qkv(m):
+    """All query rows, then all key rows, then all value rows."""
+    return np.concatenate([np.concatenate(m.q), np.concatenate(m.k), np.concatenate(m.v)])
+
+
+def grouped_qkv(m):
+    """Per KV head g: its query heads, then k_g, then v_g (InternLM2's wqkv)."""
+    rows = []
+    for g in range(len(m.k)):
+        rows += [m.q[g * m.group + j] for j in range(m.group)] + [m.k[g], m.v[g]]
+    return np.concatenate(rows)
+
+
+def fused_tensors(family, i, m):
+    out = np.concatenate(m.o, 1)
+    if family == "bloom":  # BloomAttention: view(…, heads, 3, head_dim)
+        base = f"transformer.h.{i}.self_attention."
+        return {base + "query_key_value.weight": per_head_qkv(m), base + "dense.weight": out}
+    if family == "mpt":  # MptAttention: Wqkv(x).chunk(3, dim=2)
+        base = f"transformer.blocks.{i}.attn."
+        return {base + "Wqkv.weight": stacked_qkv(m), base + "out_proj.weight": out}
+    if family == "baichuan":  # W_pack(x).unflatten(-1, (3, hidden))
+        base = f"model.layers.{i}.self_attn."
+        return {base + "W_pack.weight": stacked_qkv(m), base + "o_proj.weight": out}
+    if family == "qwen":  # QWenAttention: nn.Linear c_attn, split(split_size) into q, k, v
+        base = f"transformer.h.{i}.attn."
+        return {base + "c_attn.weight": stacked_qkv(m), base + "c_proj.weight": out}
+    if family.startswith("gpt_bigcode"):  # nn.Linear c_attn: MQA q | k | v, MHA per head
+        base = f"transformer.h.{i}.attn."
+        qkv = stacked_qkv(m) if family.endswith("_mq") else per_head_qkv(m)
+        return {base + "c_attn.weight": qkv, base + "c_proj.weight": out}
+    if family == "internlm2":  # rearrange 'b q (h gs d) -> b q h gs d', gs = group + 2
+        base = f"model.layers.{i}.attention."
+        return {base + "wqkv.weight": grouped_qkv(m), base + "wo.weight": out}
+    if family == "chatglm":  # split([heads·d_h, groups·d_h, groups·d_h])
+        base = f"transformer.encoder.layers.{i}.self_attention."
+        return {base + "query_key_value.weight": stacked_qkv(m), base + "dense.weight": out}
+    if family == "opt":  # OPTAttention: q/k/v/out_proj under model.decoder.layers
+        return {k.replace("o_proj", "out_proj"): v
+                for k, v in llama_tensors(i, m, "model.decoder.layers").items()}
+    if family == "phi":  # PhiAttention (phi-2): q/k/v_proj and dense
+        return {k.replace("o_proj", "dense"): v for k, v in llama_tensors(i, m).items()}
+    if family == "llama4":  # Llama4ForConditionalGeneration: the text model nested
+        return llama_tensors(i, m, "language_model.model.layers")
+    raise ValueError(family)
+
+
+def fused_config(family, layers, heads, kv_heads, head_dim, d_model):
+    if family == "bloom":
+        return {"model_type": "bloom", "hidden_size": d_model, "n_head": heads, "n_layer": layers}
+    if family == "mpt":
+        return {"model_type": "mpt", "d_model": d_model, "n_heads": heads, "n_layers": layers,
+                "attn_config": {"attn_type": "multihead_attention"}}
+    if family == "qwen":
+        return {"model_type": "qwen", "hidden_size": d_model, "num_attention_heads": heads,
+                "num_hidden_layers": layers, "kv_channels": head_dim}
+    if family.startswith("gpt_bigcode"):
+        return {"model_type": "gpt_bigcode", "n_embd": d_model, "n_head": heads, "n_layer": layers,
+                "multi_query": family.endswith("_mq")}
+    if family == "chatglm":
+        return {"model_type": "chatglm", "hidden_size": d_model, "num_attention_heads": heads,
+                "num_layers": layers, "kv_channels": head_dim,
+                "multi_query_attention": kv_heads < heads, "multi_query_group_num": kv_heads}
+    config = {"model_type": family, "hidden_size": d_model, "num_attention_heads": heads,
+              "num_key_value_heads": kv_heads, "num_hidden_layers": layers}
+    if head_dim * heads != d_model:
+        config["head_dim"] = head_dim
+    if family == "llama4":
+        text = dict(config, model_type="llama4_text", use_qk_norm=True)
+        return {"model_type": "llama4", "text_config": text}
+    return config  # baichuan, internlm2, opt, phi
+
+
 MAP_FILE = {"q": "blocks.{i}.mix.wq", "k": "blocks.{i}.mix.wk", "v": "blocks.{i}.mix.wv",
             "o": "blocks.{i}.mix.wo", "layout": "in_out"}
 
@@ -299,6 +383,8 @@ def modern_config(family, layers, heads, kv_heads, head_dim, d_model):
 
 
 def config_for(family, layers, heads, kv_heads, head_dim, d_model):
+    if family in FAMILIES[FAMILIES.index("bloom"):]:
+        return fused_config(family, layers, heads, kv_heads, head_dim, d_model)
     if family in MODERN:
         return modern_config(family, layers, heads, kv_heads, head_dim, d_model)
     if family == "llama":
@@ -338,7 +424,7 @@ def layer_tensors(family, i, m, prefix):
         return phi3_tensors(i, m)
     if family == "map":
         return map_tensors(i, m)
-    raise ValueError(family)
+    return fused_tensors(family, i, m)
 
 
 def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=8, kv_heads=None,
@@ -346,9 +432,9 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
     """Writes the checkpoint and reference factors; returns (tensors dict, config or None)."""
     kv_heads = heads if kv_heads is None else kv_heads
     head_dim = d_model // heads if head_dim is None else head_dim
-    if family in ("gpt2", "gpt_neox", "falcon_mha"):
+    if family in MHA_ONLY:
         kv_heads = heads
-    if family == "falcon_mq":
+    if family in ("falcon_mq", "gpt_bigcode_mq"):
         kv_heads = 1
     assert heads % kv_heads == 0
     rng = np.random.default_rng(seed)

@@ -38,6 +38,13 @@ enum class DType {
   Q4_K,
   Q5_K,
   Q6_K,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K,
+  IQ4_NL,
+  IQ4_XS,
 };
 
 /// True for the types kvrank converts and analyses: the six floating-point types (F64 ...
@@ -46,7 +53,8 @@ bool is_float_dtype(DType dtype) noexcept;
 
 /// Bytes per element, or per block of dtype_block_elements() elements for a GGML block type.
 std::size_t dtype_size(DType dtype) noexcept;
-/// Elements per block: 32 (Q8_0, Q4_0) or 256 (the K-quants); 1 for every element type.
+/// Elements per block: 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) or 256 (the K-quants, IQ4_XS); 1
+/// for every element type.
 std::size_t dtype_block_elements(DType dtype) noexcept;
 /// The safetensors spelling: "F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2" (and "BOOL", "U8",
 /// "I8", "I16", "U16", "I32", "U32", "I64", "U64" for the storage-only types).

@@ -18,14 +18,15 @@
 // Truncation anywhere is "truncated".
 //
 // Shapes are given in PyTorch order (reversed ne): a weight with ne = [in, out] has shape
-// [out, in], row-major, as in safetensors. Tensors of GGML types kvrank cannot dequantize (Q4_1,
-// Q2_K, IQ*, ...) are validated and listed in `unsupported`, not in `tensors`.
+// [out, in], row-major, as in safetensors. Tensors of GGML types kvrank cannot dequantize (Q8_1,
+// IQ2_XXS, TQ1_0, MXFP4, ...) are validated and listed in `unsupported`, not in `tensors`.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,7 +38,8 @@ namespace kvrank {
 /// A tensor of a GGML type kvrank does not convert.
 struct GgufUnsupportedTensor {
   std::string name;
-  std::string ggml_type;  ///< "Q3_K", "IQ4_XS", ...
+  std::string ggml_type;            ///< "IQ2_XXS", "MXFP4", ...
+  std::vector<std::int64_t> shape;  ///< in PyTorch order, as TensorView::shape
 };
 
 struct GgufFile {
@@ -72,21 +74,37 @@ GgufFile parse_gguf(std::span<const std::byte> file_bytes, const std::string& fi
 /// attn_q_a, attn_q_a_norm, attn_q_b, attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b) with the GGUF name
 /// kept in TensorView::stored_name; every other tensor under its GGUF name; and a config.json
 /// synthesized from `{arch}.attention.head_count`, `head_count_kv`, `key_length`, `value_length`,
-/// `{arch}.embedding_length`, `{arch}.block_count` and, for deepseek2 (MLA), `q_lora_rank`,
-/// `kv_lora_rank`, `rope.dimension_count`, `key_length_mla`, `value_length_mla`.
+/// `{arch}.embedding_length`, `{arch}.block_count` and, for MLA (when `kv_lora_rank` is present),
+/// `q_lora_rank`, `kv_lora_rank`, `rope.dimension_count`, `key_length_mla`, `value_length_mla`,
+/// `expert_gating_func`. The config holds `gguf_architecture` (general.architecture), not a
+/// model_type: the layout layer's model-type table (kvrank/layout/model_type.hpp) maps it, and
+/// refuses an architecture it does not read.
 ///
 /// llama.cpp's converter permutes the rows of Q and K within each head (for its RoPE layout); the
 /// permutation is the same for a query head and its key head, so every representation kvrank
 /// computes is unchanged and the rows are left as stored. Gemma's converter stores RMSNorm gains as
-/// 1 + w; the q/k norm gains are shifted back to w (float32, produced when first read).
+/// 1 + w: they are left as stored, and the layout layer applies GGUF gains as they are.
 struct GgufCheckpoint {
   std::vector<TensorView> tensors;
-  nlohmann::json config;  ///< an object, with "model_type" and the fields above
+  nlohmann::json config;  ///< an object, with "gguf_architecture" and the fields above
 };
 
-/// Maps a parsed GGUF file. Throws kvrank::Error (naming `file_name`) for an architecture kvrank
-/// does not know, missing or ill-typed hyperparameters, or an attention tensor of a GGML type it
-/// cannot dequantize.
+/// Maps a parsed GGUF file. Throws kvrank::Error (naming `file_name`) for missing or ill-typed
+/// hyperparameters. An attention tensor of a GGML type kvrank cannot dequantize is listed with its
+/// shape, and refused (naming the type and the tensor) only when it is read: `--repr qk` does not
+/// need `attn_v`.
 GgufCheckpoint gguf_checkpoint(GgufFile file, const std::string& file_name);
+
+/// `split.no` (0-based) and `split.count` of one part of a GGUF split by llama-gguf-split.
+struct GgufSplit {
+  int index = 0;
+  int count = 1;
+};
+/// The split a part belongs to, or nullopt for a whole file (no split.count, or 1).
+std::optional<GgufSplit> gguf_split(const GgufFile& file, const std::string& file_name);
+/// The file name of part `index` (0-based) of a split whose first part is `first`
+/// (`PREFIX-00001-of-0000N.gguf` → `PREFIX-0000k-of-0000N.gguf`); throws kvrank::Error naming
+/// `first` when it is not named so.
+std::string gguf_split_part_name(const std::string& first, int index, int count);
 
 }  // namespace kvrank

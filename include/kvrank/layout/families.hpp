@@ -26,6 +26,7 @@
 #include "kvrank/base/layer_list.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/family.hpp"
+#include "kvrank/layout/model_type.hpp"
 
 namespace kvrank {
 
@@ -37,12 +38,15 @@ Repr parse_repr(std::string_view name);
 
 /// What the user may force from the command line (each wins over config.json).
 struct LayoutOverrides {
-  std::optional<std::string> family;  ///< a Family name, a llama-like model type, or "mla"
+  std::optional<std::string> family;  ///< a Family name, a model type (model_type.hpp), or "mla"
   std::optional<int> heads;
   std::optional<int> kv_heads;
   std::optional<int> head_dim;
   std::optional<std::filesystem::path> map_file;  ///< --map: role → tensor-name pattern
   bool activations = false;                       ///< --activations: captured Q/K/V, not weights
+  /// --fold-input-norm: fold the pre-attention norm's gain (input_layernorm) into the q, k and v
+  /// projections, as TransformerLens does (docs/metric.md says why it is off by default).
+  bool fold_input_norm = false;
 };
 
 /// The projections of a dense layer; fused_qkv is one [q; k; v] tensor (gpt2, phi3, gpt_neox,
@@ -57,8 +61,6 @@ std::string_view role_name(ProjectionRole role) noexcept;  ///< "q" … "o", "qk
 enum class QkvOrder { stacked, grouped };
 /// How a projection is stored: [out, in] (torch Linear) or [in, out] (gpt2's Conv1D).
 enum class Orientation { out_in, in_out };
-/// What multiplies a normalised query/key row: the stored weight, or 1 + weight (Gemma).
-enum class NormGain { weight, one_plus_weight };
 
 /// Dense layouts (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`, NPY): tensor-name templates
 /// with a "{i}" layer slot.
@@ -69,6 +71,8 @@ struct DenseTensors {
   std::string source;  ///< where the head geometry came from, for shape errors
   /// QK-norm gains (Qwen3, Gemma 3, OLMo 2 …) folded into the q / k rows (norm_gains.cpp).
   std::optional<std::string> q_norm, k_norm;
+  /// The pre-attention norm's gain [d], with --fold-input-norm: scales the columns of q, k and v.
+  std::optional<std::string> input_norm;
   NormGain norm_gain = NormGain::weight;
   bool fused() const { return names.count(ProjectionRole::fused_qkv) > 0; }
 };
@@ -97,13 +101,24 @@ using FamilyTensors = std::variant<DenseTensors, MlaTensors, LrkvTensors, Activa
 struct ModelLayout : ModelGeometry {
   Family family = Family::llama;
   Variant variant = Variant::mha;
-  /// config.json's model_type, or a llama-like `--family` (mistral, gemma3 …); empty when neither.
+  /// config.json's model_type (for GGUF: its architecture's row in model_type.hpp), or a model type
+  /// given as `--family` (mistral, gemma3 …); empty when neither.
   std::string model_type;
   bool has_queries = true;  ///< false for K/V-only inputs: only `k` and `v` can be analysed
   bool has_outputs = true;  ///< false when no o_proj/dense: `ov` cannot be analysed
-  /// What layer_factors() needs to find and read a layer, by the family's reader.
+  bool has_values = true;   ///< false when no v_proj: `ov` and `v` cannot be analysed
+  /// What layer_factors() needs to find and read a layer; its alternative is the reader.
   FamilyTensors tensors = DenseTensors{};
 };
+
+/// "a family (llama, gpt2, …, or mla) or a model type (mistral, …)": what `--family` accepts,
+/// built from the family and model-type tables.
+std::string family_choice_list();
+
+/// The QK-norm and input-norm gains layer_factors() folds into a dense layout's projections, for
+/// a note on stderr: "the q_norm and k_norm gains (1 + w)", "" when none. (MLA's latent norms are
+/// part of its factors, docs/metric.md, and are not announced.)
+std::string folded_gains(const ModelLayout& layout);
 
 /// Detects family, variant and geometry. Throws kvrank::Error when config and tensors disagree
 /// (naming both) or when a tensor the layout needs is missing.

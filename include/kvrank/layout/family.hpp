@@ -15,9 +15,10 @@
 
 namespace kvrank {
 
-/// As reported in results ("family"): llama also stands for the llama-named model types (mistral,
-/// qwen3, gemma3 …); deepseek_v3 is MLA with DeepSeek-V3's config; map / npy / activations are
-/// inputs named by a `--map` file, NPY arrays and captured activations.
+/// As reported in results ("family"): the reader of a model type (model_type.hpp) — llama also
+/// stands for the llama-named model types (mistral, qwen3, gemma3 …); deepseek_v3 is MLA with
+/// DeepSeek-V3's config; map / npy / activations are inputs named by a `--map` file, NPY arrays and
+/// captured activations.
 enum class Family {
   llama,
   gpt2,
@@ -27,6 +28,13 @@ enum class Family {
   deepseek_v2,
   deepseek_v3,
   lrkv,
+  bloom,
+  mpt,
+  baichuan,
+  qwen,
+  gpt_bigcode,
+  internlm2,
+  chatglm,
   map,
   npy,
   activations
@@ -35,13 +43,12 @@ enum class Family {
 /// mha / gqa / mqa from the head counts; mla and lrkv from the family.
 enum class Variant { mha, gqa, mqa, mla, lrkv };
 
-/// Which reader turns a family's layers into head factors (families.cpp dispatches on it).
-enum class LayoutKind { dense, mla, lrkv, activations };
+/// mla and lrkv: the variant a family has whatever its head counts (nullopt for the others).
+std::optional<Variant> family_variant(Family family) noexcept;
 
 struct FamilyInfo {
   Family family;
   std::string_view name;
-  LayoutKind kind;
   bool synthesizable;     ///< `kvrank synth --family NAME` writes it
   bool mha_only;          ///< its fused tensor has no KV-head count (gpt2, gpt_neox)
   bool head_dim_implied;  ///< its config.json has no head_dim: d_model / heads

@@ -51,6 +51,9 @@ struct ModelReport {
   std::optional<std::int64_t> step;  ///< the training step of the checkpoint; empty: unknown
   Provenance source;
   std::string family;
+  /// The model type (config.json's model_type: qwen3, gemma3 …; kvrank/layout/model_type.hpp)
+  /// when known, else empty; JSON "model_type", null when empty (and when read from older files).
+  std::string model_type;
   std::string variant;
   ModelGeometry geometry;
   std::string repr = "qk";

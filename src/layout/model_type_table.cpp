@@ -1,0 +1,91 @@
+// The model-type table of model_type.hpp.
+#include <algorithm>
+#include <array>
+
+#include "kvrank/layout/model_type.hpp"
+
+namespace kvrank {
+namespace {
+
+constexpr NormGain kWeight = NormGain::weight;
+constexpr NormGain kOnePlus = NormGain::one_plus_weight;
+
+// model_type, reader, norm gain, GGUF architecture (`--family` accepts each model type). MoE
+// variants differ from their dense model only in the MLP. The order is that of the lists in help
+// and error texts.
+constexpr std::array<ModelTypeInfo, 36> kModelTypes{{
+    {"llama", Family::llama, kWeight, "llama"},
+    {"mistral", Family::llama, kWeight, ""},
+    {"mixtral", Family::llama, kWeight, ""},
+    {"qwen2", Family::llama, kWeight, "qwen2"},
+    {"qwen2_moe", Family::llama, kWeight, "qwen2moe"},
+    {"qwen3", Family::llama, kWeight, "qwen3"},
+    {"qwen3_moe", Family::llama, kWeight, "qwen3moe"},
+    {"gemma", Family::llama, kOnePlus, "gemma"},
+    {"gemma2", Family::llama, kOnePlus, "gemma2"},
+    {"gemma3", Family::llama, kOnePlus, ""},
+    {"gemma3_text", Family::llama, kOnePlus, "gemma3"},
+    {"olmo2", Family::llama, kWeight, "olmo2"},
+    {"phi3", Family::phi3, kWeight, "phi3"},
+    {"starcoder2", Family::llama, kWeight, "starcoder2"},
+    {"granite", Family::llama, kWeight, "granite"},
+    {"olmoe", Family::llama, kWeight, ""},
+    {"gpt2", Family::gpt2, kWeight, ""},
+    {"gpt_neox", Family::gpt_neox, kWeight, ""},
+    {"falcon", Family::falcon, kWeight, ""},
+    {"deepseek_v2", Family::deepseek_v2, kWeight, "deepseek2"},
+    {"deepseek_v3", Family::deepseek_v3, kWeight, ""},
+    {"minicpm3", Family::deepseek_v2, kWeight, ""},  // DeepSeek's MLA names
+    {"bloom", Family::bloom, kWeight, ""},
+    {"mpt", Family::mpt, kWeight, ""},
+    {"baichuan", Family::baichuan, kWeight, ""},
+    {"qwen", Family::qwen, kWeight, ""},
+    {"gpt_bigcode", Family::gpt_bigcode, kWeight, ""},
+    {"internlm2", Family::internlm2, kWeight, ""},
+    {"chatglm", Family::chatglm, kWeight, ""},
+    {"glm", Family::llama, kWeight, ""},
+    {"opt", Family::llama, kWeight, ""},       // out_proj
+    {"phi", Family::llama, kWeight, ""},       // phi-2: dense
+    {"stablelm", Family::llama, kWeight, ""},  // without qk_layernorm (refused when present)
+    {"cohere", Family::llama, kWeight, ""},    // without use_qk_norm
+    {"llama4", Family::llama, kWeight, ""},    // weightless L2 QK norm: nothing to fold
+    {"llama4_text", Family::llama, kWeight, ""},
+}};
+
+}  // namespace
+
+std::span<const ModelTypeInfo> model_types() noexcept { return kModelTypes; }
+
+const ModelTypeInfo* model_type_named(std::string_view name) noexcept {
+  const auto* row = std::find_if(kModelTypes.begin(), kModelTypes.end(),
+                                 [&](const ModelTypeInfo& info) { return info.name == name; });
+  return row == kModelTypes.end() ? nullptr : row;
+}
+
+const ModelTypeInfo* model_type_of_gguf(std::string_view architecture) noexcept {
+  if (architecture.empty()) return nullptr;
+  const auto* row = std::find_if(
+      kModelTypes.begin(), kModelTypes.end(),
+      [&](const ModelTypeInfo& info) { return info.gguf_architecture == architecture; });
+  return row == kModelTypes.end() ? nullptr : row;
+}
+
+std::string model_type_list(Family family) {
+  std::string text;
+  for (const ModelTypeInfo& info : kModelTypes) {
+    if (info.family != family) continue;
+    text += (text.empty() ? "" : ", ") + std::string(info.name);
+  }
+  return text;
+}
+
+std::string gguf_architecture_list() {
+  std::string text;
+  for (const ModelTypeInfo& info : kModelTypes) {
+    if (info.gguf_architecture.empty()) continue;
+    text += (text.empty() ? "" : ", ") + std::string(info.gguf_architecture);
+  }
+  return text;
+}
+
+}  // namespace kvrank
