@@ -8,7 +8,6 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/analysis/inspect.hpp"
@@ -54,18 +53,6 @@ class Destination {
 
 std::vector<fs::path> as_paths(const std::vector<std::string>& names) {
   return {names.begin(), names.end()};
-}
-
-/// More threads than 4 × the processors only cost memory and start-up (100000 crashed OpenMP, 64
-/// under a memory limit hung it): refused, with the limit, before any thread exists.
-void check_thread_count(int threads) {
-  const unsigned processors = std::max(1u, std::thread::hardware_concurrency());
-  const long long limit = 4LL * processors;
-  if (threads > limit) {
-    throw kvrank::Error("", "--threads " + std::to_string(threads) + ": at most " +
-                                std::to_string(limit) + " (4 × the " + std::to_string(processors) +
-                                " processors of this machine)");
-  }
 }
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -149,23 +136,12 @@ std::string format_reports(const std::vector<kvrank::ModelReport>& models,
 }  // namespace
 
 int run_analyze(const AnalyzeArgs& args) {
-  if (args.labels.size() > args.paths.size()) {
-    throw kvrank::Error("", "--label given " + std::to_string(args.labels.size()) + " times for " +
-                                std::to_string(args.paths.size()) + " input(s)");
-  }
-  check_thread_count(args.threads);
+  kvrank::check_thread_count(args.threads);
   kvrank::AnalyzeOptions options;
   options.note = [](const std::string& message) { spdlog::info("{}", message); };
-
   // Every argument is resolved (and every label fixed) before any model is read or -o is claimed.
-  std::vector<kvrank::ModelInput> inputs;
-  std::vector<kvrank::LabelChoice> choices;
-  for (std::size_t i = 0; i < args.paths.size(); ++i) {
-    inputs.push_back(kvrank::resolve_model_argument(args.paths[i]));
-    const bool given = i < args.labels.size();
-    choices.push_back({given ? args.labels[i] : inputs.back().label, given, args.paths[i]});
-  }
-  const std::vector<std::string> labels = kvrank::unique_labels(choices, options.note);
+  const std::vector<kvrank::ModelInput> inputs =
+      kvrank::resolve_models(args.paths, args.labels, options.note);
 
   std::vector<fs::path> input_paths;  // -o must not be one of them
   for (const auto& input : inputs) input_paths.push_back(input.path);
@@ -181,20 +157,11 @@ int run_analyze(const AnalyzeArgs& args) {
 
   ProgressBar progress(!args.quiet);
   const auto started = std::chrono::steady_clock::now();
-  std::vector<kvrank::ModelReport> models;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string& label = labels[i];
-    options.progress = [&](int done, int total) { progress.update(label, done, total); };
-    for (auto& model : kvrank::analyze_checkpoint(inputs[i].path, label, options)) {
-      warn_about_zero_heads(model);
-      models.push_back(std::move(model));
-    }
-  }
+  const std::vector<kvrank::ModelReport> models = kvrank::analyze_models(
+      inputs, options, args.with_baseline,
+      [&](const std::string& label, int done, int total) { progress.update(label, done, total); });
   progress.finish();
-  if (args.with_baseline && !models.empty()) {
-    models.push_back(
-        kvrank::fully_redundant_baseline(models.front().num_layers, models.front().heads));
-  }
+  for (const auto& model : models) warn_about_zero_heads(model);
   destination.emit(format_reports(models, args));
   advise_on_blas_kernels(std::chrono::steady_clock::now() - started);
   return 0;

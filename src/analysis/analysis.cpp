@@ -191,7 +191,13 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
                                             const std::string& label,
                                             const AnalyzeOptions& options) {
   check_distinct(options.reprs);
-  const Checkpoint checkpoint = Checkpoint::open(path, options.open);
+  return analyze_checkpoint(Checkpoint::open(path, options.open), label, options);
+}
+
+std::vector<ModelReport> analyze_checkpoint(const Checkpoint& checkpoint, const std::string& label,
+                                            const AnalyzeOptions& options) {
+  check_distinct(options.reprs);
+  const std::filesystem::path& path = checkpoint.path();
   const ModelLayout layout = detect_layout(checkpoint, options.layout);
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
   const std::vector<int> layers = choose_layers(layout, path, options);
@@ -200,6 +206,7 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
   for (Repr repr : reprs) reports.push_back(empty_report(path, label, layout, repr));
   const int total = static_cast<int>(layers.size());
   for (int done = 0; done < total; ++done) {
+    if (options.check_cancelled) options.check_cancelled();
     const int layer = layers[static_cast<std::size_t>(done)];
     // Layer-major: each layer's tensors are read once for all representations, then released.
     for (std::size_t r = 0; r < reprs.size(); ++r) {
@@ -212,6 +219,21 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
   }
   for (ModelReport& report : reports) report.summary = summarize(report.layers);
   return reports;
+}
+
+std::vector<ModelReport> analyze_models(
+    const std::vector<ModelInput>& inputs, AnalyzeOptions options, bool with_baseline,
+    const std::function<void(const std::string& label, int done, int total)>& progress) {
+  std::vector<ModelReport> models;
+  for (const ModelInput& input : inputs) {
+    if (progress)
+      options.progress = [&](int done, int total) { progress(input.label, done, total); };
+    for (ModelReport& model : analyze_checkpoint(input.path, input.label, options))
+      models.push_back(std::move(model));
+  }
+  if (with_baseline && !models.empty())
+    models.push_back(fully_redundant_baseline(models.front().num_layers, models.front().heads));
+  return models;
 }
 
 ModelReport fully_redundant_baseline(int num_layers, int heads) {
