@@ -18,6 +18,8 @@ import os
 from . import _kvrank
 from ._kvrank import Error
 
+Error.__module__ = __name__  # shown as kvrank.Error
+
 __version__ = _kvrank.__version__
 __all__ = ["Error", "Results", "CheckResult", "analyze", "analyze_state_dict", "inspect", "check",
            "plot", "concat"]
