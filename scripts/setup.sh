@@ -18,7 +18,10 @@ test_packages=(catch2 python3 python3-numpy pkg-config
                poppler-utils  # pdfinfo and pdftoppm check the PDF figures
                slurm-wlm munge
                python3-jsonschema  # tests/e2e/test_result_schema.py validates against docs/schema/
-               help2man debootstrap)
+               help2man debootstrap
+               # the Python module (python/, KVRANK_PYTHON) and its tests: pandas, venv and
+               # PyTorch (about 1 GB installed; the torch tests are skipped, exit 77, without it)
+               pybind11-dev python3-pybind11 python3-pandas python3-torch python3-venv)
 
 packages=("${runtime_packages[@]}")
 case "${1:-}" in

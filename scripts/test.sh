@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.github/workflows/ci.yml runs the same steps as a matrix):
 #   format    clang-format --dry-run --Werror over every C++ file (first: it takes seconds)
-#   release   GCC, OpenBLAS, OpenMP, -Werror: build and every test through ctest
+#   release   GCC, OpenBLAS, OpenMP, -Werror, the Python module: build and every test through ctest
 #   package   the .deb packages of the release build, installed in a fresh Debian 12 root
 #             (debootstrap) where kvrank must give the release build's JSON byte for byte
 #   sanitize  clang, ASan + UBSan, -Werror, no OpenBLAS and no OpenMP — so Eigen's own products and
@@ -15,13 +15,13 @@ scripts/setup.sh --test
 
 format() {
   echo "== format check" >&2
-  find include src apps tests fuzz bench examples -name "*.[ch]pp" ! -name catch.hpp -print0 |
+  find include src apps tests fuzz bench examples python -name "*.[ch]pp" ! -name catch.hpp -print0 |
     xargs -0 clang-format --dry-run --Werror
 }
 
 release() {
-  echo "== release build (GCC, OpenBLAS, OpenMP) and tests" >&2
-  scripts/build.sh build -DKVRANK_WERROR=ON -DKVRANK_BUILD_TESTS=ON
+  echo "== release build (GCC, OpenBLAS, OpenMP, the Python module) and tests" >&2
+  scripts/build.sh build -DKVRANK_WERROR=ON -DKVRANK_BUILD_TESTS=ON -DKVRANK_PYTHON=ON
   (cd build && ctest --output-on-failure --parallel "$(nproc)")
 }
 

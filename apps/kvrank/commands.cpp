@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <thread>
 
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/analysis/inspect.hpp"
@@ -59,18 +58,6 @@ class Destination {
 
 std::vector<fs::path> as_paths(const std::vector<std::string>& names) {
   return {names.begin(), names.end()};
-}
-
-/// More threads than 4 × the processors only cost memory and start-up (100000 crashed OpenMP, 64
-/// under a memory limit hung it): refused, with the limit, before any thread exists.
-void check_thread_count(int threads) {
-  const unsigned processors = std::max(1u, std::thread::hardware_concurrency());
-  const long long limit = 4LL * processors;
-  if (threads > limit) {
-    throw kvrank::Error("", "--threads " + std::to_string(threads) + ": at most " +
-                                std::to_string(limit) + " (4 × the " + std::to_string(processors) +
-                                " processors of this machine)");
-  }
 }
 
 /// The formats a result can be written in, and the -o extensions that name them.
@@ -275,12 +262,11 @@ int run_analyze(const AnalyzeArgs& args) {
     throw kvrank::Error("", "--step given " + std::to_string(args.steps.size()) + " times for " +
                                 std::to_string(args.paths.size()) + " input(s)");
   }
-  check_thread_count(args.threads);
+  kvrank::check_thread_count(args.threads);
   const std::string format = output_format(args.format, args.output, "table");
   check_format_flags(args, format);
   kvrank::AnalyzeOptions options;
   options.note = [](const std::string& message) { spdlog::info("{}", message); };
-
   // Every argument is resolved (and every label fixed) before any model is read or -o is claimed.
   InputFailures failures(args.keep_going);
   std::vector<kvrank::ModelInput> inputs;

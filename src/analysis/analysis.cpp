@@ -147,20 +147,13 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
     if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);
 }
 
-}  // namespace
-
-std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
-                                            const std::string& label,
-                                            const AnalyzeOptions& options) {
-  return analyze_checkpoint(ModelInput{path, label, path.string(), {}, {}}, label, options);
-}
-
-std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::string& label,
-                                            const AnalyzeOptions& options) {
+/// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance and
+/// `input.path` is where its training step is looked for.
+std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const ModelInput& input,
+                                        const std::string& label, const AnalyzeOptions& options) {
   const std::filesystem::path& path = input.path;
   check_distinct(options.reprs);
   const std::optional<std::int64_t> step = options.step ? options.step : checkpoint_step(path);
-  const Checkpoint checkpoint = Checkpoint::open(path, options.open);
   const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
   if (const std::string gains = folded_gains(layout); !gains.empty() && options.note)
     options.note(path.string() + ": folding " + gains + " into the projections (docs/metric.md)");
@@ -175,6 +168,7 @@ std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::
   }
   const int total = static_cast<int>(layers.size());
   for (int done = 0; done < total; ++done) {
+    if (options.check_cancelled) options.check_cancelled();
     const int layer = layers[static_cast<std::size_t>(done)];
     // Layer-major: each layer's tensors are read once for all representations, then released.
     for (std::size_t r = 0; r < reprs.size(); ++r) {
@@ -187,6 +181,41 @@ std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::
   }
   for (ModelReport& report : reports) report.summary = summarize(report.layers);
   return reports;
+}
+
+}  // namespace
+
+std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::string& label,
+                                            const AnalyzeOptions& options) {
+  return analyze_opened(Checkpoint::open(input.path, options.open), input, label, options);
+}
+
+std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
+                                            const std::string& label,
+                                            const AnalyzeOptions& options) {
+  return analyze_checkpoint(ModelInput{path, label, path.string(), {}, {}}, label, options);
+}
+
+std::vector<ModelReport> analyze_checkpoint(const Checkpoint& checkpoint, const std::string& label,
+                                            const AnalyzeOptions& options) {
+  const ModelInput input{checkpoint.path(), label, checkpoint.path().string(), {}, {}};
+  return analyze_opened(checkpoint, input, label, options);
+}
+
+std::vector<ModelReport> analyze_models(
+    const std::vector<ModelInput>& inputs, AnalyzeOptions options, bool with_baseline,
+    const std::function<void(const std::string& label, int done, int total)>& progress) {
+  std::vector<ModelReport> models;
+  for (const ModelInput& input : inputs) {
+    if (progress)
+      options.progress = [&](int done, int total) { progress(input.label, done, total); };
+    for (ModelReport& model : analyze_checkpoint(input, input.label, options))
+      models.push_back(std::move(model));
+  }
+  if (with_baseline && !models.empty())
+    models.push_back(fully_redundant_baseline(models.front().geometry.num_layers,
+                                              models.front().geometry.heads));
+  return models;
 }
 
 ModelReport fully_redundant_baseline(int num_layers, int heads) {

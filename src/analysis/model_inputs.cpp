@@ -198,4 +198,22 @@ std::vector<std::string> unique_labels(const std::vector<LabelChoice>& choices,
   return labels;
 }
 
+std::vector<ModelInput> resolve_models(const std::vector<std::string>& arguments,
+                                       const std::vector<std::string>& labels,
+                                       const std::function<void(const std::string&)>& note) {
+  if (labels.size() > arguments.size())
+    throw Error("", "--label given " + std::to_string(labels.size()) + " times for " +
+                        std::to_string(arguments.size()) + " input(s)");
+  std::vector<ModelInput> inputs;
+  std::vector<LabelChoice> choices;
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    inputs.push_back(resolve_model_argument(arguments[i]));
+    const bool given = i < labels.size();
+    choices.push_back({given ? labels[i] : inputs.back().label, given, arguments[i]});
+  }
+  const std::vector<std::string> unique = unique_labels(choices, note);
+  for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].label = unique[i];
+  return inputs;
+}
+
 }  // namespace kvrank

@@ -216,7 +216,45 @@ class CheckpointLoader {
   const OpenOptions& options_;
 };
 
+// Sorted by name for find(); a name twice is an error naming both places.
+void sort_unique_by_name(std::vector<TensorView>& tensors) {
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].name == tensors[i - 1].name) {
+      throw Error(tensors[i].file, tensors[i].name,
+                  "tensor name also appears in " + tensors[i - 1].file);
+    }
+  }
+}
+
+// What every reader checks before it makes a view: the bytes are exactly the shape's.
+void check_view_size(const TensorView& tensor) {
+  const std::optional<std::uint64_t> expected = checked_byte_count(tensor.shape, tensor.dtype);
+  if (!expected || *expected != tensor.bytes.size() || tensor.deferred)
+    throw Error(tensor.file, tensor.name,
+                std::to_string(tensor.bytes.size()) + " bytes do not hold a " +
+                    std::string(dtype_name(tensor.dtype)) + " tensor of shape " +
+                    tensor.shape_string());
+}
+
 }  // namespace
+
+Checkpoint Checkpoint::from_memory(const std::string& name, std::vector<TensorView> tensors,
+                                   std::optional<nlohmann::json> config) {
+  for (const TensorView& tensor : tensors) check_view_size(tensor);
+  if (config && !config->is_object())
+    throw Error("config", "expected a JSON object, found " + detail::json_kind(*config));
+  Checkpoint checkpoint;
+  checkpoint.path_ = name;
+  checkpoint.tensors_ = std::move(tensors);
+  sort_unique_by_name(checkpoint.tensors_);
+  if (config) {
+    checkpoint.config_ = std::move(config);
+    checkpoint.config_path_ = "config";
+  }
+  return checkpoint;
+}
 
 Checkpoint Checkpoint::open(const fs::path& path, const OpenOptions& options) {
   Checkpoint checkpoint;
@@ -233,15 +271,7 @@ Checkpoint Checkpoint::open(const fs::path& path, const OpenOptions& options) {
     loader.add_file(path);
   }
 
-  std::vector<TensorView>& tensors = checkpoint.tensors_;
-  std::stable_sort(tensors.begin(), tensors.end(),
-                   [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
-  for (std::size_t i = 1; i < tensors.size(); ++i) {
-    if (tensors[i].name == tensors[i - 1].name) {
-      throw Error(tensors[i].file, tensors[i].name,
-                  "tensor name also appears in " + tensors[i - 1].file);
-    }
-  }
+  sort_unique_by_name(checkpoint.tensors_);
 
   const fs::path config = (is_folder ? path : path.parent_path()) / kConfigName;
   if (loader.gguf_config) {

@@ -26,8 +26,10 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 
+#include "kvrank/base/error.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
 #include "metric/contraction.hpp"
@@ -423,6 +425,16 @@ void set_compute_threads(int threads) {
   if (count > 0) openblas_set_num_threads(count);
 #endif
   (void)count;
+}
+
+void check_thread_count(int threads) {
+  if (threads < 0)
+    throw Error("", "--threads " + std::to_string(threads) + ": expected 0 (all cores) or more");
+  const unsigned processors = std::max(1u, std::thread::hardware_concurrency());
+  const long long limit = 4LL * processors;
+  if (threads > limit)
+    throw Error("", "--threads " + std::to_string(threads) + ": at most " + std::to_string(limit) +
+                        " (4 × the " + std::to_string(processors) + " processors of this machine)");
 }
 
 std::string compute_backend_description() {

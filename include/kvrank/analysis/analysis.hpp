@@ -30,6 +30,10 @@ struct AnalyzeOptions {
   /// Called with human-readable notes for stderr (e.g. "K/V only: analysing k and v"). May be
   /// empty.
   std::function<void(const std::string& message)> note;
+  /// Called before each layer; it throws to stop the analysis there (the Python module raises
+  /// KeyboardInterrupt from it after Ctrl-C). Nothing is left half-done: results are returned
+  /// whole or not at all. May be empty.
+  std::function<void()> check_cancelled;
 };
 
 /// The training step of the checkpoint at `path`: the number in its folder's name
@@ -48,6 +52,17 @@ std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::
 std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
                                             const std::string& label,
                                             const AnalyzeOptions& options);
+
+/// The same on a checkpoint already open (Checkpoint::from_memory: a model in memory).
+std::vector<ModelReport> analyze_checkpoint(const Checkpoint& checkpoint, const std::string& label,
+                                            const AnalyzeOptions& options);
+
+/// `kvrank analyze` on several models (model_inputs.hpp resolves them): analyze_checkpoint on each
+/// in order, then, `with_baseline`, the fully-redundant series of the first model's geometry.
+/// `progress` (may be empty) is told each model's label with its layers done and total.
+std::vector<ModelReport> analyze_models(
+    const std::vector<ModelInput>& inputs, AnalyzeOptions options, bool with_baseline,
+    const std::function<void(const std::string& label, int done, int total)>& progress);
 
 /// The fully-redundant series (1.0 at every layer), label "Fully redundant", variant "baseline".
 ModelReport fully_redundant_baseline(int num_layers, int heads);

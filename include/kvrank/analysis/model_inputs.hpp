@@ -5,12 +5,8 @@
 // Labels name the models in tables, legends and `check`, which matches models by label — so every
 // model of one run gets its own:
 //
-//   std::vector<LabelChoice> choices;
-//   for (const std::string& argument : arguments) {
-//     ModelInput input = resolve_model_argument(argument);
-//     choices.push_back({input.label, /*given=*/false, input.path.string()});
-//   }
-//   std::vector<std::string> labels = unique_labels(choices, note);  // "model", "model-2", …
+//   std::vector<ModelInput> inputs = resolve_models(arguments, /*labels=*/{}, note);
+//   // inputs[i].path, inputs[i].label: "model", "model-2", …
 #pragma once
 
 #include <filesystem>
@@ -59,6 +55,13 @@ struct LabelChoice {
 /// ones are a usage error (kvrank::Error) — and reserved first; a default label already taken
 /// becomes "LABEL-2", "LABEL-3", … (the first number free), and `note` (may be empty) is told so.
 std::vector<std::string> unique_labels(const std::vector<LabelChoice>& choices,
+                                       const std::function<void(const std::string&)>& note);
+
+/// Every model argument resolved and labelled, as `analyze` takes them: `labels[i]` (--label) for
+/// the first arguments, default labels for the rest, all made unique as above. Throws
+/// kvrank::Error when more labels than arguments are given, or as the two functions above.
+std::vector<ModelInput> resolve_models(const std::vector<std::string>& arguments,
+                                       const std::vector<std::string>& labels,
                                        const std::function<void(const std::string&)>& note);
 
 }  // namespace kvrank

@@ -10,6 +10,10 @@
 //    synthesized from its metadata (config_path() is then the GGUF file itself).
 // `config.json` is read from the folder (or from beside a single file) when present.
 //
+// Or tensors in memory (Checkpoint::from_memory: the Python module's state dicts), viewed where
+// they lie, with a config given as JSON: family detection and analysis are then the same as for
+// files.
+//
 // Opening parses headers only; tensor data is touched when a caller converts a view (to_f32 /
 // to_matrix), so peak memory is what the caller converts at once.
 #pragma once
@@ -38,6 +42,14 @@ class Checkpoint {
  public:
   /// Opens and validates every file of the checkpoint at `path`. Throws kvrank::Error.
   static Checkpoint open(const std::filesystem::path& path, const OpenOptions& options = {});
+
+  /// Tensors that live in the caller's memory, viewed without a copy: each view's `bytes` must
+  /// stay valid and unchanged while the Checkpoint is used. `name` stands for the path in results
+  /// and error messages ("<in memory>"); `config` (a JSON object, or none) plays config.json and
+  /// is named "config" in errors. Throws kvrank::Error when a view's byte count does not match its
+  /// shape and dtype, a name appears twice, or the config is not an object.
+  static Checkpoint from_memory(const std::string& name, std::vector<TensorView> tensors,
+                                std::optional<nlohmann::json> config);
 
   /// The path the user gave.
   const std::filesystem::path& path() const noexcept { return path_; }

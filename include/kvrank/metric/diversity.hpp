@@ -77,6 +77,11 @@ MatrixD basis_gram(const RowMatrixF& basis);
 /// Sets the number of threads used by the BLAS and by kvrank's own loops (0 = all cores).
 void set_compute_threads(int threads);
 
+/// More threads than 4 × the processors only cost memory and start-up (100000 crashed OpenMP, 64
+/// under a memory limit hung it): refused (kvrank::Error naming the limit) before any thread
+/// exists, like a negative count.
+void check_thread_count(int threads);
+
 /// What runs the products, for `-v`: the BLAS and the kernels it picked for this CPU, and whether
 /// bf16 Grams run on oneDNN.
 std::string compute_backend_description();

@@ -1,0 +1,322 @@
+// kvrank._kvrank: the C++ library for Python (docs/python.md). Only conversions live here —
+// Python arguments to the library's options, results to JSON/CSV text that python/kvrank/ turns
+// into dicts and DataFrames; the work, and every check of the inputs, is the library's.
+//
+// The GIL is released while the library computes; between layers it is taken back briefly to let
+// Python see Ctrl-C (PyErr_CheckSignals) and to call a progress callback.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvrank/analysis/analysis.hpp"
+#include "kvrank/analysis/inspect.hpp"
+#include "kvrank/analysis/model_inputs.hpp"
+#include "kvrank/base/atomic_file.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/plot/png.hpp"
+#include "kvrank/plot/svg.hpp"
+#include "kvrank/report/check.hpp"
+#include "kvrank/report/report.hpp"
+
+namespace py = pybind11;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// What an analysis returns: its ModelReports and whether the JSON carries the similarities.
+struct Results {
+  std::vector<kvrank::ModelReport> models;
+  bool similarity = false;
+
+  std::string json_text() const {
+    return kvrank::to_json_text(kvrank::to_json(models, {.include_similarity = similarity}));
+  }
+};
+
+/// The options `analyze` and `inspect` share with the command line's --family … --activations.
+struct Layout {
+  std::optional<std::string> family;
+  std::optional<int> heads;
+  std::optional<int> kv_heads;
+  std::optional<int> head_dim;
+  std::optional<std::string> map_file;
+  bool npy_bf16 = false;
+  bool activations = false;
+
+  kvrank::LayoutOverrides overrides() const {
+    kvrank::LayoutOverrides result;
+    result.family = family;
+    result.heads = heads;
+    result.kv_heads = kv_heads;
+    result.head_dim = head_dim;
+    if (map_file) result.map_file = fs::path(*map_file);
+    result.activations = activations;
+    return result;
+  }
+  kvrank::OpenOptions open_options() const {
+    kvrank::OpenOptions result;
+    result.npy.bf16_void = npy_bf16;
+    return result;
+  }
+};
+
+using Progress = std::function<void(const std::string& label, int done, int total)>;
+
+/// Raises KeyboardInterrupt (through the library, which returns nothing half-done) after Ctrl-C.
+void check_signals() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+/// The analysis options of the command line's analyze, from the module's arguments.
+kvrank::AnalyzeOptions analyze_options(const std::vector<std::string>& reprs,
+                                       const std::optional<std::string>& layers,
+                                       const std::optional<std::string>& layer_shard,
+                                       const Layout& layout) {
+  kvrank::AnalyzeOptions options;
+  for (const std::string& name : reprs) options.reprs.push_back(kvrank::parse_repr(name));
+  if (layers) options.layers = kvrank::parse_layer_list(*layers);
+  if (layer_shard) options.shard = kvrank::parse_layer_shard(*layer_shard);
+  options.layout = layout.overrides();
+  options.open = layout.open_options();
+  options.check_cancelled = check_signals;
+  return options;
+}
+
+/// A Python callable's progress, called with the GIL held (the library runs without it).
+Progress with_gil(const Progress& progress) {
+  if (!progress) return {};
+  return [progress](const std::string& label, int done, int total) {
+    py::gil_scoped_acquire gil;
+    progress(label, done, total);
+  };
+}
+
+Results analyze(const std::vector<std::string>& arguments, const std::vector<std::string>& labels,
+                const std::vector<std::string>& reprs, const std::optional<std::string>& layers,
+                const std::optional<std::string>& layer_shard, bool similarity, bool with_baseline,
+                int threads, const Layout& layout, const Progress& progress,
+                const std::function<void(const std::string&)>& note) {
+  kvrank::check_thread_count(threads);
+  kvrank::AnalyzeOptions options = analyze_options(reprs, layers, layer_shard, layout);
+  options.note = note;
+  const std::vector<kvrank::ModelInput> inputs =
+      kvrank::resolve_models(arguments, labels, options.note);
+  // Notes are Python calls: collected here, passed on once the GIL is back.
+  std::vector<std::string> notes;
+  options.note = [&notes](const std::string& message) { notes.push_back(message); };
+  Results results{.models = {}, .similarity = similarity};
+  {
+    py::gil_scoped_release released;
+    kvrank::set_compute_threads(threads);
+    results.models = kvrank::analyze_models(inputs, options, with_baseline, with_gil(progress));
+  }
+  if (note)
+    for (const std::string& message : notes) note(message);
+  return results;
+}
+
+/// One tensor of a state dict, as python/kvrank/ hands it over: its name, its safetensors dtype
+/// name ("F32", "BF16" …), its shape, and an object whose buffer holds its bytes in C order (a
+/// numpy array; bf16 torch tensors as their uint16 bit patterns).
+using MemoryTensor = std::tuple<std::string, std::string, std::vector<std::int64_t>, py::buffer>;
+
+constexpr const char* kInMemory = "<in memory>";
+
+/// The buffer of `tensor`, checked to be one C-ordered block (a view reads the bytes as they lie).
+py::buffer_info contiguous_buffer(const MemoryTensor& tensor) {
+  const auto& [name, dtype, shape, buffer] = tensor;
+  py::buffer_info info = buffer.request();
+  py::ssize_t stride = info.itemsize;
+  for (std::size_t axis = info.shape.size(); axis-- > 0;) {
+    if (info.shape[axis] > 1 && info.strides[axis] != stride)
+      throw kvrank::Error(kInMemory, name,
+                          "the tensor is not contiguous (pass tensor.contiguous() or "
+                          "numpy.ascontiguousarray)");
+    stride *= info.shape[axis];
+  }
+  return info;
+}
+
+kvrank::TensorView memory_view(const MemoryTensor& tensor, const py::buffer_info& info) {
+  const auto& [name, dtype_name, shape, buffer] = tensor;
+  const std::optional<kvrank::DType> dtype = kvrank::any_dtype_from_name(dtype_name);
+  if (!dtype) throw kvrank::Error(kInMemory, name, "unsupported dtype " + dtype_name);
+  kvrank::TensorView view;
+  view.name = name;
+  view.file = kInMemory;
+  view.dtype = *dtype;
+  view.shape = shape;
+  view.bytes = {static_cast<const std::byte*>(info.ptr),
+                static_cast<std::size_t>(info.size * info.itemsize)};
+  return view;
+}
+
+Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
+                           const std::optional<std::string>& config_json, const std::string& label,
+                           const std::vector<std::string>& reprs,
+                           const std::optional<std::string>& layers, bool similarity, int threads,
+                           const Layout& layout, const Progress& progress,
+                           const std::function<void(const std::string&)>& note) {
+  kvrank::check_thread_count(threads);
+  kvrank::AnalyzeOptions options = analyze_options(reprs, layers, std::nullopt, layout);
+  std::vector<py::buffer_info> buffers;  // hold the caller's buffers until the views are done
+  std::vector<kvrank::TensorView> views;
+  for (const MemoryTensor& tensor : tensors) {
+    buffers.push_back(contiguous_buffer(tensor));
+    views.push_back(memory_view(tensor, buffers.back()));
+  }
+  std::optional<nlohmann::json> config;
+  if (config_json) config = nlohmann::json::parse(*config_json);  // json.dumps wrote it
+  std::vector<std::string> notes;
+  options.note = [&notes](const std::string& message) { notes.push_back(message); };
+  const Progress locked = with_gil(progress);
+  if (locked) options.progress = [&](int done, int total) { locked(label, done, total); };
+  Results results{.models = {}, .similarity = similarity};
+  {
+    py::gil_scoped_release released;
+    kvrank::set_compute_threads(threads);
+    const kvrank::Checkpoint checkpoint =
+        kvrank::Checkpoint::from_memory(kInMemory, std::move(views), std::move(config));
+    results.models = kvrank::analyze_checkpoint(checkpoint, label, options);
+  }
+  if (note)
+    for (const std::string& message : notes) note(message);
+  return results;
+}
+
+std::string inspect_json(const std::vector<std::string>& arguments, const Layout& layout) {
+  py::gil_scoped_release released;
+  std::vector<kvrank::InspectReport> reports;
+  for (const std::string& argument : arguments) {
+    const auto checkpoint = kvrank::Checkpoint::open(kvrank::resolve_model_argument(argument).path,
+                                                     layout.open_options());
+    reports.push_back(kvrank::inspect_checkpoint(checkpoint, layout.overrides()));
+  }
+  return kvrank::to_json_text(kvrank::to_json(reports));
+}
+
+/// A result file, as `check` and `plot` read them.
+std::vector<kvrank::ModelReport> read_results(const std::string& path) {
+  return kvrank::reports_from_json(kvrank::read_json_object(path), path);
+}
+
+/// `check`: the violations, each as (label, repr, layer, metric, golden, current), and their table.
+py::tuple check(const std::vector<kvrank::ModelReport>& current,
+                const std::vector<kvrank::ModelReport>& golden,
+                const std::vector<std::string>& metrics, double abs_tol,
+                std::optional<double> rel_tol, const std::string& current_name,
+                const std::string& golden_name) {
+  kvrank::CheckOptions options;
+  options.metrics.clear();
+  for (const std::string& name : metrics) options.metrics.push_back(kvrank::parse_metric(name));
+  options.abs_tol = abs_tol;
+  options.rel_tol = rel_tol;
+  const auto violations =
+      kvrank::check_reports(current, golden, options, current_name, golden_name);
+  py::list rows;
+  for (const kvrank::Violation& v : violations)
+    rows.append(py::make_tuple(v.label, v.repr, v.layer, std::string(kvrank::metric_name(v.metric)),
+                               v.golden, v.current));
+  return py::make_tuple(rows, kvrank::format_violations(violations));
+}
+
+/// Writes `svg` to `output`: as PNG (rsvg-convert) when the name ends in .png, else as it is.
+void write_figure(const std::string& svg, const std::string& output) {
+  py::gil_scoped_release released;
+  kvrank::OutputFile file(output);
+  if (fs::path(output).extension() == ".png") {
+    kvrank::render_png(svg, file);
+  } else {
+    file.write(svg);
+  }
+  file.commit();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_kvrank, m) {
+  m.doc() = "kvrank's C++ library (use the kvrank package, not this module)";
+  m.attr("__version__") = KVRANK_VERSION;
+  py::register_exception<kvrank::Error>(m, "Error");
+
+  py::class_<Results>(m, "Results")
+      .def(py::init([](const Results& a, const Results& b) {
+        Results joined = a;
+        joined.models.insert(joined.models.end(), b.models.begin(), b.models.end());
+        joined.similarity = a.similarity && b.similarity;
+        return joined;
+      }))
+      .def_static("read",
+                  [](const std::string& path) {
+                    return Results{read_results(path), true};
+                  })
+      .def("json_text", &Results::json_text)
+      .def("csv_text", [](const Results& r) { return kvrank::to_csv(r.models); })
+      .def("table_text", [](const Results& r) { return kvrank::to_table(r.models); })
+      .def("labels", [](const Results& r) {
+        std::vector<std::string> labels;
+        for (const auto& model : r.models) labels.push_back(model.label);
+        return labels;
+      });
+
+  py::class_<Layout>(m, "Layout")
+      .def(py::init<>())
+      .def_readwrite("family", &Layout::family)
+      .def_readwrite("heads", &Layout::heads)
+      .def_readwrite("kv_heads", &Layout::kv_heads)
+      .def_readwrite("head_dim", &Layout::head_dim)
+      .def_readwrite("map_file", &Layout::map_file)
+      .def_readwrite("npy_bf16", &Layout::npy_bf16)
+      .def_readwrite("activations", &Layout::activations);
+
+  m.def("analyze", &analyze, py::arg("arguments"), py::arg("labels"), py::arg("reprs"),
+        py::arg("layers"), py::arg("layer_shard"), py::arg("similarity"), py::arg("with_baseline"),
+        py::arg("threads"), py::arg("layout"), py::arg("progress"), py::arg("note"));
+  m.def("analyze_state_dict", &analyze_state_dict, py::arg("tensors"), py::arg("config_json"),
+        py::arg("label"), py::arg("reprs"), py::arg("layers"), py::arg("similarity"),
+        py::arg("threads"), py::arg("layout"), py::arg("progress"), py::arg("note"));
+  m.def("inspect_json", &inspect_json, py::arg("arguments"), py::arg("layout"));
+  m.def(
+      "check",
+      [](const Results& current, const Results& golden, const std::vector<std::string>& metrics,
+         double abs_tol, std::optional<double> rel_tol, const std::string& current_name,
+         const std::string& golden_name) {
+        return check(current.models, golden.models, metrics, abs_tol, rel_tol, current_name,
+                     golden_name);
+      },
+      py::arg("current"), py::arg("golden"), py::arg("metrics"), py::arg("abs_tol"),
+      py::arg("rel_tol"), py::arg("current_name"), py::arg("golden_name"));
+  m.def(
+      "curves_svg",
+      [](const std::vector<std::pair<std::string, Results>>& panels, const std::string& metric,
+         const std::string& title) {
+        std::vector<kvrank::Panel> converted;
+        for (const auto& [name, results] : panels)
+          converted.push_back({name, results.models, name});
+        return kvrank::plot_curves_svg(converted,
+                                       {.metric = kvrank::parse_metric(metric), .title = title});
+      },
+      py::arg("panels"), py::arg("metric"), py::arg("title"));
+  m.def(
+      "heatmap_svg",
+      [](const Results& results, std::size_t model, int layer, const std::string& title) {
+        return kvrank::plot_heatmap_svg(results.models.at(model), layer, title);
+      },
+      py::arg("results"), py::arg("model"), py::arg("layer"), py::arg("title"));
+  m.def("write_figure", &write_figure, py::arg("svg"), py::arg("output"));
+  m.def(
+      "write_text",
+      [](const std::string& content, const std::string& output) {
+        py::gil_scoped_release released;
+        kvrank::write_file_atomically(output, content);
+      },
+      py::arg("content"), py::arg("output"));
+}
