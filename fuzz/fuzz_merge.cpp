@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/json_strict.hpp"
-#include "kvrank/report/merge.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/report/merge.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   constexpr std::size_t kMaxParts = 4;

@@ -104,9 +104,9 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
 
 /// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of
 /// weights with |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all
-/// zero". A basis whose largest entry is outside 2^±kSafeScaleExponent is scaled by 2^-e (exact: a power
-/// of two) so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a head
-/// ~2^60 times smaller than the side's largest entry can still underflow to zero.
+/// zero". A basis whose largest entry is outside 2^±kSafeScaleExponent is scaled by 2^-e (exact: a
+/// power of two) so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a
+/// head ~2^60 times smaller than the side's largest entry can still underflow to zero.
 int unit_scale_exponent(const RowMatrixF& basis) {
   if (basis.size() == 0) return 0;
   return safe_scale_exponent(static_cast<double>(basis.cwiseAbs().maxCoeff()));

@@ -135,9 +135,9 @@ std::string layer_count(const ModelReport& model) {
 /// layers of a checkpoint before anything is built from it (2^31 − 1 layers would take 8 GB).
 void require_layer_count(const ModelReport& model, const std::string& file) {
   if (model.geometry.num_layers >= 0 && model.geometry.num_layers <= kMaxLayers) return;
-  throw Error(file, model_name(model) + ": num_layers " + std::to_string(model.geometry.num_layers) +
-                        " is out of range (kvrank reads 0 to " + std::to_string(kMaxLayers) +
-                        " layers)");
+  throw Error(file,
+              model_name(model) + ": num_layers " + std::to_string(model.geometry.num_layers) +
+                  " is out of range (kvrank reads 0 to " + std::to_string(kMaxLayers) + " layers)");
 }
 
 /// The layers one analyze run would have analysed: all, or the --layers selection.

@@ -389,10 +389,9 @@ TEST_CASE("gguf: long strings, keys and arrays are quoted as excerpts", "[reader
   // The architecture is checked when the layout is detected (inspect lists the tensors of any).
   test::write_file(dir / "m.gguf",
                    Image().header(0, 1).kv_string("general.architecture", huge).bytes());
-  CHECK(test::error_message([&] {
-          (void)detect_layout(Checkpoint::open(dir / "m.gguf"), {});
-        }).starts_with(file + ": GGUF architecture \"" + std::string(60, 'x') +
-                       "... (8388608 bytes)\" is not supported (kvrank reads llama, "));
+  CHECK(test::error_message([&] { (void)detect_layout(Checkpoint::open(dir / "m.gguf"), {}); })
+            .starts_with(file + ": GGUF architecture \"" + std::string(60, 'x') +
+                         "... (8388608 bytes)\" is not supported (kvrank reads llama, "));
   Image string_value;
   string_value.header(0, 2)
       .kv_string("general.architecture", "qwen2")

@@ -137,9 +137,10 @@ TEST_CASE("to_json writes every key of the result schema", "[report]") {
   CHECK(document["tool"] == json({{"name", "kvrank"}, {"version", KVRANK_VERSION}}));
   const json& model = document["models"][0];
   CHECK(keys_of(model) == std::set<std::string>{"label", "path", "step", "source", "dtype",
-                                                "options", "family", "model_type", "variant", "heads", "kv_heads",
-                                                "head_dim", "d_model", "num_layers", "lrkv_rank",
-                                                "mla_kv_lora_rank", "repr", "layers", "summary"});
+                                                "options", "family", "model_type", "variant",
+                                                "heads", "kv_heads", "head_dim", "d_model",
+                                                "num_layers", "lrkv_rank", "mla_kv_lora_rank",
+                                                "repr", "layers", "summary"});
   CHECK(model["step"] == 1200);
   CHECK(document["models"][1]["step"].is_null());
   CHECK(model["source"] ==

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "kvrank/base/layer_list.hpp"
 #include "kvrank/analysis/model_inputs.hpp"
+#include "kvrank/base/layer_list.hpp"
 #include "kvrank/layout/families.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "kvrank/report/results.hpp"
