@@ -14,6 +14,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/layout/family.hpp"
+#include "kvrank/report/results.hpp"
 #include "terminal.hpp"
 
 using namespace kvrank::cli;

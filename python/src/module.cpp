@@ -19,6 +19,7 @@
 #include "kvrank/analysis/model_inputs.hpp"
 #include "kvrank/base/atomic_file.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
@@ -228,12 +229,14 @@ py::tuple check(const std::vector<kvrank::ModelReport>& current,
   return py::make_tuple(rows, kvrank::format_violations(violations));
 }
 
-/// Writes `svg` to `output`: as PNG (rsvg-convert) when the name ends in .png, else as it is.
+/// Writes `svg` to `output` in the format its extension names (.svg, .png or .pdf, any case;
+/// PNG and PDF through rsvg-convert, PNG at the command line's default resolution).
 void write_figure(const std::string& svg, const std::string& output) {
+  const kvrank::FigureFormat format = kvrank::figure_format(output);
   py::gil_scoped_release released;
   kvrank::OutputFile file(output);
-  if (fs::path(output).extension() == ".png") {
-    kvrank::render_png(svg, file);
+  if (format != kvrank::FigureFormat::svg) {
+    kvrank::render_figure(svg, format, kvrank::kDefaultPngDpi, file);
   } else {
     file.write(svg);
   }

@@ -5,6 +5,7 @@
 
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/report/training_run.hpp"
 

@@ -30,7 +30,7 @@ std::vector<SeriesKey> series_keys(const std::vector<Panel>& panels) {
       if (is_baseline(model)) continue;
       const bool seen = std::any_of(keys.begin(), keys.end(),
                                     [&](const SeriesKey& k) { return k.label == model.label; });
-      if (!seen) keys.push_back({model.label, model.variant, model.lrkv_rank});
+      if (!seen) keys.push_back({model.label, model.variant, model.geometry.lrkv_rank});
     }
   }
   return keys;

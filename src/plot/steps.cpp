@@ -138,7 +138,7 @@ std::string mean_svg(const Panel& panel, const std::vector<Run>& runs, const Plo
     const bool seen = std::any_of(keys.begin(), keys.end(),
                                   [&](const SeriesKey& k) { return k.label == run.name; });
     const ModelReport& first = *run.checkpoints.front().model;
-    if (!seen) keys.push_back({run.name, first.variant, first.lrkv_rank});
+    if (!seen) keys.push_back({run.name, first.variant, first.geometry.lrkv_rank});
   }
   const auto styles = model_styles(keys, options);
   std::vector<LinePanel> panels;

@@ -33,7 +33,7 @@ TEST_CASE("from_memory: the same layout and numbers as the file", "[analysis][in
   REQUIRE(found.size() == expected.size());
   for (std::size_t r = 0; r < found.size(); ++r) {
     CHECK(found[r].family == expected[r].family);
-    CHECK(found[r].heads == expected[r].heads);
+    CHECK(found[r].geometry.heads == expected[r].geometry.heads);
     REQUIRE(found[r].layers.size() == expected[r].layers.size());
     for (std::size_t l = 0; l < found[r].layers.size(); ++l)
       CHECK(found[r].layers[l].erank == expected[r].layers[l].erank);
