@@ -152,7 +152,6 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
 std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const ModelInput& input,
                                         const std::string& label, const AnalyzeOptions& options) {
   const std::filesystem::path& path = input.path;
-  check_distinct(options.reprs);
   const std::optional<std::int64_t> step = options.step ? options.step : checkpoint_step(path);
   const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
   if (const std::string gains = folded_gains(layout); !gains.empty() && options.note)
@@ -187,6 +186,7 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
 
 std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::string& label,
                                             const AnalyzeOptions& options) {
+  check_distinct(options.reprs);  // before the checkpoint is opened: a usage error comes first
   return analyze_opened(Checkpoint::open(input.path, options.open), input, label, options);
 }
 
@@ -198,6 +198,7 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
 
 std::vector<ModelReport> analyze_checkpoint(const Checkpoint& checkpoint, const std::string& label,
                                             const AnalyzeOptions& options) {
+  check_distinct(options.reprs);
   const ModelInput input{checkpoint.path(), label, checkpoint.path().string(), {}, {}};
   return analyze_opened(checkpoint, input, label, options);
 }

@@ -98,7 +98,8 @@ class Hyperparameters {
 
   int required(const std::string& key) const {
     if (auto value = integer(key)) return *value;
-    throw Error(name_, "metadata has no \"" + key + "\" (needed for the attention geometry)");
+    throw Error(name_,
+                "metadata has no \"" + excerpt(key) + "\" (needed for the attention geometry)");
   }
 
  private:

@@ -333,10 +333,9 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   ModelReport model;
   model.label = reader.string("label");
   model.path = reader.string("path");
-  if (version >= 2) {
-    model.step = reader.optional_int64("step");
-    model.source = provenance_from_json(reader);
-  }
+  // Version 1 has no step, but files written by hand in its shape may carry one: it is read.
+  if (version >= 2 || reader.has("step")) model.step = reader.optional_int64("step");
+  if (version >= 2) model.source = provenance_from_json(reader);
   const SchemaNames names{version >= 2 ? "kept_heads" : "heads"};
   model.family = reader.string("family");
   if (reader.has("model_type") && !reader.field("model_type").is_null())

@@ -116,7 +116,7 @@ class FoldedGains(Case):
 
     def test_mla_latent_norm_gains_times_two_to_the_100_give_the_same_numbers(self):
         out = self.path("mla")
-        harness.run_script("write_latent_checkpoints.py", "mla", out, self.path("mla.ref"),
+        harness.run_writer("write_latent_checkpoints.py", "mla", out, self.path("mla.ref"),
                            "--q-lora-rank", "8", "--layers", "2")
         unit = rewrite(out, self.path("unit"), {})
         for scale in (2.0 ** 100, 2.0 ** -100):
@@ -138,7 +138,7 @@ class FoldedGains(Case):
 
     def test_mla_latent_norm_gain_near_float_max_is_not_all_zero(self):
         out = self.path("mla")
-        harness.run_script("write_latent_checkpoints.py", "mla", out, self.path("mla.ref"),
+        harness.run_writer("write_latent_checkpoints.py", "mla", out, self.path("mla.ref"),
                            "--layers", "2")
         unit = rewrite(out, self.path("unit"), {})
         gain = reference.read_safetensors(os.path.join(unit, "model.safetensors"))[
@@ -183,7 +183,7 @@ class ClaimedCounts(Case):
         tiny = os.path.join(harness.TINY, sorted(os.listdir(harness.TINY))[0])
         document = analyze_part(tiny, "--similarity")
         layer = document["models"][0]["layers"][0]
-        layer["heads"] = 100_000
+        layer["kept_heads"] = 100_000  # schema_version 2: the kept heads
         layer["similarity"] = [[] for _ in range(100_000)]
         bad = self.write_json("bad.json", document)
         good = self.write_json("good.json", analyze_part(tiny, "--similarity"))

@@ -148,7 +148,7 @@ class FamiliesAgainstReference(unittest.TestCase):
         # MiniCPM3 uses DeepSeek's MLA tensor names; its config has no v_head_dim (from kv_b).
         with tempfile.TemporaryDirectory() as tmp:
             out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
-            harness.run_script("write_latent_checkpoints.py", "mla", out, ref, "--layers", "2",
+            harness.run_writer("write_latent_checkpoints.py", "mla", out, ref, "--layers", "2",
                                "--heads", "4", "--hidden", "32", "--kv-lora-rank", "16",
                                "--q-lora-rank", "12", "--nope", "4", "--rope", "2",
                                "--v-head-dim", "6")

@@ -171,7 +171,7 @@ class GgufTest(unittest.TestCase):
     def test_deepseek2_mla_with_split_kv_b(self):
         # Newer llama.cpp converters write kv_b_proj only as attn_k_b [H, c, n] and attn_v_b.
         src = os.path.join(self.dir, "mla-split-src")
-        harness.run_script("write_latent_checkpoints.py", "mla", src, src + "-ref", "--layers", "2",
+        harness.run_writer("write_latent_checkpoints.py", "mla", src, src + "-ref", "--layers", "2",
                            "--heads", "4", "--hidden", "64", "--kv-lora-rank", "32",
                            "--q-lora-rank", "0", "--nope", "8", "--rope", "4", "--v-head-dim", "8")
         whole, split = os.path.join(self.dir, "mla-kvb.gguf"), os.path.join(self.dir, "mla-kb-vb.gguf")

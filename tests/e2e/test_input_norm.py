@@ -127,7 +127,7 @@ class InputNormTest(unittest.TestCase):
 
     def test_fold_input_norm_is_refused_where_there_is_none(self):
         src = os.path.join(self.dir, "mla")
-        harness.run_script("write_latent_checkpoints.py", "mla", src, src + "-ref", "--layers", "1",
+        harness.run_writer("write_latent_checkpoints.py", "mla", src, src + "-ref", "--layers", "1",
                            "--heads", "2", "--hidden", "16", "--kv-lora-rank", "8", "--nope", "4",
                            "--rope", "2", "--v-head-dim", "4")
         result = harness.run("analyze", src, "--fold-input-norm")

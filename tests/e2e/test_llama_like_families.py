@@ -25,6 +25,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "writers"))
 import reference  # noqa: E402  (scripts/reference.py: the naive numpy metric)
 import write_family_checkpoints as writer  # noqa: E402
 

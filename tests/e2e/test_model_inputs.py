@@ -20,6 +20,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "writers"))
 import write_family_checkpoints as writer  # noqa: E402
 
 import harness  # noqa: E402  (tests/e2e is on sys.path)

@@ -386,12 +386,11 @@ TEST_CASE("gguf: long strings, keys and arrays are quoted as excerpts", "[reader
   };
   // An 8 MB architecture string gave an 8 MB error line.
   const std::string huge(std::size_t{8} << 20, 'x');
-  // The architecture is checked when the layout is detected (inspect lists the tensors of any).
-  test::write_file(dir / "m.gguf",
-                   Image().header(0, 1).kv_string("general.architecture", huge).bytes());
-  CHECK(test::error_message([&] { (void)detect_layout(Checkpoint::open(dir / "m.gguf"), {}); })
-            .starts_with(file + ": GGUF architecture \"" + std::string(60, 'x') +
-                         "... (8388608 bytes)\" is not supported (kvrank reads llama, "));
+  // An 8 MB architecture string gave an 8 MB error line; the first key read from it is cut too.
+  const std::string architecture_error =
+      open_error(Image().header(0, 1).kv_string("general.architecture", huge));
+  CHECK(architecture_error.size() < 300);
+  CHECK(architecture_error.find(std::string(60, 'x') + "... (") != std::string::npos);
   Image string_value;
   string_value.header(0, 2)
       .kv_string("general.architecture", "qwen2")

@@ -4,8 +4,8 @@
 // are all built from these rows: supporting a model type whose tensors a reader already knows is
 // one row in src/layout/model_type_table.cpp, plus its test.
 //
-//   const ModelTypeInfo* qwen3 = model_type_named("qwen3");     // reader Family::llama
-//   NormGain gemma = model_type_named("gemma3")->norm_gain;     // NormGain::one_plus_weight
+//   const ModelTypeInfo* qwen3 = model_type_named("qwen3");      // reader Family::llama
+//   NormGain gemma = model_type_named("gemma3")->norm_gain;      // NormGain::one_plus_weight
 //   const ModelTypeInfo* mla = model_type_of_gguf("deepseek2");  // the "deepseek_v2" row
 // (this example is compiled and run by tests/header_examples_test.cpp)
 #pragma once
