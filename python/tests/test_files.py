@@ -73,6 +73,7 @@ def without_path(document):
     document = json.loads(json.dumps(document))
     for model in document["models"]:
         model.pop("path")
+        model["source"].pop("input")  # the argument as given: a folder, or nothing in memory
     return document
 
 

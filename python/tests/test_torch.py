@@ -75,6 +75,7 @@ def save_safetensors(state_dict, config, folder):
 def without_paths(document):
     for model in document["models"]:
         model.pop("path")
+        model["source"].pop("input")  # the argument as given: a folder, or nothing in memory
     return document
 
 

@@ -154,8 +154,6 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
   const std::filesystem::path& path = input.path;
   const std::optional<std::int64_t> step = options.step ? options.step : checkpoint_step(path);
   const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
-  if (const std::string gains = folded_gains(layout); !gains.empty() && options.note)
-    options.note(path.string() + ": folding " + gains + " into the projections (docs/metric.md)");
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
   const std::vector<int> layers = choose_layers(layout, path, options);
 
@@ -179,6 +177,9 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
     if (options.progress) options.progress(done + 1, total);
   }
   for (ModelReport& report : reports) report.summary = summarize(report.layers);
+  // Said once the numbers exist, so that an error in a later layer stays the run's one line.
+  if (const std::string gains = folded_gains(layout); !gains.empty() && options.note)
+    options.note(path.string() + ": folded " + gains + " into the projections (docs/metric.md)");
   return reports;
 }
 

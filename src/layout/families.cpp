@@ -361,6 +361,9 @@ template <typename... Lambdas>
 struct Overloaded : Lambdas... {
   using Lambdas::operator()...;
 };
+// Spelled out for clang 14, which does not deduce aggregate template arguments (C++20 P1816).
+template <class... Lambdas>
+Overloaded(Lambdas...) -> Overloaded<Lambdas...>;
 
 }  // namespace
 

@@ -76,11 +76,11 @@ class InputNormTest(unittest.TestCase):
                 folded, stderr = analyze(src, "--fold-input-norm")
                 self.check_against_reference(folded, src, fold=True)
                 rule = "1 + w" if family == "gemma3" else "w"
-                self.assertEqual(stderr.count("folding the q_norm and k_norm and input norm gains ("
+                self.assertEqual(stderr.count("folded the q_norm and k_norm and input norm gains ("
                                               + rule + ")"), 1, stderr)
                 plain, stderr = analyze(src)
                 self.check_against_reference(plain, src, fold=False)
-                self.assertEqual(stderr.count("folding the q_norm and k_norm gains"), 1, stderr)
+                self.assertEqual(stderr.count("folded the q_norm and k_norm gains"), 1, stderr)
                 moved = abs(folded["qk"]["layers"][0]["erank"] - plain["qk"]["layers"][0]["erank"])
                 self.assertGreater(moved, 1e-3)  # the input gain matters, hence the flag
 
