@@ -16,7 +16,13 @@ suite=bookworm  # Debian 12, the system the packages are built on and for
 
 as_root=()
 [[ $(id -u) -ne 0 ]] && as_root=(sudo)
-in_root() { "${as_root[@]}" chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+# The BLAS and OpenMP settings of this environment go along (OPENBLAS_CORETYPE picks the kernels,
+# and with them the last digits): both runs must compute the same way.
+blas_settings=()
+while IFS= read -r setting; do blas_settings+=("$setting"); done < <(env | grep -E '^(OPENBLAS|OMP|KVRANK)_' || true)
+in_root() {
+  "${as_root[@]}" chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${blas_settings[@]}" "$@"
+}
 fail() { echo "scripts/check_deb.sh: $*" >&2; exit 1; }
 
 # The URI of the first enabled "deb" source of $suite in this machine's apt configuration, in
