@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const nlohmann::json value =
         kvrank::detail::parse_json_strict(text, "fuzz.json", "file", &keys);
     const std::string excerpt = kvrank::detail::json_excerpt(value);
-    // An excerpt stays short and valid UTF-8, whatever was parsed.
-    if (excerpt.size() > 64 || kvrank::detail::first_invalid_utf8(excerpt)) __builtin_trap();
+    // An excerpt stays short (60 bytes, then "... (N bytes)") and valid UTF-8, whatever was parsed.
+    if (excerpt.size() > 96 || kvrank::detail::first_invalid_utf8(excerpt)) __builtin_trap();
     if (value.is_object() && keys.size() != value.size()) __builtin_trap();
     (void)kvrank::detail::json_kind(value);
   } catch (const kvrank::Error&) {
