@@ -147,12 +147,12 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
     if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);
 }
 
-/// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance and
-/// `input.path` is where its training step is looked for.
+/// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance, and
+/// `step` is the training step they record.
 std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const ModelInput& input,
-                                        const std::string& label, const AnalyzeOptions& options) {
+                                        std::optional<std::int64_t> step, const std::string& label,
+                                        const AnalyzeOptions& options) {
   const std::filesystem::path& path = input.path;
-  const std::optional<std::int64_t> step = options.step ? options.step : checkpoint_step(path);
   const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
   const std::vector<Repr> reprs = choose_reprs(layout, path, options);
   const std::vector<int> layers = choose_layers(layout, path, options);
@@ -188,7 +188,9 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
 std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::string& label,
                                             const AnalyzeOptions& options) {
   check_distinct(options.reprs);  // before the checkpoint is opened: a usage error comes first
-  return analyze_opened(Checkpoint::open(input.path, options.open), input, label, options);
+  const std::optional<std::int64_t> step =
+      options.step ? options.step : checkpoint_step(input.path);
+  return analyze_opened(Checkpoint::open(input.path, options.open), input, step, label, options);
 }
 
 std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
@@ -200,8 +202,9 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
 std::vector<ModelReport> analyze_checkpoint(const Checkpoint& checkpoint, const std::string& label,
                                             const AnalyzeOptions& options) {
   check_distinct(options.reprs);
+  // A model in memory has no folder to find its step in: only options.step names it.
   const ModelInput input{checkpoint.path(), label, checkpoint.path().string(), {}, {}};
-  return analyze_opened(checkpoint, input, label, options);
+  return analyze_opened(checkpoint, input, options.step, label, options);
 }
 
 std::vector<ModelReport> analyze_models(
