@@ -72,30 +72,48 @@ Utf8Char decode_utf8(std::string_view text, std::size_t at) {
   return {code_point, length, true};
 }
 
+namespace {
+
+// The shown form of the character at `at`: itself, or an escape when a terminal would act on it.
+// Returns how many bytes of `text` it stood for.
+std::size_t shown_character(std::string_view text, std::size_t at, std::string& shown) {
+  const Utf8Char c = decode_utf8(text, at);
+  if (!c.valid) {
+    char buffer[8];
+    std::snprintf(buffer, sizeof buffer, "\\x%02x", static_cast<unsigned>(c.code_point));
+    shown = buffer;
+  } else if (is_control(c.code_point)) {
+    shown = escape_control(c.code_point);
+  } else {
+    shown.assign(text, at, c.length);
+  }
+  return c.length;
+}
+
+}  // namespace
+
 std::string printable(std::string_view text) {
-  std::string out;
+  std::string out, shown;
   out.reserve(text.size());
   for (std::size_t at = 0; at < text.size();) {
-    const Utf8Char c = decode_utf8(text, at);
-    if (!c.valid) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof buffer, "\\x%02x", static_cast<unsigned>(c.code_point));
-      out += buffer;
-    } else if (is_control(c.code_point)) {
-      out += escape_control(c.code_point);
-    } else {
-      out.append(text, at, c.length);
-    }
-    at += c.length;
+    at += shown_character(text, at, shown);
+    out += shown;
   }
   return out;
 }
 
 std::string excerpt(std::string_view text, std::size_t limit) {
-  if (text.size() <= limit) return printable(text);
-  std::size_t cut = limit;
-  while (cut > 0 && is_continuation(static_cast<unsigned char>(text[cut]))) --cut;
-  return printable(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+  // The limit bounds what is shown, escapes included: 60 DEL bytes show as 240 characters.
+  std::string out, shown;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = shown_character(text, at, shown);
+    if (out.size() + shown.size() > limit) {
+      return out + "... (" + std::to_string(text.size()) + " bytes)";
+    }
+    out += shown;
+    at += length;
+  }
+  return out;
 }
 
 }  // namespace kvrank

@@ -80,6 +80,11 @@ TEST_CASE("excerpt quotes at most 60 bytes of a value, cut at a character bounda
   CHECK(excerpt("a\xc3\xa9\xc3\xa9", 4) == "a\xc3\xa9... (5 bytes)");
   // Escaped like every message: a newline in the value cannot forge a second line.
   CHECK(excerpt("a\nb") == "a\\nb");
+  // The bound is on what is shown: escapes expand, so 60 DEL bytes show as fifteen "\x7f".
+  std::string escapes;
+  for (int i = 0; i < 15; ++i) escapes += "\\x7f";
+  CHECK(excerpt(std::string(60, '\x7f')) == escapes + "... (60 bytes)");
+  CHECK(excerpt(std::string(1000, '\x7f')).size() <= 60 + std::string("... (1000 bytes)").size());
 }
 
 }  // namespace

@@ -37,8 +37,9 @@ std::string printable(std::string_view text);
 /// not become a 10 MB error line.
 inline constexpr std::size_t kExcerptBytes = 60;
 
-/// printable() of at most the first `limit` bytes of `text`, cut at a character boundary, with
-/// "... (N bytes)" when it was cut. Every value quoted in a message goes through it.
+/// printable() of `text`, cut at a character boundary so that at most `limit` bytes are shown
+/// (escapes count as shown: sixty DEL bytes show as fifteen "\x7f"), with "... (N bytes)" when it
+/// was cut. Every value quoted in a message goes through it.
 ///   excerpt(std::string(1000, 'a')) == std::string(60, 'a') + "... (1000 bytes)"
 std::string excerpt(std::string_view text, std::size_t limit = kExcerptBytes);
 
