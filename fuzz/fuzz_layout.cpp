@@ -16,7 +16,7 @@
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 
 namespace {
 

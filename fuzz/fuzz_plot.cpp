@@ -10,7 +10,7 @@
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/plot/svg.hpp"
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 
 namespace {
 
@@ -21,9 +21,9 @@ void check_xml_bytes(const std::string& svg) {
 }
 
 void draw(const std::vector<kvrank::ModelReport>& models) {
-  using kvrank::Metric;
-  for (Metric metric : {Metric::erank, Metric::erank_centered, Metric::erank_pct,
-                        Metric::erank_centered_pct, Metric::mean_similarity, Metric::pcs_90}) {
+  using kvrank::Curve;
+  for (Curve metric : {Curve::erank, Curve::erank_centered, Curve::erank_pct,
+                        Curve::erank_centered_pct, Curve::mean_similarity, Curve::pcs_90}) {
     kvrank::PlotOptions options;
     options.metric = metric;
     try {

@@ -7,7 +7,7 @@
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/report/check.hpp"
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -15,8 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const nlohmann::json document = kvrank::detail::parse_json_strict(text, "fuzz.json", "file");
     const auto reports = kvrank::reports_from_json(document, "fuzz.json");
     kvrank::CheckOptions options;
-    options.metrics = {kvrank::Metric::erank, kvrank::Metric::erank_centered,
-                       kvrank::Metric::mean_similarity};
+    options.metrics = {kvrank::Curve::erank, kvrank::Curve::erank_centered,
+                       kvrank::Curve::mean_similarity};
     (void)kvrank::check_reports(reports, reports, options, "a.json", "b.json");
     (void)kvrank::to_json(reports, {.include_similarity = true}).dump();
   } catch (const kvrank::Error&) {

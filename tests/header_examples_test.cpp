@@ -11,7 +11,7 @@
 #include "kvrank/base/name_table.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/io/safetensors.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "kvrank/layout/family.hpp"
 #include "kvrank/layout/model_type.hpp"
 #include "kvrank/metric/diversity.hpp"
@@ -71,7 +71,7 @@ std::vector<std::string> example_lines(const std::string& header) {
 }  // namespace
 
 TEST_CASE("header examples: this file holds each header's example verbatim", "[examples]") {
-  for (const char* header : {"safetensors.hpp", "families.hpp", "diversity.hpp", "family.hpp",
+  for (const char* header : {"safetensors.hpp", "layout.hpp", "diversity.hpp", "family.hpp",
                              "name_table.hpp", "model_type.hpp"}) {
     INFO(header);
     const std::vector<std::string> example = example_lines(header);
@@ -96,10 +96,10 @@ TEST_CASE("header examples: safetensors.hpp", "[examples]") {
   CHECK(use.tensor_names.size() == 38);
 }
 
-TEST_CASE("header examples: families.hpp and diversity.hpp", "[examples]") {
+TEST_CASE("header examples: layout.hpp and diversity.hpp", "[examples]") {
   const std::filesystem::path path = test::tiny_model("gqa");
   Collected use;
-  // example: families.hpp
+  // example: layout.hpp
   Checkpoint ckpt = Checkpoint::open(path);
   ModelLayout layout = detect_layout(ckpt, {});
   for (int layer = 0; layer < layout.num_layers; ++layer)
@@ -109,7 +109,7 @@ TEST_CASE("header examples: families.hpp and diversity.hpp", "[examples]") {
 
   const int layer = 2;
   // example: diversity.hpp
-  HeadFactors f = layer_factors(ckpt, layout, layer, Repr::qk);  // families.hpp, or by hand
+  HeadFactors f = layer_factors(ckpt, layout, layer, Repr::qk);  // layout.hpp, or by hand
   LayerMetrics m = analyze_layer(f);  // m.erank, m.erank_centered, m.similarity, ...
   // end of example
   CHECK(m.erank == use.layers[2].erank);

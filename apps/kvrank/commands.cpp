@@ -18,13 +18,13 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
 #include "kvrank/report/merge.hpp"
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 #include "terminal.hpp"
 
 namespace fs = std::filesystem;
@@ -367,7 +367,7 @@ int run_check(const CheckArgs& args) {
   kvrank::CheckOptions options;
   options.metrics.clear();
   for (const auto& name : split_list(args.metrics))
-    options.metrics.push_back(kvrank::parse_metric(name));
+    options.metrics.push_back(kvrank::parse_curve(name));
   options.abs_tol = args.abs_tol;
   options.rel_tol = args.rel_tol;
   options.direction = kvrank::parse_direction(args.direction);
@@ -431,7 +431,7 @@ std::pair<std::string, std::optional<std::string>> titled_input(const std::strin
 
 kvrank::PlotOptions plot_options(const PlotArgs& args) {
   kvrank::PlotOptions options;
-  options.metric = kvrank::parse_metric(args.metric);
+  options.metric = kvrank::parse_curve(args.metric);
   options.title = args.title;
   if (!args.size.empty()) kvrank::apply_size_preset(options, args.size);
   if (args.width) options.width_in = *args.width;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "kvrank/synth/synth.hpp"
 
 namespace CLI {

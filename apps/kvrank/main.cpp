@@ -14,7 +14,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/layout/family.hpp"
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 #include "terminal.hpp"
 
 using namespace kvrank::cli;

@@ -24,7 +24,7 @@
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 
 namespace py = pybind11;
 namespace fs = std::filesystem;
@@ -217,14 +217,14 @@ py::tuple check(const std::vector<kvrank::ModelReport>& current,
                 const std::string& golden_name) {
   kvrank::CheckOptions options;
   options.metrics.clear();
-  for (const std::string& name : metrics) options.metrics.push_back(kvrank::parse_metric(name));
+  for (const std::string& name : metrics) options.metrics.push_back(kvrank::parse_curve(name));
   options.abs_tol = abs_tol;
   options.rel_tol = rel_tol;
   const auto violations =
       kvrank::check_reports(current, golden, options, current_name, golden_name);
   py::list rows;
   for (const kvrank::Violation& v : violations)
-    rows.append(py::make_tuple(v.label, v.repr, v.layer, std::string(kvrank::metric_name(v.metric)),
+    rows.append(py::make_tuple(v.label, v.repr, v.layer, std::string(kvrank::curve_name(v.metric)),
                                v.golden, v.current));
   return py::make_tuple(rows, kvrank::format_violations(violations));
 }
@@ -305,7 +305,7 @@ PYBIND11_MODULE(_kvrank, m) {
         for (const auto& [name, results] : panels)
           converted.push_back({name, results.models, name});
         return kvrank::plot_curves_svg(converted,
-                                       {.metric = kvrank::parse_metric(metric), .title = title});
+                                       {.metric = kvrank::parse_curve(metric), .title = title});
       },
       py::arg("panels"), py::arg("metric"), py::arg("title"));
   m.def(

@@ -9,7 +9,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/layer_list.hpp"
 #include "kvrank/base/text.hpp"
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 namespace {
@@ -71,7 +71,7 @@ nlohmann::json report_json(const InspectReport& report) {
   const std::optional<ModelLayout>& layout = report.layout;
   checkpoint["family"] = layout ? nlohmann::json(family_name(layout->family)) : nlohmann::json();
   checkpoint["variant"] = layout ? nlohmann::json(variant_name(layout->variant)) : nlohmann::json();
-  // The geometry under the names results use (results.hpp); null when detection failed.
+  // The geometry under the names results use (result_model.hpp); null when detection failed.
   for (const GeometryField& field : geometry_fields())
     checkpoint[std::string(field.name)] =
         layout ? nlohmann::json((*layout).*field.value) : nlohmann::json(nullptr);

@@ -1,4 +1,4 @@
-// Private: the dense layouts behind families.cpp (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`
+// Private: the dense layouts behind layout.cpp (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`
 // and NPY folders), one file per stage: tensor-name templates and the layouts as data
 // (dense_names.cpp), the head geometry (dense_geometry.cpp), the `--map` file (map_file.cpp) and
 // the canonical projections of one layer (dense_projections.cpp).
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "layout/family_detail.hpp"
 
 namespace kvrank::dense {

@@ -1,4 +1,4 @@
-// Dense layouts (families.cpp): the head geometry from config.json and flags, resolved against
+// Dense layouts (layout.cpp): the head geometry from config.json and flags, resolved against
 // the first layer's tensor shapes.
 #include <algorithm>
 #include <initializer_list>

@@ -1,4 +1,4 @@
-// Dense layouts (families.cpp): tensor-name templates with a "{i}" layer slot, and the dense
+// Dense layouts (layout.cpp): tensor-name templates with a "{i}" layer slot, and the dense
 // layouts as data (DenseSpec), found by their tensor names.
 #include <algorithm>
 #include <array>

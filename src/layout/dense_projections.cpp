@@ -1,4 +1,4 @@
-// Dense layouts (families.cpp): the canonical projections of one layer — q [H·d_h, d], k and v
+// Dense layouts (layout.cpp): the canonical projections of one layer — q [H·d_h, d], k and v
 // [H_kv·d_h, d], o [d, H·d_h] — and the per-head factors built from them.
 #include <optional>
 #include <utility>

@@ -1,10 +1,10 @@
-// Private: the per-family readers behind families.hpp, and the helpers they share.
+// Private: the per-family readers behind layout.hpp, and the helpers they share.
 //
-// families.cpp owns detection order and dispatch: the model type's row (model_type.hpp) names the
+// layout.cpp owns detection order and dispatch: the model type's row (model_type.hpp) names the
 // reader when config.json or GGUF metadata gives one; otherwise it asks each family in turn
 // whether a checkpoint is theirs. Factors are dispatched by std::visit on the layout's typed
 // tensors, which each reader receives. Each family lives in its own
-// src/family_<name>.cpp (or in families.cpp for the simple llama-like ones).
+// src/layout/family_<name>.cpp (or in layout.cpp for the simple llama-like ones).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 
 namespace kvrank::detail {
 
-// ---- shared helpers (implemented in families.cpp) -------------------------------------------
+// ---- shared helpers (implemented in layout.cpp) -------------------------------------------
 
 /// Integer field of config.json: nullopt when absent or null; throws kvrank::Error naming
 /// config.json and the field when it has the wrong type or is negative.

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 
 namespace kvrank::detail {
 

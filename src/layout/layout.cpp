@@ -10,7 +10,7 @@
 //            three layouts, which are this order with H_kv = num_kv_heads, 1 or H).
 // layer_factors() turns a layer into canonical projections — q [H·d_h, d], k and v [H_kv·d_h, d],
 // o [d, H·d_h] — and those into HeadFactors.
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 
 #include <algorithm>
 #include <array>
@@ -154,22 +154,22 @@ FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_col
 
 namespace {
 
-using dense::apply_overrides;
-using dense::check_geometry;
-using dense::check_map_keys;
-using dense::check_role_shape;
-using dense::config_geometry;
-using dense::dense_factors;
-using dense::DenseSpec;
-using dense::Dims;
-using dense::dims_of;
-using dense::find_dense;
-using dense::Geometry;
-using dense::infer_geometry;
-using dense::layer_name;
-using dense::map_geometry;
-using dense::read_map_spec;
-using dense::template_layers;
+using detail::apply_overrides;
+using detail::check_geometry;
+using detail::check_map_keys;
+using detail::check_role_shape;
+using detail::config_geometry;
+using detail::dense_factors;
+using detail::DenseSpec;
+using detail::Dims;
+using detail::dims_of;
+using detail::find_dense;
+using detail::Geometry;
+using detail::infer_geometry;
+using detail::layer_name;
+using detail::map_geometry;
+using detail::read_map_spec;
+using detail::template_layers;
 using detail::config_bool;
 using detail::config_int;
 using detail::config_string;
@@ -299,11 +299,11 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
   if (!tensors) return layout;
   const std::string& projection_template =
       tensors->names.at(tensors->fused() ? ProjectionRole::fused_qkv : ProjectionRole::k);
-  const int first_layer = dense::template_layers(checkpoint, projection_template)->first;
+  const int first_layer = detail::template_layers(checkpoint, projection_template)->first;
   if (!tensors->fused())
-    dense::detect_qk_norm(checkpoint, projection_template, first_layer, layout, *tensors);
+    detail::detect_qk_norm(checkpoint, projection_template, first_layer, layout, *tensors);
   if (overrides.fold_input_norm)
-    dense::detect_input_norm(checkpoint, projection_template, first_layer, layout, *tensors);
+    detail::detect_input_norm(checkpoint, projection_template, first_layer, layout, *tensors);
   return layout;
 }
 
@@ -436,7 +436,7 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
 std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer) {
   return std::visit(
       Overloaded{
-          [&](const DenseTensors& tensors) { return dense::dense_tensor_names(tensors, layer); },
+          [&](const DenseTensors& tensors) { return detail::dense_tensor_names(tensors, layer); },
           [&](const MlaTensors& tensors) { return detail::mla_tensor_names(tensors, layer); },
           [&](const LrkvTensors& tensors) { return detail::lrkv_tensor_names(tensors, layer); },
           [&](const ActivationTensors& tensors) {

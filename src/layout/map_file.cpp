@@ -1,4 +1,4 @@
-// Dense layouts (families.cpp): the `--map` file, which names the tensors of a layout kvrank does
+// Dense layouts (layout.cpp): the `--map` file, which names the tensors of a layout kvrank does
 // not know and may give its head geometry.
 #include <algorithm>
 #include <array>

@@ -78,7 +78,7 @@ FoldedRows fold_gain(const RowMatrixF& rows, const std::vector<float>& values, c
 
 }  // namespace detail
 
-namespace dense {
+namespace detail {
 namespace {
 
 using detail::fold_gain;
@@ -227,5 +227,5 @@ std::vector<std::string> norm_tensor_names(const DenseTensors& tensors, int laye
   return names;
 }
 
-}  // namespace dense
+}  // namespace detail
 }  // namespace kvrank

@@ -36,10 +36,10 @@ std::vector<SeriesKey> series_keys(const std::vector<Panel>& panels) {
   return keys;
 }
 
-Series layer_series(const ModelReport& model, Metric metric, const SeriesStyle& style) {
+Series layer_series(const ModelReport& model, Curve metric, const SeriesStyle& style) {
   Series series{model.label, {}, style, is_baseline(model)};
   for (const LayerMetrics& layer : model.layers) {
-    series.points.emplace_back(layer.layer, metric_value(layer, metric));
+    series.points.emplace_back(layer.layer, curve_value(layer, metric));
   }
   return series;
 }
@@ -51,8 +51,8 @@ LinePanel line_panel(const Panel& panel, const std::string& repr, const std::str
   out.title = title;
   out.source = panel.source;
   out.x_label = "Layer";
-  out.y_label = std::string(metric_axis_label(options.metric));
-  out.y_name = std::string(metric_name(options.metric));
+  out.y_label = std::string(curve_axis_label(options.metric));
+  out.y_name = std::string(curve_name(options.metric));
   out.line_at_one = fully_redundant_at_one(options.metric);
   for (const ModelReport& model : panel.models) {
     if (!is_baseline(model) && !repr.empty() && model.repr != repr) continue;

@@ -61,9 +61,9 @@ std::vector<Run> runs_of(const Panel& panel) {
   return runs;
 }
 
-std::optional<double> value_at(const ModelReport& model, int layer, Metric metric) {
+std::optional<double> value_at(const ModelReport& model, int layer, Curve metric) {
   for (const LayerMetrics& entry : model.layers) {
-    if (entry.layer == layer) return metric_value(entry, metric);
+    if (entry.layer == layer) return curve_value(entry, metric);
   }
   return std::nullopt;
 }
@@ -79,11 +79,11 @@ std::vector<int> layers_of(const Run& run) {
 std::string layer_label(int layer) { return "Layer " + std::to_string(layer); }
 
 /// The mean of the metric over a checkpoint's finite layer values (NaN when it has none).
-double layer_mean(const ModelReport& model, Metric metric) {
+double layer_mean(const ModelReport& model, Curve metric) {
   double sum = 0;
   int count = 0;
   for (const LayerMetrics& layer : model.layers) {
-    const double value = metric_value(layer, metric);
+    const double value = curve_value(layer, metric);
     if (!std::isfinite(value)) continue;
     sum += value;
     ++count;
@@ -97,8 +97,8 @@ LinePanel step_panel(const std::string& title, const Panel& panel, const PlotOpt
   out.title = title;
   out.source = panel.source;
   out.x_label = "Training step";
-  out.y_label = std::string(metric_axis_label(options.metric)) + y_suffix;
-  out.y_name = std::string(metric_name(options.metric));
+  out.y_label = std::string(curve_axis_label(options.metric)) + y_suffix;
+  out.y_name = std::string(curve_name(options.metric));
   return out;
 }
 
@@ -172,7 +172,7 @@ std::pair<double, double> colour_range(const std::vector<Run>& runs, const PlotO
   for (const Run& run : runs) {
     for (const Checkpoint& checkpoint : run.checkpoints) {
       for (const LayerMetrics& layer : checkpoint.model->layers) {
-        const double value = metric_value(layer, options.metric);
+        const double value = curve_value(layer, options.metric);
         if (!std::isfinite(value)) continue;
         low = std::min(low, value);
         high = std::max(high, value);
@@ -182,7 +182,7 @@ std::pair<double, double> colour_range(const std::vector<Run>& runs, const PlotO
   if (!std::isfinite(low)) return {0, 1};
   if (!std::isfinite(high - low)) {
     throw Error(source,
-                std::string(metric_name(options.metric)) + " values are too far apart to plot");
+                std::string(curve_name(options.metric)) + " values are too far apart to plot");
   }
   if (high - low < 1e-12 * std::max(1.0, std::fabs(high))) return {low - 0.5, high + 0.5};
   return {low, high};
@@ -298,7 +298,7 @@ std::string heatmap_svg(const Panel& panel, const std::vector<Run>& runs,
   }
   const double bar_height = grid.panel_top(runs.size() - 1) + grid.plot_height - grid.panel_top(0);
   body += step_colour_bar(colours, grid.width - grid.right_band, grid.panel_top(0), bar_height,
-                          std::string(metric_axis_label(options.metric)), fonts);
+                          std::string(curve_axis_label(options.metric)), fonts);
   return figure_document(grid, options, fonts, body);
 }
 

@@ -135,9 +135,9 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
     }
     for (const auto& [index, gold_layer] : gold_layers) {
       const LayerMetrics& cur_layer = *cur_layers.at(index);
-      for (const Metric metric : options.metrics) {
-        const double gold_value = metric_value(*gold_layer, metric);
-        const double cur_value = metric_value(cur_layer, metric);
+      for (const Curve metric : options.metrics) {
+        const double gold_value = curve_value(*gold_layer, metric);
+        const double cur_value = curve_value(cur_layer, metric);
         if (!within_tolerance(cur_value, gold_value, options)) {
           violations.push_back(
               {gold_model.label, gold_model.repr, index, metric, gold_value, cur_value});
@@ -162,7 +162,7 @@ std::string format_violations(const std::vector<Violation>& raw_violations) {
   for (const Violation& v : violations) {
     label_width = std::max(label_width, v.label.size());
     repr_width = std::max(repr_width, v.repr.size());
-    metric_width = std::max(metric_width, metric_name(v.metric).size());
+    metric_width = std::max(metric_width, curve_name(v.metric).size());
   }
   const auto pad = [](const std::string& text, std::size_t width) {
     return text + std::string(width - std::min(width, text.size()), ' ');
@@ -172,7 +172,7 @@ std::string format_violations(const std::vector<Violation>& raw_violations) {
   for (const Violation& v : violations) {
     char numbers[128];
     std::snprintf(numbers, sizeof numbers, "%5d  %s  %10.6f  %10.6f  %+10.6f", v.layer,
-                  pad(std::string(metric_name(v.metric)), metric_width).c_str(), v.golden,
+                  pad(std::string(curve_name(v.metric)), metric_width).c_str(), v.golden,
                   v.current, v.current - v.golden);
     out += pad(v.label, label_width) + "  " + pad(v.repr, repr_width) + "  " + numbers + "\n";
   }
@@ -225,13 +225,13 @@ std::string markdown_cell(const std::string& text) {
 nlohmann::json check_to_json(const std::vector<Violation>& violations, const CheckOptions& options,
                              const std::string& current_file, const std::string& golden_file) {
   nlohmann::json metrics = nlohmann::json::array();
-  for (Metric metric : options.metrics) metrics.push_back(metric_name(metric));
+  for (Curve metric : options.metrics) metrics.push_back(curve_name(metric));
   nlohmann::json changes = nlohmann::json::array();
   for (const Violation& v : violations)
     changes.push_back({{"label", v.label},
                        {"repr", v.repr},
                        {"layer", v.layer},
-                       {"metric", metric_name(v.metric)},
+                       {"metric", curve_name(v.metric)},
                        {"golden", v.golden},
                        {"current", v.current},
                        {"diff", v.current - v.golden}});
@@ -251,7 +251,7 @@ std::string github_annotations(const std::vector<Violation>& violations,
   for (const Violation& v : violations) {
     const std::string message = "model \"" + v.label + "\" (repr " + v.repr + ") layer " +
                                 std::to_string(v.layer) + ": " +
-                                std::string(metric_name(v.metric)) + " changed from " +
+                                std::string(curve_name(v.metric)) + " changed from " +
                                 number_text(v.golden) + " to " + number_text(v.current);
     out += "::error file=" + github_escape(current_file, true) +
            ",title=kvrank check::" + github_escape(message, false) + "\n";
@@ -269,7 +269,7 @@ std::string markdown_summary(const std::vector<Violation>& violations, const Che
   out += "|---|---|---:|---|---:|---:|---:|\n";
   for (const Violation& v : violations)
     out += "| " + markdown_cell(v.label) + " | " + markdown_cell(v.repr) + " | " +
-           std::to_string(v.layer) + " | " + std::string(metric_name(v.metric)) + " | " +
+           std::to_string(v.layer) + " | " + std::string(curve_name(v.metric)) + " | " +
            number_text(v.golden) + " | " + number_text(v.current) + " | " +
            number_text(v.current - v.golden) + " |\n";
   return out;

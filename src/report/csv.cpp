@@ -1,11 +1,11 @@
-// CSV and TSV of analysis results (report.hpp): one row per model and layer, or with `summary`
+// CSV and TSV of analysis results (result_files.hpp): one row per model and layer, or with `summary`
 // one per model — tidy tables a DataFrame can group by family, variant, geometry or step.
 #include <charconv>
 #include <optional>
 #include <string>
 #include <type_traits>
 
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 
 namespace kvrank {
 
@@ -22,7 +22,7 @@ std::string shortest_double(double value) {
 }
 
 // The number as text: integral metrics as integers, others in their shortest exact form.
-std::string metric_text(const MetricField& field, double value) {
+std::string metric_text(const CurveField& field, double value) {
   return field.integral ? std::to_string(static_cast<long long>(value)) : shortest_double(value);
 }
 
@@ -89,14 +89,14 @@ std::string layer_rows(const std::vector<ModelReport>& models, char separator) {
   Row titles(separator);
   add_model_titles(titles);
   titles.add("layer").add("kept_heads");
-  for (const MetricField& field : metric_fields()) titles.add(std::string(field.name));
+  for (const CurveField& field : metric_fields()) titles.add(std::string(field.name));
   std::string out = titles.line();
   for (const ModelReport& model : models) {
     for (const LayerMetrics& layer : model.layers) {
       Row row(separator);
       add_model_fields(row, model);
       row.add(std::to_string(layer.layer)).add(std::to_string(layer.heads));
-      for (const MetricField& field : metric_fields())
+      for (const CurveField& field : metric_fields())
         row.add(metric_text(field, field.value(layer)));
       out += row.line();
     }
@@ -108,14 +108,14 @@ std::string summary_rows(const std::vector<ModelReport>& models, char separator)
   Row titles(separator);
   add_model_titles(titles);
   titles.add("layers_analysed");
-  for (const MetricField& field : metric_fields())
+  for (const CurveField& field : metric_fields())
     if (field.mean) titles.add(summary_key(field));
   std::string out = titles.line();
   for (const ModelReport& model : models) {
     Row row(separator);
     add_model_fields(row, model);
     row.add(std::to_string(model.layers.size()));
-    for (const MetricField& field : metric_fields())
+    for (const CurveField& field : metric_fields())
       if (field.mean) row.add(shortest_double(model.summary.*field.mean));
     out += row.line();
   }

@@ -11,8 +11,8 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/layer_list.hpp"
 #include "kvrank/base/text.hpp"
-#include "kvrank/report/report.hpp"
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_files.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 namespace {

@@ -1,6 +1,6 @@
 // Writers and readers of analysis results (docs/result-format.md): the JSON writer and reader;
 // CSV and TSV in csv.cpp, the terminal table in table.cpp.
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -56,7 +56,7 @@ json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
       {"head_norm", layer.head_norm},
       {"zero_heads", layer.zero_heads},
   };
-  for (const MetricField& field : metric_fields()) {
+  for (const CurveField& field : metric_fields()) {
     const double value = field.value(layer);
     out[std::string(field.name)] = field.integral ? json(static_cast<int>(value)) : json(value);
   }
@@ -66,7 +66,7 @@ json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
 
 json summary_to_json(const Summary& summary) {
   json out = json::object();
-  for (const MetricField& field : metric_fields())
+  for (const CurveField& field : metric_fields())
     if (field.mean) out[summary_key(field)] = summary.*field.mean;
   return out;
 }
@@ -279,7 +279,7 @@ LayerMetrics layer_from_json(const json& value, const std::string& where, const 
   LayerMetrics layer;
   layer.layer = reader.integer("layer");
   layer.heads = reader.integer(names.kept_heads);
-  for (const MetricField& field : metric_fields()) {
+  for (const CurveField& field : metric_fields()) {
     const char* key = field.name.data();  // the table's names are string literals
     field.set(layer, field.integral ? reader.integer(key) : reader.number(key));
   }
@@ -299,7 +299,7 @@ LayerMetrics layer_from_json(const json& value, const std::string& where, const 
 Summary summary_from_json(const json& value, const std::string& where, const std::string& file) {
   const FieldReader reader(value, where, file);
   Summary summary;
-  for (const MetricField& field : metric_fields())
+  for (const CurveField& field : metric_fields())
     if (field.mean) summary.*field.mean = reader.number(summary_key(field).c_str());
   return summary;
 }

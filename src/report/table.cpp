@@ -1,9 +1,9 @@
-// The terminal table of analysis results (report.hpp).
+// The terminal table of analysis results (result_files.hpp).
 #include <cstdio>
 #include <string>
 
 #include "kvrank/base/text.hpp"
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 
 namespace kvrank {
 
@@ -56,7 +56,7 @@ std::string model_heading(const ModelReport& model) {
 
 std::string column_titles() {
   std::string titles = " layer";
-  for (const MetricField& field : metric_fields()) titles += field.table_title;
+  for (const CurveField& field : metric_fields()) titles += field.table_title;
   return titles + "  erank/H\n";
 }
 
@@ -64,7 +64,7 @@ std::string layer_row(const LayerMetrics& layer) {
   char number[16];
   std::snprintf(number, sizeof number, "%6d", layer.layer);
   std::string row = number;
-  for (const MetricField& field : metric_fields())
+  for (const CurveField& field : metric_fields())
     row += format(field.table_pattern, field.value(layer));
   row += "  " + fraction_bar(layer.erank_pct / 100.0, 10);
   if (!layer.zero_heads.empty()) row += "  zero heads: " + join_ints(layer.zero_heads);
@@ -74,7 +74,7 @@ std::string layer_row(const LayerMetrics& layer) {
 // The means sit under their columns, which come first in the table.
 std::string summary_row(const Summary& summary) {
   std::string row = "  mean";
-  for (const MetricField& field : metric_fields())
+  for (const CurveField& field : metric_fields())
     if (field.mean) row += format(field.table_pattern, summary.*field.mean);
   return row + "\n";
 }

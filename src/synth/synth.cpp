@@ -31,10 +31,10 @@ namespace kvrank {
 namespace {
 
 namespace fs = std::filesystem;
-using synth_detail::Floats;
-using synth_detail::kVocabSize;
-using synth_detail::Model;
-using synth_detail::PlannedTensor;
+using detail::Floats;
+using detail::kVocabSize;
+using detail::Model;
+using detail::PlannedTensor;
 
 // ---- config.json -------------------------------------------------------------------------------
 
@@ -161,8 +161,8 @@ std::string index_json(const std::vector<PlannedTensor>& tensors, const std::vec
 }  // namespace
 
 void write_synthetic_checkpoint(const SynthOptions& options, const fs::path& out_dir) {
-  const Model model = synth_detail::resolve(options);
-  const std::vector<PlannedTensor> tensors = synth_detail::plan_tensors(model);
+  const Model model = detail::resolve(options);
+  const std::vector<PlannedTensor> tensors = detail::plan_tensors(model);
   if (static_cast<std::size_t>(model.shards) > tensors.size()) {
     throw Error("", "--shards " + std::to_string(model.shards) + " exceeds the " +
                         std::to_string(tensors.size()) + " tensors of the checkpoint");

@@ -2,7 +2,7 @@
 //
 // Factors are checked against their definition: the explicit d×d matrix A_h built from the
 // HeadFactors (basisᵀ C_h) must equal W_Q^h (W_K^h)ᵀ computed from the matrices that were written.
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

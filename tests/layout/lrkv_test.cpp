@@ -3,7 +3,7 @@
 #include <string>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/test_util.hpp"

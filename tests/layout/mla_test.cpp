@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "layout/fp8_blocks.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"

@@ -3,7 +3,7 @@
 #include <set>
 #include <string>
 
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "kvrank/layout/model_type.hpp"
 #include "support/catch.hpp"
 

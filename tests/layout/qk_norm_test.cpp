@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "layout/family_detail.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"

@@ -155,7 +155,7 @@ TEST_CASE("curves: marker positions are a linear map of layer and value", "[svg]
 TEST_CASE("curves: one panel per input, colours shared by label", "[svg]") {
   Panel small{"128M", {model("MHA", "mha", 12, 4, 0), model("MQA", "mqa", 12, 2, 0.1)}, ""};
   Panel large{"2.5B", {model("MQA", "mqa", 36, 6, 0.2), model("MHA", "mha", 36, 14, 0)}, ""};
-  const std::string text = plot_curves_svg({small, large}, {.metric = Metric::erank, .title = "T"});
+  const std::string text = plot_curves_svg({small, large}, {.metric = Curve::erank, .title = "T"});
   const json svg = parse_svg(text);
   CHECK(svg["panels"] == json::array({"128M", "2.5B"}));
   CHECK(svg["all_series_paths"] == 4);
@@ -180,12 +180,12 @@ TEST_CASE("curves: the fully-redundant line only for effective-rank metrics", "[
   Panel panel{"p", {model("MHA", "mha", 6, 4, 0.1)}, ""};
   for (const char* metric : {"erank", "erank_centered"}) {
     const json svg =
-        parse_svg(plot_curves_svg({panel}, {.metric = parse_metric(metric), .title = ""}));
+        parse_svg(plot_curves_svg({panel}, {.metric = parse_curve(metric), .title = ""}));
     CHECK(svg["baselines"].size() == 1);
   }
   for (const char* metric : {"erank_pct", "erank_centered_pct", "mean_similarity", "pcs_90"}) {
     const json svg =
-        parse_svg(plot_curves_svg({panel}, {.metric = parse_metric(metric), .title = ""}));
+        parse_svg(plot_curves_svg({panel}, {.metric = parse_curve(metric), .title = ""}));
     CHECK(svg["baselines"].empty());
     CHECK(svg["legend"] == json::array({"MHA"}));
     CHECK(svg["all_markers"] == 6);
@@ -280,7 +280,7 @@ TEST_CASE("curves: values closer than double precision give a bounded axis", "[s
   for (const char* metric : {"erank", "erank_pct"}) {
     const Panel panel{"p", {model_with({0, 1}, {1e17, 1e17 + 32})}, "r.json"};
     const json svg =
-        parse_svg(plot_curves_svg({panel}, {.metric = parse_metric(metric), .title = ""}));
+        parse_svg(plot_curves_svg({panel}, {.metric = parse_curve(metric), .title = ""}));
     CHECK(count_texts(svg) < 60);
     for (const json& marker : svg["series"][0]["markers"])
       CHECK(std::isfinite(marker[1].get<double>()));
@@ -301,7 +301,7 @@ TEST_CASE("curves: layer indices near INT_MAX give a bounded axis", "[svg]") {
 TEST_CASE("curves: a value range wider than a double holds is an error naming the file", "[svg]") {
   const Panel panel{"p", {model_with({0, 1}, {1e308, -1e308})}, "dir/r.json"};
   try {
-    plot_curves_svg({panel}, {.metric = Metric::erank_pct, .title = ""});
+    plot_curves_svg({panel}, {.metric = Curve::erank_pct, .title = ""});
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==

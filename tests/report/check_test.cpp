@@ -63,7 +63,7 @@ TEST_CASE("one layer moved beyond tolerance is exactly one violation", "[check]"
   CHECK(violations[0].label == "GQA");
   CHECK(violations[0].repr == "qk");
   CHECK(violations[0].layer == 3);
-  CHECK(violations[0].metric == Metric::erank);
+  CHECK(violations[0].metric == Curve::erank);
   CHECK(violations[0].golden == golden[1].layers[3].erank);
   CHECK(violations[0].current == current[1].layers[3].erank);
 
@@ -74,7 +74,7 @@ TEST_CASE("one layer moved beyond tolerance is exactly one violation", "[check]"
   CHECK(std::count(table.begin(), table.end(), '\n') == 2);
 
   CheckOptions similarity_only;
-  similarity_only.metrics = {Metric::mean_similarity};
+  similarity_only.metrics = {Curve::mean_similarity};
   const auto other = check_reports(current, golden, similarity_only, "current.json", "golden.json");
   REQUIRE(other.size() == 1);
   CHECK(other[0].label == "Standard MHA");
@@ -146,7 +146,7 @@ TEST_CASE("the metric table reads each metric by its JSON name", "[check]") {
   layer.erank_centered_pct = 4;
   layer.mean_similarity = 5;
   layer.pcs_90 = 6;
-  const auto value_of = [&](const char* name) { return metric_value(layer, parse_metric(name)); };
+  const auto value_of = [&](const char* name) { return curve_value(layer, parse_curve(name)); };
   CHECK(value_of("erank") == 1);
   CHECK(value_of("erank_centered") == 2);
   CHECK(value_of("erank_pct") == 3);
@@ -155,11 +155,11 @@ TEST_CASE("the metric table reads each metric by its JSON name", "[check]") {
   CHECK(value_of("pcs_90") == 6);
   for (const char* name :
        {"erank", "erank_centered", "erank_pct", "erank_centered_pct", "mean_similarity", "pcs_90"})
-    CHECK(metric_name(parse_metric(name)) == name);
-  CHECK(fully_redundant_at_one(Metric::erank_centered));
-  CHECK_FALSE(fully_redundant_at_one(Metric::erank_pct));
+    CHECK(curve_name(parse_curve(name)) == name);
+  CHECK(fully_redundant_at_one(Curve::erank_centered));
+  CHECK_FALSE(fully_redundant_at_one(Curve::erank_pct));
   try {
-    parse_metric("eranq");
+    parse_curve("eranq");
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==

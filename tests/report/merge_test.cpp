@@ -8,7 +8,7 @@
 
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/base/error.hpp"
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 

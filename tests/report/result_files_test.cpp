@@ -1,5 +1,5 @@
-// Tests of report.hpp: JSON schema and round trip, CSV, table, strict reader, atomic writes.
-#include "kvrank/report/report.hpp"
+// Tests of result_files.hpp: JSON schema and round trip, CSV, table, strict reader, atomic writes.
+#include "kvrank/report/result_files.hpp"
 
 #include <sys/stat.h>
 
@@ -426,11 +426,11 @@ TEST_CASE("report: each metric of the metric table is written under its name", "
   const LayerMetrics layer = make_layer(3, 4, 1.1);  // a distinct value in each field
   model.layers.push_back(layer);
   const nlohmann::json written = to_json({model})["models"][0]["layers"][0];
-  for (Metric metric : {Metric::erank, Metric::erank_centered, Metric::erank_pct,
-                        Metric::erank_centered_pct, Metric::mean_similarity, Metric::pcs_90}) {
-    INFO(metric_name(metric));
-    CHECK(written.at(std::string(metric_name(metric))).get<double>() ==
-          metric_value(layer, metric));
+  for (Curve metric : {Curve::erank, Curve::erank_centered, Curve::erank_pct,
+                        Curve::erank_centered_pct, Curve::mean_similarity, Curve::pcs_90}) {
+    INFO(curve_name(metric));
+    CHECK(written.at(std::string(curve_name(metric))).get<double>() ==
+          curve_value(layer, metric));
   }
 }
 

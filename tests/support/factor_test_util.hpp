@@ -10,7 +10,7 @@
 #include "kvrank/base/factors.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/io/tensor.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 

@@ -6,7 +6,7 @@
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
 #include "kvrank/report/merge.hpp"
-#include "kvrank/report/report.hpp"
+#include "kvrank/report/result_files.hpp"
 
 int main() {
   kvrank::ModelReport model;

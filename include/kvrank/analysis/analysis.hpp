@@ -11,9 +11,9 @@
 
 #include "kvrank/analysis/model_inputs.hpp"
 #include "kvrank/base/layer_list.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 #include "kvrank/metric/diversity.hpp"
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kvrank/io/checkpoint.hpp"
-#include "kvrank/layout/families.hpp"
+#include "kvrank/layout/layout.hpp"
 
 namespace kvrank {
 

@@ -1,5 +1,5 @@
-// The head geometry of a model: what layout detection (layout/families.hpp) finds and what every
-// result (report/results.hpp) reports — one struct, so the two cannot drift apart.
+// The head geometry of a model: what layout detection (layout/layout.hpp) finds and what every
+// result (report/result_model.hpp) reports — one struct, so the two cannot drift apart.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,5 @@
 // The attention families kvrank reads and writes (docs/families.md), and the attention variants:
-// one table each (name_table.hpp). Detection (families.hpp), `synth` and `inspect` read the same
+// one table each (name_table.hpp). Detection (layout.hpp), `synth` and `inspect` read the same
 // rows.
 //
 //   std::string_view name = family_name(Family::gpt_neox);  // "gpt_neox"

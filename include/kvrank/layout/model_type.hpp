@@ -1,6 +1,6 @@
 // One row per model type (config.json's `model_type`): the reader family that reads it, the rule
 // its RMSNorm applies to a stored gain, and the GGUF architecture llama.cpp writes it as. Detection
-// (families.hpp), the GGUF mapping, `--family` and the help and error texts that list model types
+// (layout.hpp), the GGUF mapping, `--family` and the help and error texts that list model types
 // are all built from these rows: supporting a model type whose tensors a reader already knows is
 // one row in src/layout/model_type_table.cpp, plus its test.
 //

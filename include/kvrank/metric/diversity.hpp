@@ -7,7 +7,7 @@
 //   erank_centered = erank(J S J),  J = I − 11ᵀ/H     (1.0 when trace(J S J) ≤ 1e-12·H)
 //
 // Usage:
-//   HeadFactors f = layer_factors(ckpt, layout, layer, Repr::qk);  // families.hpp, or by hand
+//   HeadFactors f = layer_factors(ckpt, layout, layer, Repr::qk);  // layout.hpp, or by hand
 //   LayerMetrics m = analyze_layer(f);  // m.erank, m.erank_centered, m.similarity, ...
 // (this example is compiled and run by tests/header_examples_test.cpp)
 //

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <utility>
 
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 
@@ -31,7 +31,7 @@ struct SeriesStyle {
 enum class LegendPlace { below, right, inside, none };
 
 struct PlotOptions {
-  Metric metric = Metric::erank;  ///< the y axis (results.hpp)
+  Curve metric = Curve::erank;  ///< the y axis (result_model.hpp)
   std::string title;              ///< figure title (optional)
   double width_in = 0;            ///< figure width in inches; 0: from the panels
   double height_in = 0;           ///< figure height in inches; 0: from the width

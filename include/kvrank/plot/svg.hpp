@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kvrank/plot/figure_options.hpp"
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 
@@ -21,7 +21,7 @@ std::string_view direction_name(Direction direction) noexcept;
 Direction parse_direction(std::string_view name);
 
 struct CheckOptions {
-  std::vector<Metric> metrics{Metric::erank, Metric::erank_centered};
+  std::vector<Curve> metrics{Curve::erank, Curve::erank_centered};
   Direction direction = Direction::both;
   double abs_tol = 0.05;
   std::optional<double> rel_tol;  ///< when set, a difference within rel_tol·|golden| also passes
@@ -31,7 +31,7 @@ struct Violation {
   std::string label;
   std::string repr;
   int layer = 0;
-  Metric metric = Metric::erank;
+  Curve metric = Curve::erank;
   double golden = 0;
   double current = 0;
 };

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kvrank/base/atomic_file.hpp"  // write_file_atomically, used with every writer
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 

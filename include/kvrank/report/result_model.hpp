@@ -1,4 +1,4 @@
-// The results of an analysis, as the writers (report.hpp), `check` and the figures (svg.hpp) see
+// The results of an analysis, as the writers (result_files.hpp), `check` and the figures (svg.hpp) see
 // them: one ModelReport per model and representation. Needs no checkpoint reader.
 #pragma once
 
@@ -29,7 +29,7 @@ inline constexpr std::string_view kBaseline = "baseline";
 
 /// One model × one representation. Fields match the result file (docs/result-format.md). Family
 /// and variant are family.hpp's names, or kBaseline; they stay text because result files of other
-/// versions are read back (report.hpp) and must round-trip.
+/// versions are read back (result_files.hpp) and must round-trip.
 /// Where a model's numbers came from and what shaped them, written with every result so that the
 /// file says how to reproduce it — and nothing that changes from run to run (no times, no host).
 /// Files of schema_version 1 carry none of it: every field is then empty.
@@ -71,10 +71,10 @@ Summary summarize(const std::vector<LayerMetrics>& layers);
 /// label, summary mean and table column — and the JSON, CSV and table writers and the JSON reader
 /// are driven by it: a new curve is one row there (plus its LayerMetrics field). In the order of
 /// the terminal table's columns.
-enum class Metric { erank, erank_pct, erank_centered, erank_centered_pct, mean_similarity, pcs_90 };
+enum class Curve { erank, erank_pct, erank_centered, erank_centered_pct, mean_similarity, pcs_90 };
 
-struct MetricField {
-  Metric metric;
+struct CurveField {
+  Curve metric;
   std::string_view name;  ///< the JSON key and CSV column
   double (*value)(const LayerMetrics&);
   void (*set)(LayerMetrics&, double);
@@ -87,19 +87,19 @@ struct MetricField {
 };
 
 /// Every metric, in enum order.
-std::span<const MetricField> metric_fields() noexcept;
-const MetricField& metric_field(Metric metric) noexcept;
+std::span<const CurveField> metric_fields() noexcept;
+const CurveField& curve_field(Curve metric) noexcept;
 
-std::string_view metric_name(Metric metric) noexcept;
+std::string_view curve_name(Curve metric) noexcept;
 /// Parses a metric's JSON name; throws kvrank::Error naming the metrics otherwise.
-Metric parse_metric(std::string_view name);
-double metric_value(const LayerMetrics& layer, Metric metric) noexcept;
+Curve parse_curve(std::string_view name);
+double curve_value(const LayerMetrics& layer, Curve metric) noexcept;
 /// The y-axis title of a figure of `metric` ("Effective rank", …).
-std::string_view metric_axis_label(Metric metric) noexcept;
+std::string_view curve_axis_label(Curve metric) noexcept;
 /// Whether the fully-redundant model (one effective head) sits at 1.0 on this metric's axis.
-bool fully_redundant_at_one(Metric metric) noexcept;
+bool fully_redundant_at_one(Curve metric) noexcept;
 /// The key of a summarised metric's mean in the JSON summary: "erank_mean", …
-std::string summary_key(const MetricField& field);
+std::string summary_key(const CurveField& field);
 
 /// The geometry fields of a result, named as in the JSON and CSV: the integers every model has,
 /// then the ranks only some families have (null elsewhere).

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "kvrank/report/results.hpp"
+#include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
 
