@@ -23,7 +23,7 @@ void check_xml_bytes(const std::string& svg) {
 void draw(const std::vector<kvrank::ModelReport>& models) {
   using kvrank::Curve;
   for (Curve metric : {Curve::erank, Curve::erank_centered, Curve::erank_pct,
-                        Curve::erank_centered_pct, Curve::mean_similarity, Curve::pcs_90}) {
+                       Curve::erank_centered_pct, Curve::mean_similarity, Curve::pcs_90}) {
     kvrank::PlotOptions options;
     options.metric = metric;
     try {

@@ -51,7 +51,10 @@ steps=("$@")
 ((${#steps[@]} > 0)) || steps=(format release package sanitize)
 for step in "${steps[@]}"; do
   case $step in
-    format | release | package | sanitize) "$step" ;;
+    format | release | package | sanitize)
+      started=$SECONDS
+      "$step"
+      echo "== $step took $((SECONDS - started)) s" >&2 ;;
     *) echo "scripts/test.sh: unknown step '$step' (expected format, release, package, sanitize)" >&2
        exit 2 ;;
   esac

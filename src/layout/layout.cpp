@@ -158,7 +158,10 @@ using detail::apply_overrides;
 using detail::check_geometry;
 using detail::check_map_keys;
 using detail::check_role_shape;
+using detail::config_bool;
 using detail::config_geometry;
+using detail::config_int;
+using detail::config_string;
 using detail::dense_factors;
 using detail::DenseSpec;
 using detail::Dims;
@@ -170,9 +173,6 @@ using detail::layer_name;
 using detail::map_geometry;
 using detail::read_map_spec;
 using detail::template_layers;
-using detail::config_bool;
-using detail::config_int;
-using detail::config_string;
 
 constexpr std::array<Named<Repr>, 4> kReprs{
     {{Repr::qk, "qk"}, {Repr::ov, "ov"}, {Repr::k, "k"}, {Repr::v, "v"}}};

@@ -1,5 +1,5 @@
-// CSV and TSV of analysis results (result_files.hpp): one row per model and layer, or with `summary`
-// one per model — tidy tables a DataFrame can group by family, variant, geometry or step.
+// CSV and TSV of analysis results (result_files.hpp): one row per model and layer, or with
+// `summary` one per model — tidy tables a DataFrame can group by family, variant, geometry or step.
 #include <charconv>
 #include <optional>
 #include <string>

@@ -427,10 +427,9 @@ TEST_CASE("report: each metric of the metric table is written under its name", "
   model.layers.push_back(layer);
   const nlohmann::json written = to_json({model})["models"][0]["layers"][0];
   for (Curve metric : {Curve::erank, Curve::erank_centered, Curve::erank_pct,
-                        Curve::erank_centered_pct, Curve::mean_similarity, Curve::pcs_90}) {
+                       Curve::erank_centered_pct, Curve::mean_similarity, Curve::pcs_90}) {
     INFO(curve_name(metric));
-    CHECK(written.at(std::string(curve_name(metric))).get<double>() ==
-          curve_value(layer, metric));
+    CHECK(written.at(std::string(curve_name(metric))).get<double>() == curve_value(layer, metric));
   }
 }
 

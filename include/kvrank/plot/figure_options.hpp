@@ -32,12 +32,12 @@ enum class LegendPlace { below, right, inside, none };
 
 struct PlotOptions {
   Curve metric = Curve::erank;  ///< the y axis (result_model.hpp)
-  std::string title;              ///< figure title (optional)
-  double width_in = 0;            ///< figure width in inches; 0: from the panels
-  double height_in = 0;           ///< figure height in inches; 0: from the width
-  double font_pt = 10;            ///< axis-label size in points (ticks and legend a little smaller)
-  int columns = 0;                ///< panels per row; 0: all in one row
-  bool share_y = false;           ///< one y range for every panel
+  std::string title;            ///< figure title (optional)
+  double width_in = 0;          ///< figure width in inches; 0: from the panels
+  double height_in = 0;         ///< figure height in inches; 0: from the width
+  double font_pt = 10;          ///< axis-label size in points (ticks and legend a little smaller)
+  int columns = 0;              ///< panels per row; 0: all in one row
+  bool share_y = false;         ///< one y range for every panel
   std::optional<std::pair<double, double>> ylim{};  ///< fixed y range (low < high)
   LegendPlace legend = LegendPlace::below;
   std::map<std::string, SeriesStyle> styles{};  ///< by series label (model label, "Layer 3", run)

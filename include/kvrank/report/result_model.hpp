@@ -1,5 +1,5 @@
-// The results of an analysis, as the writers (result_files.hpp), `check` and the figures (svg.hpp) see
-// them: one ModelReport per model and representation. Needs no checkpoint reader.
+// The results of an analysis, as the writers (result_files.hpp), `check` and the figures (svg.hpp)
+// see them: one ModelReport per model and representation. Needs no checkpoint reader.
 #pragma once
 
 #include <cstdint>
