@@ -9,7 +9,10 @@ cross-check that it computes the same numbers.
                                                (an npz, or a folder of layer{i}.L.npy files)
   reference.py llama PATH [--repr qk|ov|k|v]   llama-layout safetensors (file or folder + config.json),
           [--fold-input-norm]                  q_norm / k_norm gains applied (Qwen3, Gemma 3, OLMo 2),
-                                               and input_layernorm's with --fold-input-norm
+                                               with the centring of StableLM's and Cohere's QK
+                                               LayerNorms, and input_layernorm's with --fold-input-norm;
+                                               hybrids: the layers with q_proj, by their own numbers
+                                               (Qwen3-Next: the query half of each head's q_proj rows)
 
 Prints {"layers": [{"layer", "heads", "erank", ...}]} (the field names of docs/result-format.md) on stdout.
 stdlib + numpy only.
@@ -124,16 +127,34 @@ def load_llama(path):
 
 
 def qk_gains(t, base, role, count, head_dim, gemma):
-    """Per-head gains [count, head_dim] of `role`'s RMSNorm (q_norm / k_norm) — ones when absent.
+    """Per-head gains [count, head_dim] of `role`'s QK norm — None when it has none.
     Qwen3 / Gemma 3: one [head_dim] weight for every head; OLMo 2: [count·head_dim] over the whole
-    projection; Gemma's RMSNorm multiplies by (1 + weight)."""
+    projection; Cohere: [count, head_dim]; StableLM: one LayerNorm per head, `{role}_layernorm.norms.{h}`;
+    Gemma's RMSNorm multiplies by (1 + weight)."""
     weight = t.get(f"{base}{role}_norm.weight")
+    if weight is None and f"{base}{role}_layernorm.norms.0.weight" in t:
+        weight = np.stack([t[f"{base}{role}_layernorm.norms.{h}.weight"] for h in range(count)])
     if weight is None:
-        return np.ones((count, head_dim))
+        return None
     gain = weight + 1.0 if gemma else weight
     if gain.size == head_dim:
         return np.tile(gain, (count, 1))
     return gain.reshape(count, head_dim)
+
+
+def qk_centring(config, t, head_dim):
+    """The d_h × d_h matrix a QK norm applies before its gain: P = I − 11ᵀ/d_h for the LayerNorms of
+    StableLM and Cohere (they subtract each head's mean), I for an RMSNorm."""
+    layer_norm = config.get("model_type") in ("stablelm", "cohere") or any(
+        ".q_layernorm.norms." in name for name in t)
+    if not layer_norm:
+        return np.eye(head_dim)
+    return np.eye(head_dim) - np.ones((head_dim, head_dim)) / head_dim
+
+
+def qk_norm_off(config):
+    """StableLM's qk_layernorm / Cohere's use_qk_norm set to false: the model has no QK norm."""
+    return config.get("qk_layernorm", config.get("use_qk_norm")) is False
 
 
 def cmd_llama(path, repr_name, fold_input_norm=False):
@@ -143,26 +164,34 @@ def cmd_llama(path, repr_name, fold_input_norm=False):
     kv_heads = text.get("num_key_value_heads", heads)
     d_model = text["hidden_size"]
     head_dim = text.get("head_dim") or d_model // heads
-    gemma = str(text.get("model_type", config.get("model_type", ""))).startswith("gemma")
+    model_type = str(text.get("model_type", config.get("model_type", "")))
+    gemma = model_type.startswith("gemma") or model_type == "qwen3_next"  # RMSNorms of 1 + w
     group = heads // kv_heads
     layer_pattern = r"((?:language_model\.)?model\.(?:language_model\.)?layers)\.(\d+)\.self_attn\.q_proj\.weight$"
     found = [m for k in t if (m := re.match(layer_pattern, k))]
     layers = sorted({int(m.group(2)) for m in found})
+    centring = qk_centring(text, t, head_dim)
     result = []
     for i in layers:
         base = f"{found[0].group(1)}.{i}.self_attn."
         w = {r: t[f"{base}{r}_proj.weight"] for r in "qkvo"}
+        if model_type == "qwen3_next":  # q_proj(x).view(…, H, 2·d_h): query half, then gate half
+            w["q"] = w["q"].reshape(heads, 2, head_dim, -1)[:, 0].reshape(heads * head_dim, -1)
         if fold_input_norm:  # x̂ ∘ γ enters q, k and v alike: γ scales their input columns
             gamma = t[f"{found[0].group(1)}.{i}.input_layernorm.weight"] + (1.0 if gemma else 0.0)
             w.update({r: w[r] * gamma[None, :] for r in "qkv"})
         # q_norm / k_norm scale each query / key row before the dot product: fold into the rows.
-        gains = {"q": qk_gains(t, base, "q", heads, head_dim, gemma),
-                 "k": qk_gains(t, base, "k", kv_heads, head_dim, gemma),
-                 "v": np.ones((kv_heads, head_dim))}
+        gains = {} if qk_norm_off(text) else {
+            "q": qk_gains(t, base, "q", heads, head_dim, gemma),
+            "k": qk_gains(t, base, "k", kv_heads, head_dim, gemma)}
+        norms = {role: (gain, centring) for role, gain in gains.items() if gain is not None}
 
         def rows(name, head):  # head's rows of an [out, in] projection: W^h as d×d_h is its transpose
             block = w[name][head * head_dim:(head + 1) * head_dim]
-            return (gains[name][head][:, None] * block).T
+            if name in norms:  # what the dot product sees: diag(γ_h) P W^h
+                gain, projection = norms[name]
+                block = np.diag(gain[head]) @ projection @ block
+            return block.T
 
         a = []
         for h in range(heads):

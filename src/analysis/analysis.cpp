@@ -42,17 +42,18 @@ std::vector<Repr> choose_reprs(const ModelLayout& layout, const std::filesystem:
 
 std::vector<int> select_layers(const ModelLayout& layout, const std::filesystem::path& path,
                                const AnalyzeOptions& options) {
+  if (!options.layers) return attention_layer_list(layout);  // a hybrid's attention layers
   std::vector<int> layers;
-  if (!options.layers) {
-    for (int layer = 0; layer < layout.num_layers; ++layer) layers.push_back(layer);
-    return layers;
-  }
   for (int layer : *options.layers) {
     if (layer < 0 || layer >= layout.num_layers)
       throw Error(path.string(), "--layers: layer " + std::to_string(layer) +
                                      " out of range (the model has " +
                                      std::to_string(layout.num_layers) + " layers, 0-" +
                                      std::to_string(layout.num_layers - 1) + ")");
+    if (!has_attention(layout, layer))
+      throw Error(path.string(), "--layers: layer " + std::to_string(layer) +
+                                     " has no attention heads (the model's attention layers: " +
+                                     format_layer_list(layout.attention_layers) + ")");
     layers.push_back(layer);
   }
   return layers;
@@ -69,10 +70,11 @@ std::optional<std::string> text_or_none(const std::string& text) {
 }
 
 /// The element types of the attention weights of `layer`, sorted: "BF16", or "F16,F32" when mixed.
-/// Read from the first layer whatever was selected, so that every part of a sharded run agrees.
+/// Read from the first attention layer whatever was selected, so that every part of a sharded run
+/// agrees.
 std::optional<std::string> weight_dtypes(const Checkpoint& checkpoint, const ModelLayout& layout) {
-  const int layer = 0;
   if (layout.num_layers < 1) return std::nullopt;
+  const int layer = attention_layer_list(layout).front();
   std::set<std::string_view> names;
   for (const std::string& name : layer_tensor_names(layout, layer))
     if (const TensorView* tensor = checkpoint.find(name)) names.insert(dtype_name(tensor->dtype));

@@ -80,6 +80,7 @@ struct Dims {
   std::string source;
   Orientation orientation;
   QkvOrder qkv_order;
+  bool gated_query = false;  // q_proj holds per head its query rows, then as many gate rows
 };
 
 Dims dims_of(const ModelLayout& layout, const DenseTensors& tensors);

@@ -12,8 +12,8 @@ namespace kvrank::detail {
 // ---- the canonical projections of one layer ---------------------------------------------------
 
 Dims dims_of(const ModelLayout& layout, const DenseTensors& tensors) {
-  return {layout.heads,   layout.kv_heads,     layout.head_dim,  layout.d_model,
-          tensors.source, tensors.orientation, tensors.qkv_order};
+  return {layout.heads,   layout.kv_heads,     layout.head_dim,   layout.d_model,
+          tensors.source, tensors.orientation, tensors.qkv_order, tensors.gated_query};
 }
 
 namespace {
@@ -22,7 +22,7 @@ namespace {
 Index role_rows(const Dims& dims, ProjectionRole role) {
   switch (role) {
     case ProjectionRole::q:
-      return dims.heads * dims.head_dim;
+      return (dims.gated_query ? 2 : 1) * dims.heads * dims.head_dim;
     case ProjectionRole::k:
     case ProjectionRole::v:
       return dims.kv_heads * dims.head_dim;
@@ -42,7 +42,9 @@ Index role_cols(const Dims& dims, ProjectionRole role) {
 std::string shape_reason(const Dims& dims, ProjectionRole role) {
   const std::string head_dim = " × head_dim " + std::to_string(dims.head_dim) + " = ";
   std::string count;
-  if (role == ProjectionRole::q || role == ProjectionRole::o) {
+  if (role == ProjectionRole::q && dims.gated_query) {
+    count = std::to_string(dims.heads) + " heads × 2 (query and gate)" + head_dim;
+  } else if (role == ProjectionRole::q || role == ProjectionRole::o) {
     count = std::to_string(dims.heads) + " heads" + head_dim;
   } else if (role == ProjectionRole::k || role == ProjectionRole::v) {
     count = std::to_string(dims.kv_heads) + " kv heads" + head_dim;
@@ -119,6 +121,7 @@ class LayerProjections {
 
  private:
   RowMatrixF projection(ProjectionRole role) {
+    if (role == ProjectionRole::q && dims_.gated_query) return gated_queries();
     if (!tensors_.fused()) return load_role(checkpoint_, dims_, name(role), role);
     if (!fused_) {
       fused_ =
@@ -130,6 +133,19 @@ class LayerProjections {
       rows.middleRows(h * dims_.head_dim, dims_.head_dim) =
           fused_->middleRows(fused_row(dims_, role, h), dims_.head_dim);
     return rows;
+  }
+
+  /// Qwen3-Next: q_proj(x) viewed as [H, 2·d_h] and split in halves, query then gate. The gate
+  /// (sigmoid(gate) ∘ the head's output, before o_proj) depends on the token: it is no part of a
+  /// bilinear form, and only the query rows are kept.
+  RowMatrixF gated_queries() {
+    const RowMatrixF both =
+        load_role(checkpoint_, dims_, name(ProjectionRole::q), ProjectionRole::q);
+    RowMatrixF queries(dims_.heads * dims_.head_dim, dims_.d_model);
+    for (int h = 0; h < dims_.heads; ++h)
+      queries.middleRows(h * dims_.head_dim, dims_.head_dim) =
+          both.middleRows(2 * h * dims_.head_dim, dims_.head_dim);
+    return queries;
   }
 
   std::string name(ProjectionRole role) const {

@@ -85,6 +85,16 @@ inline FoldedRows fold_gain(const RowMatrixF& rows, const Gain& gain) {
   return fold_gain(rows, gain.values, gain);
 }
 
+// ---- hybrids: attention in some layers only (src/layout/hybrid_layers.cpp) ----------------------
+
+/// For a model type whose attention layers config.json names (AttentionLayers::from_config): sets
+/// layout.num_layers (config.json's count) and layout.attention_layers, and checks that the
+/// attention tensors `templates` ("{i}" templates) are in exactly those layers (an error names the
+/// first tensor that is missing or that sits in a layer without attention). `found` is one more
+/// than the largest layer index of the tensors.
+void set_hybrid_layers(const Checkpoint& checkpoint, const std::vector<std::string>& templates,
+                       int found, ModelLayout& layout);
+
 // ---- families in their own files ---------------------------------------------------------------
 
 // MLA (deepseek_v2 / deepseek_v3), src/layout/family_mla.cpp

@@ -199,8 +199,16 @@ std::optional<int> first_layer_of(const Checkpoint& checkpoint, const DenseSpec&
   return first;
 }
 
+/// The tensor-name templates of a dense layout, in a vector.
+std::vector<std::string> templates_of(const DenseSpec& spec) {
+  std::vector<std::string> templates;
+  for (const auto& [role, name_template] : spec.tensors.names) templates.push_back(name_template);
+  return templates;
+}
+
+/// `model_type`: a model type given as `--family` (it wins), else config.json's.
 ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Geometry geometry,
-                         const std::string& spec_file) {
+                         const std::string& spec_file, const std::string& model_type = "") {
   const auto& names = spec.tensors.names;
   const std::string& some_template = names.begin()->second;
   int num_layers = 0;
@@ -217,15 +225,21 @@ ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Ge
   layout.kv_heads = *geometry.kv_heads;
   layout.head_dim = *geometry.head_dim;
   layout.d_model = *geometry.d_model;
-  // Layers come from the tensor names; config.json's count is cross-checked.
-  layout.num_layers = detail::checked_layer_count(checkpoint, num_layers, geometry.num_layers,
-                                                  layer_name(some_template, num_layers));
+  layout.model_type =
+      model_type.empty() ? detail::model_type_of(checkpoint).value_or("") : model_type;
+  const ModelTypeInfo* row = model_type_named(layout.model_type);
+  if (row && row->layers == AttentionLayers::from_config) {  // a hybrid: config.json says
+    detail::set_hybrid_layers(checkpoint, templates_of(spec), num_layers, layout);
+  } else {  // layers come from the tensor names; config.json's count is cross-checked
+    layout.num_layers = detail::checked_layer_count(checkpoint, num_layers, geometry.num_layers,
+                                                    layer_name(some_template, num_layers));
+  }
   layout.variant = attention_variant(layout.heads, layout.kv_heads);
   layout.has_queries = names.count(ProjectionRole::q) || spec.tensors.fused();
   layout.has_outputs = names.count(ProjectionRole::o) > 0;
   layout.has_values = names.count(ProjectionRole::v) || spec.tensors.fused();
-  layout.model_type = detail::model_type_of(checkpoint).value_or("");
   DenseTensors tensors = spec.tensors;
+  tensors.gated_query = row && row->query_rows == QueryRows::query_then_gate;
   tensors.source = geometry.source_text();
   const Dims dims = dims_of(layout, tensors);
   layout.tensors = std::move(tensors);
@@ -292,9 +306,8 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
   }
   Geometry geometry = config_geometry(checkpoint, spec->family);
   apply_overrides(overrides, geometry);
-  ModelLayout layout = dense_layout(checkpoint, *spec, geometry, checkpoint.path().string());
-  if (choice && !choice->model_type.empty())  // --family gemma3 wins
-    layout.model_type = choice->model_type;
+  ModelLayout layout = dense_layout(checkpoint, *spec, geometry, checkpoint.path().string(),
+                                    choice ? choice->model_type : "");  // --family gemma3 wins
   auto* tensors = std::get_if<DenseTensors>(&layout.tensors);
   if (!tensors) return layout;
   const std::string& projection_template =
@@ -416,6 +429,10 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
     throw Error(checkpoint.path().string(), "layer " + std::to_string(layer) +
                                                 " out of range (the model has " +
                                                 std::to_string(layout.num_layers) + " layers)");
+  if (!has_attention(layout, layer))
+    throw Error(checkpoint.path().string(), "layer " + std::to_string(layer) +
+                                                " has no attention heads (its attention layers: " +
+                                                format_layer_list(layout.attention_layers) + ")");
   check_repr_supported(checkpoint, layout, repr);
   return std::visit(
       Overloaded{[&](const DenseTensors& tensors) {
@@ -431,6 +448,18 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
                    return detail::activation_factors(checkpoint, layout, tensors, layer, repr);
                  }},
       layout.tensors);
+}
+
+bool has_attention(const ModelLayout& layout, int layer) {
+  if (layout.attention_layers.empty()) return layer >= 0 && layer < layout.num_layers;
+  return std::binary_search(layout.attention_layers.begin(), layout.attention_layers.end(), layer);
+}
+
+std::vector<int> attention_layer_list(const ModelLayout& layout) {
+  if (!layout.attention_layers.empty()) return layout.attention_layers;
+  std::vector<int> layers;
+  for (int layer = 0; layer < layout.num_layers; ++layer) layers.push_back(layer);
+  return layers;
 }
 
 std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer) {

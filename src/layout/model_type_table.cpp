@@ -9,11 +9,12 @@ namespace {
 
 constexpr NormGain kWeight = NormGain::weight;
 constexpr NormGain kOnePlus = NormGain::one_plus_weight;
+constexpr AttentionLayers kSomeLayers = AttentionLayers::from_config;
 
-// model_type, reader, norm gain, GGUF architecture (`--family` accepts each model type). MoE
-// variants differ from their dense model only in the MLP. The order is that of the lists in help
-// and error texts.
-constexpr std::array<ModelTypeInfo, 36> kModelTypes{{
+// model_type, reader, norm gain, GGUF architecture and, where it is a LayerNorm, the QK norm
+// (`--family` accepts each model type). MoE variants differ from their dense model only in the
+// MLP. The order is that of the lists in help and error texts.
+constexpr std::array<ModelTypeInfo, 39> kModelTypes{{
     {"llama", Family::llama, kWeight, "llama"},
     {"mistral", Family::llama, kWeight, ""},
     {"mixtral", Family::llama, kWeight, ""},
@@ -44,12 +45,18 @@ constexpr std::array<ModelTypeInfo, 36> kModelTypes{{
     {"internlm2", Family::internlm2, kWeight, ""},
     {"chatglm", Family::chatglm, kWeight, ""},
     {"glm", Family::llama, kWeight, ""},
-    {"opt", Family::llama, kWeight, ""},       // out_proj
-    {"phi", Family::llama, kWeight, ""},       // phi-2: dense
-    {"stablelm", Family::llama, kWeight, ""},  // without qk_layernorm (refused when present)
-    {"cohere", Family::llama, kWeight, ""},    // without use_qk_norm
-    {"llama4", Family::llama, kWeight, ""},    // weightless L2 QK norm: nothing to fold
+    {"opt", Family::llama, kWeight, ""},                        // out_proj
+    {"phi", Family::llama, kWeight, ""},                        // phi-2: dense
+    {"stablelm", Family::llama, kWeight, "", NormKind::layer},  // q_layernorm.norms.{h}
+    {"cohere", Family::llama, kWeight, "", NormKind::layer},    // q_norm [heads, head_dim]
+    {"llama4", Family::llama, kWeight, ""},  // weightless L2 QK norm: nothing to fold
     {"llama4_text", Family::llama, kWeight, ""},
+    // Hybrids: attention heads only in the layers config.json names, Mamba or linear attention in
+    // the others. Qwen3-Next's q_proj also holds a gate per head, its RMSNorms multiply by 1 + w.
+    {"jamba", Family::llama, kWeight, "", NormKind::rms, kSomeLayers},
+    {"granitemoehybrid", Family::llama, kWeight, "", NormKind::rms, kSomeLayers},
+    {"qwen3_next", Family::llama, kOnePlus, "", NormKind::rms, kSomeLayers,
+     QueryRows::query_then_gate},
 }};
 
 }  // namespace

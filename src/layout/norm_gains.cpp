@@ -1,4 +1,4 @@
-// RMSNorm gains folded into projection rows: MLA's latent norms (family_mla.cpp) and the QK norms
+// Norm gains folded into projection rows: MLA's latent norms (family_mla.cpp) and the QK norms
 // of the llama-named families of today.
 //
 // Qwen3, Gemma 3 and OLMo 2 normalise each query and key before the dot product:
@@ -12,6 +12,11 @@
 //   OLMo 2:          q_norm.weight [H·d_h], k_norm.weight [H_kv·d_h] — over the whole projection;
 //   Gemma:           its RMSNorm multiplies by (1 + weight), so the gain is 1 + the stored weight
 //                    (the norm-gain rule of its row in model_type.hpp; GGUF files store 1 + w).
+// StableLM and Cohere normalise each head with a LayerNorm, which first subtracts the mean of the
+// head's d_h entries: q_h = γ_h ∘ P (W_Q^h x) / σ, P = I − 11ᵀ/d_h, a fixed projection that folds
+// with the gains as diag(γ_h) P W_Q^h (each head's rows minus their mean row, then scaled):
+//   StableLM:        q_layernorm.norms.{h}.weight [d_h], one torch LayerNorm per head;
+//   Cohere:          q_norm.weight [H, d_h], k_norm.weight [H_kv, d_h] (CohereLayerNorm).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -121,15 +126,92 @@ std::string qk_gain_reason(int count, Index head_dim, const char* heads_word) {
          " × head_dim " + std::to_string(head_dim) + " = " + shape_text(count * head_dim);
 }
 
+/// A QK-norm gain of one tensor: [head_dim] or [count·head_dim]; a LayerNorm's may also be
+/// [count, head_dim] (Cohere's: one gain per head and entry, the rows' order).
 void check_qk_gain_shape(const TensorView& tensor, int count, Index head_dim,
-                         const char* heads_word) {
+                         const char* heads_word, NormKind kind) {
   const bool per_head_dim = tensor.shape.size() == 1 && tensor.shape[0] == head_dim;
   const bool per_row = tensor.shape.size() == 1 && tensor.shape[0] == count * head_dim;
-  if (per_head_dim || per_row) return;
+  const bool per_head_and_entry = kind == NormKind::layer && tensor.shape.size() == 2 &&
+                                  tensor.shape[0] == count && tensor.shape[1] == head_dim;
+  if (per_head_dim || per_row || per_head_and_entry) return;
+  const std::string per_head_text =
+      kind == NormKind::layer
+          ? ", or [" + std::to_string(count) + ", " + std::to_string(head_dim) + "] (per head)"
+          : "";
   throw Error(tensor.file, tensor.name,
               "expected shape " + shape_text(head_dim) + " or " + shape_text(count * head_dim) +
-                  " (" + qk_gain_reason(count, head_dim, heads_word) + "), found " +
-                  tensor.shape_string());
+                  " (" + qk_gain_reason(count, head_dim, heads_word) + ")" + per_head_text +
+                  ", found " + tensor.shape_string());
+}
+
+constexpr std::string_view kHeadSlot = "{h}";
+
+/// The tensor of head `head` of a per-head norm template in `layer`.
+std::string head_norm_name(const std::string& name_template, int layer, int head) {
+  return replace_last(layer_name(name_template, layer), kHeadSlot, std::to_string(head));
+}
+
+/// StableLM's per-head LayerNorms: one [head_dim] tensor per head, each checked.
+const TensorView& check_per_head_gains(const Checkpoint& checkpoint,
+                                       const std::string& name_template, int layer, int count,
+                                       Index head_dim) {
+  for (int head = 0; head < count; ++head)
+    check_gain_shape(checkpoint, head_norm_name(name_template, layer, head), head_dim,
+                     "one LayerNorm per head over its head_dim entries");
+  return checkpoint.at(head_norm_name(name_template, layer, 0));
+}
+
+/// The QK norm of `role` beside the key projection `key_template`, if the checkpoint has one:
+/// `q_norm` (Qwen3, Gemma 3, OLMo 2, Cohere) or StableLM's per-head `q_layernorm.norms.{h}`.
+std::optional<DenseTensors::NormTensor> find_qk_norm(const Checkpoint& checkpoint,
+                                                     const std::string& key_template,
+                                                     int first_layer, ProjectionRole role,
+                                                     int count) {
+  const std::string role_text(role_name(role));
+  const std::string one = replace_last(key_template, "k_proj", role_text + "_norm");
+  if (checkpoint.find(layer_name(one, first_layer))) return DenseTensors::NormTensor{one, 0};
+  const std::string per_head = replace_last(
+      key_template, "k_proj", role_text + "_layernorm.norms." + std::string(kHeadSlot));
+  if (checkpoint.find(head_norm_name(per_head, first_layer, 0)))
+    return DenseTensors::NormTensor{per_head, count};
+  return std::nullopt;
+}
+
+/// Whether config.json switches the QK norm on or off (StableLM's `qk_layernorm`, Cohere's and
+/// Llama 4's `use_qk_norm`); nullopt when it does not say.
+std::optional<bool> qk_norm_switch(const Checkpoint& checkpoint) {
+  if (std::optional<bool> on = config_bool(checkpoint, "qk_layernorm")) return on;
+  return config_bool(checkpoint, "use_qk_norm");
+}
+
+/// The gain applied to the rows of `norm` in `layer` (stored + 1 for NormGain::one_plus_weight),
+/// one value per row of a head, or per row of the projection.
+Gain load_qk_gain(const Checkpoint& checkpoint, const DenseTensors::NormTensor& norm, int layer,
+                  int count, Index head_dim, const DenseTensors& tensors, const char* heads_word) {
+  if (norm.per_head == 0) {
+    const TensorView& tensor = checkpoint.at(layer_name(norm.name, layer));
+    check_qk_gain_shape(tensor, count, head_dim, heads_word, tensors.qk_norm_kind);
+    return {applied_gain(to_f32(tensor), tensors.norm_gain), tensor.file, tensor.name};
+  }
+  const TensorView& first = check_per_head_gains(checkpoint, norm.name, layer, count, head_dim);
+  std::vector<float> values;
+  for (int head = 0; head < count; ++head) {
+    const std::vector<float> one = to_f32(checkpoint.at(head_norm_name(norm.name, layer, head)));
+    values.insert(values.end(), one.begin(), one.end());
+  }
+  return {applied_gain(std::move(values), tensors.norm_gain), first.file,
+          layer_name(norm.name, layer)};
+}
+
+/// P W for every head block of `rows`, P = I − 11ᵀ/head_dim: a LayerNorm subtracts the mean of
+/// each head's entries, i.e. the mean of the head's rows from each of them (in double).
+void subtract_head_means(RowMatrixF& rows, Index head_dim) {
+  for (Index start = 0; start + head_dim <= rows.rows(); start += head_dim) {
+    auto block = rows.middleRows(start, head_dim);
+    const Eigen::RowVectorXd mean = block.cast<double>().colwise().mean();
+    block = (block.cast<double>().rowwise() - mean).cast<float>();
+  }
 }
 
 }  // namespace
@@ -150,22 +232,34 @@ std::optional<int> qk_norm_head_dim(const Checkpoint& checkpoint, const std::str
 void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_template, int first_layer,
                     const ModelLayout& layout, DenseTensors& tensors) {
   if (key_template.find("k_proj") == std::string::npos) return;
-  // StableLM's qk_layernorm: one LayerNorm per head, which also centres each head's rows.
-  const std::string per_head =
-      layer_name(replace_last(key_template, "k_proj", "k_layernorm.norms.0"), first_layer);
-  if (const TensorView* norm = checkpoint.find(per_head))
-    throw Error(norm->file, norm->name,
-                "a per-head QK LayerNorm (StableLM's qk_layernorm) is not supported: its centring "
-                "is not folded, so the heads would be misread");
+  const std::optional<bool> switched = qk_norm_switch(checkpoint);
+  if (switched == false) return;  // the model has no QK norm: tensors of one are never used
+  const ModelTypeInfo* row = model_type_named(layout.model_type);
+  tensors.qk_norm_kind = row ? row->qk_norm : NormKind::rms;
   for (const ProjectionRole role : {ProjectionRole::q, ProjectionRole::k}) {
     const bool query = role == ProjectionRole::q;
-    const std::string norm_template =
-        replace_last(key_template, "k_proj", std::string(role_name(role)) + "_norm");
-    const TensorView* first = checkpoint.find(layer_name(norm_template, first_layer));
-    if (!first) continue;
-    check_qk_gain_shape(*first, query ? layout.heads : layout.kv_heads, layout.head_dim,
-                        query ? "heads" : "kv heads");
-    (query ? tensors.q_norm : tensors.k_norm) = norm_template;
+    const int count = query ? layout.heads : layout.kv_heads;
+    const auto norm = find_qk_norm(checkpoint, key_template, first_layer, role, count);
+    if (!norm) continue;
+    if (norm->per_head > 0) {  // StableLM's are torch LayerNorms, whatever the model type
+      tensors.qk_norm_kind = NormKind::layer;
+      check_per_head_gains(checkpoint, norm->name, first_layer, count, layout.head_dim);
+    } else {
+      check_qk_gain_shape(checkpoint.at(layer_name(norm->name, first_layer)), count,
+                          layout.head_dim, query ? "heads" : "kv heads", tensors.qk_norm_kind);
+    }
+    (query ? tensors.q_norm : tensors.k_norm) = norm;
+  }
+  // StableLM's qk_layernorm and Cohere's use_qk_norm say their LayerNorms exist: missing ones
+  // would silently misread every head.
+  const bool queries_missing = layout.has_queries && !tensors.q_norm;
+  if (switched == true && row && row->qk_norm == NormKind::layer &&
+      (queries_missing || !tensors.k_norm)) {
+    const std::string role = queries_missing ? "q" : "k";
+    throw Error(checkpoint.config_path().string(),
+                "its QK-norm switch (qk_layernorm, use_qk_norm) is true, but " +
+                    layer_name(replace_last(key_template, "k_proj", role + "_norm"), first_layer) +
+                    " (or StableLM's " + role + "_layernorm.norms.0) is not in the checkpoint");
   }
   if (tensors.q_norm || tensors.k_norm)
     tensors.norm_gain = norm_gain_of(checkpoint, layout.model_type);
@@ -208,12 +302,11 @@ FoldedRows fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout,
                         const DenseTensors& tensors, int layer, ProjectionRole role,
                         RowMatrixF rows) {
   const bool query = role == ProjectionRole::q;
-  const std::optional<std::string>& norm = query ? tensors.q_norm : tensors.k_norm;
+  const auto& norm = query ? tensors.q_norm : tensors.k_norm;
   if (!norm) return {std::move(rows), 0};
-  const int count = query ? layout.heads : layout.kv_heads;
-  const TensorView& tensor = checkpoint.at(layer_name(*norm, layer));
-  check_qk_gain_shape(tensor, count, layout.head_dim, query ? "heads" : "kv heads");
-  const Gain stored{applied_gain(to_f32(tensor), tensors.norm_gain), tensor.file, tensor.name};
+  const Gain stored = load_qk_gain(checkpoint, *norm, layer, query ? layout.heads : layout.kv_heads,
+                                   layout.head_dim, tensors, query ? "heads" : "kv heads");
+  if (tensors.qk_norm_kind == NormKind::layer) subtract_head_means(rows, layout.head_dim);
   std::vector<float> gain(static_cast<std::size_t>(rows.rows()));
   for (std::size_t i = 0; i < gain.size(); ++i)  // a [d_h] gain repeats for every head
     gain[i] = stored.values[i % stored.values.size()];
@@ -222,8 +315,13 @@ FoldedRows fold_qk_norm(const Checkpoint& checkpoint, const ModelLayout& layout,
 
 std::vector<std::string> norm_tensor_names(const DenseTensors& tensors, int layer) {
   std::vector<std::string> names;
-  for (const auto& norm : {tensors.q_norm, tensors.k_norm, tensors.input_norm})
-    if (norm) names.push_back(layer_name(*norm, layer));
+  for (const auto& norm : {tensors.q_norm, tensors.k_norm}) {
+    if (!norm) continue;
+    if (norm->per_head == 0) names.push_back(layer_name(norm->name, layer));
+    for (int head = 0; head < norm->per_head; ++head)
+      names.push_back(head_norm_name(norm->name, layer, head));
+  }
+  if (tensors.input_norm) names.push_back(layer_name(*tensors.input_norm, layer));
   return names;
 }
 

@@ -84,6 +84,17 @@ class InputNormTest(unittest.TestCase):
                 moved = abs(folded["qk"]["layers"][0]["erank"] - plain["qk"]["layers"][0]["erank"])
                 self.assertGreater(moved, 1e-3)  # the input gain matters, hence the flag
 
+    def test_gemma2_input_norm_is_one_plus_w_and_it_has_no_qk_norm(self):
+        """Gemma 2 is its own model type: RMSNorm gains of 1 + w, no q_norm / k_norm."""
+        src = os.path.join(self.dir, "gemma2")
+        family_writer.write_family("gemma2", src, src + "-ref", layers=2, heads=4, kv_heads=2,
+                                   head_dim=8, d_model=32)
+        with_input_norm(src, 7)
+        folded, stderr = analyze(src, "--fold-input-norm")
+        self.check_against_reference(folded, src, fold=True)
+        self.assertEqual(stderr.count("folded the input norm gains (1 + w)"), 1, stderr)
+        self.assertEqual(folded["qk"]["model_type"], "gemma2")
+
     def test_model_type_is_reported_beside_the_family(self):
         got, _ = analyze(self.src["gemma3"], reprs=("qk",))
         self.assertEqual(got["qk"]["family"], "llama")

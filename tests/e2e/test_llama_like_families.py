@@ -4,6 +4,9 @@ layout by tests/writers/write_family_checkpoints.py (independent numpy):
 
 - Qwen3, Gemma 3 (text and multimodal), OLMo 2, Qwen3-MoE: q_norm / k_norm gains (per head over
   head_dim; over the whole width for OLMo 2; Gemma's 1 + weight) folded into the query / key rows;
+- StableLM (q_layernorm.norms.{h}) and Cohere (q_norm [H, d_h]): per-head QK LayerNorms, whose
+  centring P = I − 11ᵀ/d_h is folded with the gains; their config switches (qk_layernorm,
+  use_qk_norm);
 - Gemma 2 (head_dim ≠ d/H, no QK norm), Mixtral and Qwen2-MoE (expert tensors are NaN: they must
   never be read), attention biases (llama `attention_bias`, Qwen2-MoE's qkv biases: accepted, not
   part of W_Q W_Kᵀ).
@@ -90,7 +93,8 @@ class ModernFamilies(unittest.TestCase):
             with self.subTest(family=family), tempfile.TemporaryDirectory() as tmp:
                 out, _, tensors, config = write(tmp, family, seed=3)
                 plain = os.path.join(tmp, "no-norms")
-                writer.write_checkpoint(plain, {n: t for n, t in tensors.items() if "_norm." not in n},
+                writer.write_checkpoint(plain, {n: t for n, t in tensors.items()
+                                                if "_norm." not in n and "_layernorm." not in n},
                                         config, "F32")
                 for repr_name in ("qk", "k"):
                     result = run(["analyze", out, "--repr", repr_name, "--format", "json"])
@@ -140,6 +144,37 @@ class ModernFamilies(unittest.TestCase):
                 self.assert_layers(model["layers"],
                                    reference.cmd_heads(os.path.join(reference_dir, "qk.npz")), path)
 
+    def analyze(self, path, *args):
+        result = run(["analyze", path, "--repr", "qk,k", "--format", "json"] + list(args))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)["models"]
+
+    def test_layer_norm_centring_changes_the_numbers(self):
+        """Cohere's gains folded as an RMSNorm's (no centring) give other numbers: the centring is
+        really tested."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, _, config = write(tmp, "cohere", seed=11)
+            as_rms = os.path.join(tmp, "as-rms")
+            os.makedirs(as_rms)
+            os.symlink(os.path.join(out, "model.safetensors"), os.path.join(as_rms, "model.safetensors"))
+            with open(os.path.join(as_rms, "config.json"), "w") as f:
+                json.dump(dict(config, model_type="qwen3"), f)
+            for model in self.analyze(out):
+                uncentred = reference.cmd_llama(as_rms, model["repr"])
+                self.assertTrue(any(not close(g["erank"], u["erank"])
+                                    for g, u in zip(model["layers"], uncentred)), model["repr"])
+
+    def test_a_qk_norm_switched_off_is_not_read(self):
+        for family, switch in (("stablelm", "qk_layernorm"), ("cohere", "use_qk_norm")):
+            with self.subTest(family=family), tempfile.TemporaryDirectory() as tmp:
+                out, _, tensors, config = write(tmp, family, seed=12)
+                writer.write_checkpoint(out, tensors, dict(config, **{switch: False}), "F32")
+                plain = os.path.join(tmp, "no-norms")
+                writer.write_checkpoint(plain, {n: t for n, t in tensors.items() if "norm" not in n},
+                                        dict(config, **{switch: False}), "F32")
+                for got, want in zip(self.analyze(out), self.analyze(plain)):
+                    self.assertEqual(got["layers"], want["layers"])
+
 
 class NormErrors(unittest.TestCase):
     def expect_error(self, family, edit, *needles):
@@ -172,6 +207,27 @@ class NormErrors(unittest.TestCase):
         def widen(tensors):
             tensors[name] = np.ones(24)
         self.expect_error("olmo2", widen, name, "2 kv heads × head_dim 8 = [16]", "found [24]")
+
+    def test_a_switched_on_layer_norm_must_be_there(self):
+        def drop(tensors):
+            for name in [n for n in tensors if "_layernorm." in n]:
+                del tensors[name]
+        self.expect_error("stablelm", drop, "config.json", "qk_layernorm", "q_norm.weight",
+                          "q_layernorm.norms.0")
+
+    def test_a_per_head_gain_of_the_wrong_shape_is_named(self):
+        name = "model.layers.1.self_attn.k_layernorm.norms.1.weight"
+
+        def shorten(tensors):
+            tensors[name] = tensors[name][:5]
+        self.expect_error("stablelm", shorten, name, "expected shape [8]", "found [5]")
+
+    def test_cohere_gain_of_the_wrong_shape_lists_its_own(self):
+        name = "model.layers.0.self_attn.q_norm.weight"
+
+        def transpose(tensors):
+            tensors[name] = tensors[name].T.copy()
+        self.expect_error("cohere", transpose, name, "[4, 8] (per head)", "found [8, 4]")
 
     def test_nan_in_a_gain_names_the_tensor(self):
         name = "model.layers.1.self_attn.k_norm.weight"

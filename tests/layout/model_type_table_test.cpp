@@ -30,6 +30,9 @@ TEST_CASE("model-type table: the facts detection and the GGUF mapping read", "[f
   CHECK(model_type_named("gemma2")->norm_gain == NormGain::one_plus_weight);
   CHECK(model_type_named("gemma3_text")->norm_gain == NormGain::one_plus_weight);
   CHECK(model_type_named("qwen3")->norm_gain == NormGain::weight);
+  CHECK(model_type_named("qwen3")->qk_norm == NormKind::rms);
+  CHECK(model_type_named("stablelm")->qk_norm == NormKind::layer);
+  CHECK(model_type_named("cohere")->qk_norm == NormKind::layer);
   CHECK(model_type_named("bloom")->family == Family::bloom);  // not falcon, whose names it shares
   CHECK(model_type_named("minicpm3")->family == Family::deepseek_v2);
   CHECK(model_type_of_gguf("gemma3")->name == "gemma3_text");

@@ -1,4 +1,5 @@
-// QK-norm gains (Qwen3, Gemma 3, OLMo 2) and the other llama-named families of today (Gemma 2,
+// QK-norm gains (Qwen3, Gemma 3, OLMo 2; StableLM's and Cohere's LayerNorms with their centring)
+// and the other llama-named families of today (Gemma 2,
 // Mixtral, Qwen2/3-MoE, attention biases): per-head factors equal the gain-scaled per-head
 // projections that tests/writers/write_family_checkpoints.py (independent numpy) wrote the
 // checkpoint from, for every representation.
@@ -39,8 +40,9 @@ TEST_CASE("QK-norm gains are folded into the query and key rows of each family",
   };
   const Case family_case = GENERATE(
       Case{"qwen3", "weight"}, Case{"gemma3", "1 + weight"}, Case{"gemma3_mm", "1 + weight"},
-      Case{"olmo2", "weight"}, Case{"qwen3_moe", "weight"}, Case{"gemma2", ""}, Case{"mixtral", ""},
-      Case{"qwen2_moe", ""}, Case{"llama_bias", ""});
+      Case{"olmo2", "weight"}, Case{"qwen3_moe", "weight"}, Case{"stablelm", "weight"},
+      Case{"cohere", "weight"}, Case{"gemma2", ""}, Case{"mixtral", ""}, Case{"qwen2_moe", ""},
+      Case{"llama_bias", ""});
   const char* dtype = GENERATE("F32", "BF16");
   INFO(family_case.family << " " << dtype);
   TempDir dir;
@@ -59,7 +61,8 @@ TEST_CASE("QK-norm gains are folded into the query and key rows of each family",
 
   const auto names = layer_tensor_names(layout, 2);
   const bool lists_norm = std::find_if(names.begin(), names.end(), [](const std::string& name) {
-                            return name.ends_with(".self_attn.q_norm.weight");
+                            return name.ends_with(".self_attn.q_norm.weight") ||
+                                   name.ends_with(".self_attn.q_layernorm.norms.3.weight");
                           }) != names.end();
   CHECK(lists_norm == (*family_case.gain != '\0'));
 }
@@ -117,4 +120,28 @@ TEST_CASE("a non-finite folded gain is an error naming the gain tensor", "[qk_no
   CHECK_THROWS_WITH(detail::fold_gain(rows, gain),
                     "m.safetensors: model.layers.0.self_attn.q_norm.weight: folding this gain into "
                     "its projection rows gives non-finite values");
+}
+
+TEST_CASE("a QK LayerNorm is read as one: StableLM's per-head tensors, Cohere's 2-D gains",
+          "[qk_norm]") {
+  struct Case {
+    const char* family;
+    NormKind kind;
+    std::size_t norm_tensors;  // per layer
+  };
+  const Case family_case =
+      GENERATE(Case{"stablelm", NormKind::layer, 4 + 2}, Case{"cohere", NormKind::layer, 2},
+               Case{"qwen3", NormKind::rms, 2});
+  INFO(family_case.family);
+  TempDir dir;
+  write_family(dir, family_case.family, "--layers 1 --heads 4 --kv-heads 2 --head-dim 6");
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint, {});
+  CHECK(std::get<DenseTensors>(layout.tensors).qk_norm_kind == family_case.kind);
+  const auto names = layer_tensor_names(layout, 0);
+  CHECK(static_cast<std::size_t>(
+            std::count_if(names.begin(), names.end(), [](const std::string& name) {
+              return name.find("norm") != std::string::npos;
+            })) == family_case.norm_tensors);
+  test::check_factors_match_reference(dir, checkpoint, layout);
 }

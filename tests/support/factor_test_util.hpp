@@ -60,7 +60,7 @@ inline void check_factors_match_reference(const TempDir& dir, const Checkpoint& 
                                           const ModelLayout& layout, double tolerance = 1e-5) {
   for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
     const Checkpoint ref = Checkpoint::open(dir / "ref" / (std::string(repr_name(repr)) + ".npz"));
-    for (int layer = 0; layer < layout.num_layers; ++layer) {
+    for (int layer : attention_layer_list(layout)) {  // a hybrid's attention layers
       const HeadFactors factors = layer_factors(checkpoint, layout, layer, repr);
       REQUIRE(factors.num_heads() == layout.heads);
       const FactorSide& right = factors.symmetric ? factors.left : factors.right;

@@ -9,7 +9,8 @@ family's tensors are assembled the way its Hugging Face modelling code slices th
 FAMILY: llama, gpt2, gpt_neox, falcon_new, falcon_mq, falcon_mha, phi3, map, kvonly, the llama-
 named families of MODERN (QK-norm gains, MoE experts, attention biases, Gemma 3's multimodal layout),
 and bloom, mpt, baichuan, qwen (v1), gpt_bigcode_mq/_mha, internlm2, chatglm, opt, phi (phi-2) and
-llama4 in their Hugging Face tensor names and config keys (fused_tensors, fused_config).
+llama4 in their Hugging Face tensor names and config keys (fused_tensors, fused_config); the
+hybrids jamba, granitemoehybrid and qwen3_next (HYBRIDS: at least 8 layers, attention in some).
 OUT_DIR receives config.json + model.safetensors (or, for kvonly, layers.{i}.{k,v}_proj.npy);
 REF_DIR receives qk.npz, ov.npz, k.npz, v.npz (layer{i}.L / layer{i}.R, [H, d, k], A_h = L_h R_hᵀ,
 computed from the per-head matrices AFTER rounding to --dtype, with the QK-norm gains applied to
@@ -29,6 +30,10 @@ import numpy as np
 #   qk_norm: "head" = one RMSNorm gain [d_h] shared by all heads (Qwen3Attention, Gemma3Attention:
 #            RMSNorm(head_dim) on q.view(..., heads, head_dim)); "width" = a gain over the whole
 #            projection, q_norm [H·d_h], k_norm [H_kv·d_h] (Olmo2Attention: RMSNorm(H·head_dim)).
+#            "heads" = a LayerNorm per head with its own gain [H, d_h] (CohereAttention: CohereLayerNorm
+#            ((heads, head_dim)) as q_norm / k_norm); "per_head" = one torch LayerNorm per head, its
+#            gain [d_h] stored as q_layernorm.norms.{h} (StableLmAttention: StableLmLayerNormPerHead).
+#            Both LayerNorms also subtract the mean of each head's d_h entries before the gain.
 #   offset:  Gemma's RMSNorm multiplies by (1 + weight): the stored weight is the gain minus 1.
 #   experts: MoE MLP tensors (filled with NaN: kvrank must never read them).
 #   bias:    q/k/v (and o) projection biases (llama `attention_bias`, qwen2's qkv biases).
@@ -41,6 +46,8 @@ MODERN = {
     "gemma3_mm": dict(model_type="gemma3", qk_norm="head", offset=1.0,
                       prefix="language_model.model.layers"),
     "olmo2": dict(model_type="olmo2", qk_norm="width"),
+    "stablelm": dict(model_type="stablelm", qk_norm="per_head"),
+    "cohere": dict(model_type="cohere", qk_norm="heads"),
     "mixtral": dict(model_type="mixtral", experts="mixtral"),
     "qwen2_moe": dict(model_type="qwen2_moe", experts="qwen2_moe", bias=True),
     "qwen3_moe": dict(model_type="qwen3_moe", qk_norm="head", experts="qwen3_moe"),
@@ -135,12 +142,15 @@ class Heads:
         self.o = round_to(make_heads(rng, heads, d_model, head_dim, layer), dtype)
         self.group = heads // kv_heads
 
-    def with_gains(self, q_gain, k_gain):
+    def with_gains(self, q_gain, k_gain, centred=False):
         """The heads as the dot product sees them: row j of query head h scaled by q_gain[h][j]
-        (likewise keys), i.e. diag(γ) W applied before q·k. Returns a copy."""
+        (likewise keys), i.e. diag(γ) W applied before q·k; with `centred` (a LayerNorm) each head's
+        mean row is subtracted first. Returns a copy."""
+        def seen(gain, head):
+            return gain[:, None] * (head - head.mean(axis=0) if centred else head)
         scaled = copy.copy(self)
-        scaled.q = [q_gain[h][:, None] * self.q[h] for h in range(len(self.q))]
-        scaled.k = [k_gain[g][:, None] * self.k[g] for g in range(len(self.k))]
+        scaled.q = [seen(q_gain[h], self.q[h]) for h in range(len(self.q))]
+        scaled.k = [seen(k_gain[g], self.k[g]) for g in range(len(self.k))]
         return scaled
 
     def factors(self, repr_name):
@@ -306,7 +316,12 @@ def qk_norm_gains(rng, spec, heads, kv_heads, head_dim, dtype):
         effective = stored + offset
         if spec["qk_norm"] == "head":
             return stored, [effective] * count
-        return stored, list(effective.reshape(count, head_dim))
+        per_head = list(effective.reshape(count, head_dim))
+        if spec["qk_norm"] == "heads":  # Cohere: one 2-D weight
+            return stored.reshape(count, head_dim), per_head
+        if spec["qk_norm"] == "per_head":  # StableLM: one tensor per head
+            return list(stored.reshape(count, head_dim)), per_head
+        return stored, per_head
 
     q_stored, q_gain = one(heads)
     k_stored, k_gain = one(kv_heads)
@@ -340,7 +355,11 @@ def modern_tensors(family, i, m, norms, rng, dtype):
     prefix = spec.get("prefix", "model.layers")
     tensors = llama_tensors(i, m, prefix)
     base = f"{prefix}.{i}."
-    if norms is not None:
+    if norms is not None and spec["qk_norm"] == "per_head":
+        for role, stored in zip("qk", norms):
+            for h, gain in enumerate(stored):
+                tensors[f"{base}self_attn.{role}_layernorm.norms.{h}.weight"] = gain
+    elif norms is not None:
         tensors[base + "self_attn.q_norm.weight"], tensors[base + "self_attn.k_norm.weight"] = norms
     if spec.get("bias"):  # present, and not part of the bilinear form W_Q W_Kᵀ
         for role, rows in (("q", len(m.q)), ("k", len(m.k)), ("v", len(m.v))):
@@ -361,8 +380,14 @@ def modern_config(family, layers, heads, kv_heads, head_dim, d_model):
     spec = MODERN[family]
     config = {"model_type": spec["model_type"], "hidden_size": d_model, "num_attention_heads": heads,
               "num_key_value_heads": kv_heads, "num_hidden_layers": layers, "rms_norm_eps": 1e-6}
-    if family != "olmo2" or head_dim * heads != d_model:  # OLMo 2 configs have no head_dim
+    if family not in ("olmo2", "stablelm") or head_dim * heads != d_model:  # theirs have none
         config["head_dim"] = head_dim
+    if spec.get("qk_norm") in ("heads", "per_head"):  # LayerNorms: no RMSNorm epsilon
+        del config["rms_norm_eps"]
+    if family == "stablelm":
+        config.update(qk_layernorm=True, layer_norm_eps=1e-5, partial_rotary_factor=0.25)
+    if family == "cohere":
+        config.update(use_qk_norm=True, layer_norm_eps=1e-5, logit_scale=0.0625)
     if family.startswith("gemma"):
         config["query_pre_attn_scalar"] = head_dim
     if family == "gemma2":
@@ -446,7 +471,8 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
         for i, m in enumerate(per_layer):
             q_stored, k_stored, q_gain, k_gain = qk_norm_gains(rng, MODERN[family], heads, kv_heads,
                                                                head_dim, dtype)
-            norms[i], seen[i] = (q_stored, k_stored), m.with_gains(q_gain, k_gain)
+            centred = MODERN[family]["qk_norm"] in ("heads", "per_head")  # LayerNorms
+            norms[i], seen[i] = (q_stored, k_stored), m.with_gains(q_gain, k_gain, centred)
     for repr_name in ("qk", "ov", "k", "v"):
         arrays = {}
         for i, m in enumerate(seen):
@@ -477,6 +503,77 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
     return tensors, config
 
 
+# ---- hybrids: attention in some layers, Mamba or linear attention in the others ---------------
+#   jamba:            JambaAttentionDecoderLayer where i % attn_layer_period == attn_layer_offset,
+#                     JambaMambaDecoderLayer (mamba.*) elsewhere;
+#   granitemoehybrid: layer_types "attention" / "mamba" (GraniteMoeHybridDecoderLayer: self_attn
+#                     or mamba);
+#   qwen3_next:       full_attention_interval n: layer i is "full_attention" when (i + 1) % n == 0,
+#                     else "linear_attention" (Qwen3NextGatedDeltaNet, linear_attn.*). Its q_proj is
+#                     [H·2·d_h, d]: per head d_h query rows, then d_h gate rows (torch.chunk of
+#                     q_proj(x).view(…, H, 2·d_h)); q_norm / k_norm are RMSNorms with gain 1 + w.
+HYBRIDS = {
+    "jamba": dict(attention=lambda i: i % 4 == 2, config=dict(attn_layer_period=4,
+                                                              attn_layer_offset=2),
+                  other="mamba"),
+    "granitemoehybrid": dict(attention=lambda i: i % 3 == 1, other="mamba"),
+    "qwen3_next": dict(attention=lambda i: (i + 1) % 4 == 0, config=dict(full_attention_interval=4),
+                       other="linear_attn"),
+}
+
+def other_layer_tensors(kind, base, d_model):
+    """A Mamba or linear-attention block's tensors, all NaN: they have no attention heads."""
+    names = {"mamba": ("mamba.in_proj.weight", "mamba.out_proj.weight", "mamba.A_log"),
+             "linear_attn": ("linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight",
+                             "linear_attn.out_proj.weight")}[kind]
+    return {base + name: np.full((2 * d_model, d_model), np.nan) for name in names}
+
+
+def write_hybrid(family, out_dir, ref_dir, dtype="F32", seed=0, layers=8, heads=8, kv_heads=None,
+                 head_dim=None, d_model=32):
+    """A hybrid checkpoint: reference factors (layer{i}: i the model's own layer number) for its
+    attention layers only. Returns (tensors, config, attention layer numbers)."""
+    spec = HYBRIDS[family]
+    kv_heads = heads if kv_heads is None else kv_heads
+    head_dim = d_model // heads if head_dim is None else head_dim
+    rng = np.random.default_rng(seed)
+    attention = [i for i in range(layers) if spec["attention"](i)]
+    tensors, seen = {}, {}
+    for i in range(layers):
+        base = f"model.layers.{i}."
+        if i not in attention:
+            tensors.update(other_layer_tensors(spec["other"], base, d_model))
+            continue
+        m = Heads(rng, i, heads, kv_heads, head_dim, d_model, dtype)
+        tensors.update(llama_tensors(i, m))
+        seen[i] = m
+        if family != "qwen3_next":
+            continue
+        gates = round_to(rng.standard_normal((heads, head_dim, d_model)), dtype)
+        tensors[base + "self_attn.q_proj.weight"] = np.concatenate(
+            [block for h in range(heads) for block in (m.q[h], gates[h])])
+        norm_spec = dict(qk_norm="head", offset=1.0)
+        q_stored, k_stored, q_gain, k_gain = qk_norm_gains(rng, norm_spec, heads, kv_heads,
+                                                           head_dim, dtype)
+        tensors[base + "self_attn.q_norm.weight"] = q_stored
+        tensors[base + "self_attn.k_norm.weight"] = k_stored
+        seen[i] = m.with_gains(q_gain, k_gain)
+    tensors["model.embed_tokens.weight"] = round_to(rng.standard_normal((16, d_model)), dtype)
+    config = {"model_type": family, "hidden_size": d_model, "num_attention_heads": heads,
+              "num_key_value_heads": kv_heads, "num_hidden_layers": layers, "head_dim": head_dim}
+    config.update(spec.get("config", {}))
+    if family == "granitemoehybrid":
+        config["layer_types"] = ["attention" if i in attention else "mamba" for i in range(layers)]
+    os.makedirs(ref_dir, exist_ok=True)
+    for repr_name in ("qk", "ov", "k", "v"):
+        arrays = {}
+        for i, m in seen.items():
+            arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
+        np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
+    write_checkpoint(out_dir, tensors, config, dtype)
+    return tensors, config, attention
+
+
 def write_checkpoint(out_dir, tensors, config, dtype):
     os.makedirs(out_dir, exist_ok=True)
     write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype)
@@ -487,7 +584,7 @@ def write_checkpoint(out_dir, tensors, config, dtype):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=FAMILIES)
+    parser.add_argument("family", choices=FAMILIES + list(HYBRIDS))
     parser.add_argument("out_dir")
     parser.add_argument("ref_dir")
     parser.add_argument("--dtype", default="F32", choices=["F32", "BF16", "F16"])
@@ -499,6 +596,10 @@ def main():
     parser.add_argument("--d-model", type=int, default=32)
     parser.add_argument("--no-prefix", action="store_true", help="gpt2 without 'transformer.'")
     args = parser.parse_args()
+    if args.family in HYBRIDS:
+        write_hybrid(args.family, args.out_dir, args.ref_dir, args.dtype, args.seed,
+                     max(args.layers, 8), args.heads, args.kv_heads, args.head_dim, args.d_model)
+        return 0
     write_family(args.family, args.out_dir, args.ref_dir, args.dtype, args.seed, args.layers,
                  args.heads, args.kv_heads, args.head_dim, args.d_model, not args.no_prefix)
     return 0

@@ -69,8 +69,19 @@ struct DenseTensors {
   QkvOrder qkv_order = QkvOrder::stacked;       ///< when fused
   Orientation orientation = Orientation::out_in;
   std::string source;  ///< where the head geometry came from, for shape errors
-  /// QK-norm gains (Qwen3, Gemma 3, OLMo 2 …) folded into the q / k rows (norm_gains.cpp).
-  std::optional<std::string> q_norm, k_norm;
+  /// A QK norm's gain: one tensor per layer (`name`, a "{i}" template), or one per head (StableLM's
+  /// q_layernorm.norms.{h}: `name` has a "{h}" head slot too, for `per_head` heads).
+  struct NormTensor {
+    std::string name;
+    int per_head = 0;  ///< 0: one tensor
+  };
+  /// QK-norm gains (Qwen3, Gemma 3, OLMo 2, StableLM, Cohere …) folded into the q / k rows, with
+  /// the centring of a LayerNorm (norm_gains.cpp).
+  std::optional<NormTensor> q_norm, k_norm;
+  NormKind qk_norm_kind = NormKind::rms;
+  /// Qwen3-Next's gated attention: q_proj holds, per head, its d_h query rows, then d_h rows of an
+  /// output gate (2·H·d_h rows); the gate rows are not read.
+  bool gated_query = false;
   /// The pre-attention norm's gain [d], with --fold-input-norm: scales the columns of q, k and v.
   std::optional<std::string> input_norm;
   NormGain norm_gain = NormGain::weight;
@@ -109,7 +120,15 @@ struct ModelLayout : ModelGeometry {
   bool has_values = true;   ///< false when no v_proj: `ov` and `v` cannot be analysed
   /// What layer_factors() needs to find and read a layer; its alternative is the reader.
   FamilyTensors tensors = DenseTensors{};
+  /// Hybrids (Jamba, Granite 4.0 hybrid, Qwen3-Next): the layers that have attention heads, in
+  /// increasing order, as config.json says; empty when every layer 0 … num_layers − 1 has them.
+  std::vector<int> attention_layers;
 };
+
+/// Whether layer `layer` of the model has attention heads (layer_factors() reads only those).
+bool has_attention(const ModelLayout& layout, int layer);
+/// The layers that have attention heads: attention_layers, or 0 … num_layers − 1.
+std::vector<int> attention_layer_list(const ModelLayout& layout);
 
 /// "a family (llama, gpt2, …, or mla) or a model type (mistral, …)": what `--family` accepts,
 /// built from the family and model-type tables.

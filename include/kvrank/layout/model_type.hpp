@@ -1,8 +1,9 @@
 // One row per model type (config.json's `model_type`): the reader family that reads it, the rule
-// its RMSNorm applies to a stored gain, and the GGUF architecture llama.cpp writes it as. Detection
-// (layout.hpp), the GGUF mapping, `--family` and the help and error texts that list model types
-// are all built from these rows: supporting a model type whose tensors a reader already knows is
-// one row in src/layout/model_type_table.cpp, plus its test.
+// its RMSNorm applies to a stored gain, the GGUF architecture llama.cpp writes it as, and the few
+// facts that set a model type apart (a LayerNorm as QK norm, attention in some layers only, a
+// gate in q_proj). Detection (layout.hpp), the GGUF mapping, `--family` and the help and error
+// texts that list model types are all built from these rows: supporting a model type whose tensors
+// a reader already knows is one row in src/layout/model_type_table.cpp, plus its test.
 //
 //   const ModelTypeInfo* qwen3 = model_type_named("qwen3");      // reader Family::llama
 //   NormGain gemma = model_type_named("gemma3")->norm_gain;      // NormGain::one_plus_weight
@@ -20,6 +21,16 @@ namespace kvrank {
 
 /// What multiplies a normalised row: the stored weight, or 1 + weight (Gemma's RMSNorm).
 enum class NormGain { weight, one_plus_weight };
+/// What a QK norm does before its gain: an RMSNorm only divides by a per-token scale; a LayerNorm
+/// (StableLM, Cohere) first subtracts the mean over each head's entries, a fixed projection that
+/// is part of the bilinear form (docs/metric.md).
+enum class NormKind { rms, layer };
+/// Which layers have attention heads: all, or those config.json names (hybrids, whose other
+/// layers are Mamba or linear-attention blocks: docs/families.md).
+enum class AttentionLayers { all, from_config };
+/// What q_proj holds per head: its d_h query rows, or those followed by d_h rows of a sigmoid gate
+/// on the head's output (Qwen3-Next's gated attention; the gate rows are not read).
+enum class QueryRows { query, query_then_gate };
 
 struct ModelTypeInfo {
   std::string_view name;  ///< config.json's model_type
@@ -29,6 +40,9 @@ struct ModelTypeInfo {
   /// GGUF converter stores Gemma's gains already as 1 + w, so GGUF gains are always
   /// NormGain::weight.
   std::string_view gguf_architecture;
+  NormKind qk_norm = NormKind::rms;  ///< what its q_norm / k_norm is, when it has one
+  AttentionLayers layers = AttentionLayers::all;
+  QueryRows query_rows = QueryRows::query;
 };
 
 /// Every row, in table order.

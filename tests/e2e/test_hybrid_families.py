@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""End-to-end: `kvrank analyze` on hybrids whose attention heads are in some layers only — Jamba
+(attn_layer_period / attn_layer_offset), Granite 4.0 hybrid (layer_types) and Qwen3-Next
+(full_attention_interval, gated q_proj, q_norm / k_norm of 1 + w) — written in their Hugging Face
+names by tests/writers/write_family_checkpoints.py (independent numpy), with NaN Mamba and
+linear-attention blocks in the other layers.
+
+The attention layers are analysed under their own layer numbers and checked against
+`reference.py heads` on the writer's factors and `reference.py llama` reading the checkpoint; the
+other layers are neither analysed nor selectable; a config.json that disagrees with the tensors is
+an error naming the tensor.
+
+Run from the repository root: python3 tests/e2e/test_hybrid_families.py path/to/kvrank
+"""
+import json
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+import harness  # puts scripts/ and tests/writers/ on sys.path
+import reference  # noqa: E402  (scripts/reference.py: the naive numpy metric)
+import write_family_checkpoints as writer  # noqa: E402
+
+REPRS = ["qk", "ov", "k", "v"]
+GEOMETRY = dict(layers=8, heads=4, kv_heads=2, head_dim=6, d_model=32)
+
+
+def write(tmp, family, dtype="F32", seed=0):
+    out, ref = os.path.join(tmp, family), os.path.join(tmp, family + ".ref")
+    tensors, config, attention = writer.write_hybrid(family, out, ref, dtype=dtype, seed=seed,
+                                                     **GEOMETRY)
+    return out, ref, tensors, config, attention
+
+
+def analyze(*args):
+    result = harness.run("analyze", *args, "--format", "json")
+    return result, (json.loads(result.stdout)["models"] if result.returncode == 0 else None)
+
+
+class HybridFamilies(unittest.TestCase):
+    def assert_layers(self, got, want, where):
+        self.assertEqual([g["layer"] for g in got], [w["layer"] for w in want], where)
+        for g, w in zip(got, want):
+            at = f"{where} layer {w['layer']}"
+            self.assertEqual(g["pcs_90"], w["pcs_90"], at)
+            for key in ("erank", "erank_centered", "mean_similarity"):
+                self.assertTrue(harness.close(g[key], w[key]),
+                                f"{at}: {key} kvrank {g[key]!r} reference {w[key]!r}")
+
+    def test_attention_layers_under_their_own_numbers_against_both_references(self):
+        checked = 0
+        for family in writer.HYBRIDS:
+            for dtype in ("F32", "BF16"):
+                with self.subTest(family=family, dtype=dtype), tempfile.TemporaryDirectory() as tmp:
+                    out, ref, _, _, attention = write(tmp, family, dtype, seed=checked)
+                    result, models = analyze(out, "--repr", ",".join(REPRS))
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    for model in models:
+                        where = f"{family} {dtype} {model['repr']}"
+                        self.assertEqual((model["family"], model["model_type"], model["heads"],
+                                          model["kv_heads"], model["head_dim"], model["num_layers"]),
+                                         ("llama", family, 4, 2, 6, 8), where)
+                        self.assertEqual([layer["layer"] for layer in model["layers"]], attention)
+                        self.assert_layers(model["layers"], reference.cmd_heads(
+                            os.path.join(ref, model["repr"] + ".npz")), where + " (writer factors)")
+                        self.assert_layers(model["layers"], reference.cmd_llama(out, model["repr"]),
+                                           where + " (reference reads the checkpoint)")
+                    checked += 1
+        print(f"hybrids: {checked} family × dtype checkpoints match both references")
+
+    def test_layers_selects_by_the_models_own_numbers(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, _, _, attention = write(tmp, "jamba", seed=3)
+            self.assertEqual(attention, [2, 6])
+            result, models = analyze(out, "--layers", "6")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual([layer["layer"] for layer in models[0]["layers"]], [6])
+            result, _ = analyze(out, "--layers", "3")
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("--layers: layer 3 has no attention heads (the model's attention layers: "
+                          "2,6)", result.stderr)
+
+    def test_the_gate_rows_of_qwen3_next_are_not_read(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, tensors, config, attention = write(tmp, "qwen3_next", seed=4)
+            _, before = analyze(out, "--repr", "qk,ov")
+            head_dim = GEOMETRY["head_dim"]
+            for layer in attention:
+                q = tensors[f"model.layers.{layer}.self_attn.q_proj.weight"].copy()
+                for h in range(GEOMETRY["heads"]):  # the second d_h rows of each head: its gate
+                    q[(2 * h + 1) * head_dim:(2 * h + 2) * head_dim] *= -3.0
+                tensors[f"model.layers.{layer}.self_attn.q_proj.weight"] = q
+            writer.write_checkpoint(out, tensors, config, "F32")
+            result, after = analyze(out, "--repr", "qk,ov")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual([m["layers"] for m in after], [m["layers"] for m in before])
+
+    def expect_error(self, family, edit, *needles):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, tensors, config, _ = write(tmp, family, seed=5)
+            edit(tensors, config)
+            writer.write_checkpoint(out, tensors, config, "F32")
+            result, _ = analyze(out)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+            for needle in needles:
+                self.assertIn(needle, result.stderr)
+
+    def test_a_config_that_disagrees_with_the_tensors_names_the_tensor(self):
+        def call_layer_4_mamba(_, config):
+            config["layer_types"][4] = "mamba"
+        self.expect_error("granitemoehybrid", call_layer_4_mamba,
+                          "model.layers.4.self_attn.k_proj.weight: layer 4 is mamba (layer_types")
+
+        def drop_layer_6(tensors, _):
+            for role in "qkvo":
+                del tensors[f"model.layers.6.self_attn.{role}_proj.weight"]
+        self.expect_error("jamba", drop_layer_6, "model.layers.6.self_attn.k_proj.weight: no such "
+                          "tensor", "says layer 6 is attention")
+
+        def unknown_kind(_, config):
+            config["layer_types"][0] = "retention"
+        self.expect_error("granitemoehybrid", unknown_kind, "layer 0 is \"retention\"")
+
+        def no_rule(_, config):
+            del config["full_attention_interval"]
+        self.expect_error("qwen3_next", no_rule, "full_attention_interval")
+
+    def test_mamba_tensors_are_never_read(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, tensors, _, _ = write(tmp, "jamba", seed=6)
+            self.assertTrue(np.isnan(tensors["model.layers.0.mamba.in_proj.weight"]).all())
+            result, _ = analyze(out, "--repr", "qk,ov,k,v")
+            self.assertEqual(result.returncode, 0, result.stderr)
+
+
+if __name__ == "__main__":
+    harness.main_unittest()
