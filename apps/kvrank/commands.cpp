@@ -19,6 +19,7 @@
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/layout/layout.hpp"
+#include "kvrank/metric/compute_threads.hpp"
 #include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
@@ -284,7 +285,8 @@ int run_analyze(const AnalyzeArgs& args) {
   for (const auto& input : inputs) input_paths.push_back(input.path);
   if (!args.layout.map_file.empty()) input_paths.push_back(args.layout.map_file);
   Destination destination(args.output, input_paths);
-  kvrank::set_compute_threads(args.threads);
+  const kvrank::ThreadFit threads = kvrank::apply_compute_threads(args.threads);
+  if (!threads.reason.empty()) spdlog::info("{}", threads.reason);
   spdlog::debug("products: {}", kvrank::compute_backend_description());
   for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
   if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);

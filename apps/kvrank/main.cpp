@@ -8,10 +8,12 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "commands.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/memory_limit.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/layout/family.hpp"
 #include "kvrank/report/result_model.hpp"
@@ -246,6 +248,12 @@ void refuse_empty_values(CLI::App& app) {
     refuse_empty_values(*command);
 }
 
+/// Runs before any library's constructor: OpenBLAS maps a buffer per thread in its own and retries
+/// forever when that fails, so under a memory limit the thread count is fitted before it runs.
+[[gnu::section(".preinit_array"),
+  gnu::used]] void (*fit_threads_before_libraries)(int, char**,
+                                                   char**) = kvrank::fit_library_threads_at_start;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,6 +312,9 @@ int main(int argc, char** argv) {
     return kExitInvalidInput;
   } catch (const kvrank::Error& e) {
     print_error(e.what());
+    return kExitInvalidInput;
+  } catch (const std::bad_alloc&) {  // the input needs more memory than this process may have
+    print_error(kvrank::out_of_memory_message());
     return kExitInvalidInput;
   } catch (const std::exception& e) {
     print_error(std::string("internal error: ") + e.what());

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/metric/compute_threads.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
 #include "metric/contraction.hpp"
@@ -415,17 +416,28 @@ namespace detail {
 void float_gram(const RowMatrixF& basis, MatrixF& gram) { gram_float(basis, gram); }
 }  // namespace detail
 
-void set_compute_threads(int threads) {
-  int count = threads;
+ThreadFit apply_compute_threads(int threads) {
 #ifdef _OPENMP
-  if (count <= 0) count = omp_get_num_procs();
-  omp_set_num_threads(count);
+  const int count = threads > 0 ? threads : omp_get_num_procs();
+#else
+  const int count = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+#endif
+  int blas_buffers_held = 0;
+#ifdef KVRANK_HAVE_OPENBLAS
+  // OpenBLAS's OpenMP build mapped a buffer for each of its threads when it was loaded.
+  if (openblas_get_parallel() == 2) blas_buffers_held = openblas_get_num_threads();
+#endif
+  const ThreadFit fit = fit_compute_threads(count, blas_buffers_held);
+#ifdef _OPENMP
+  omp_set_num_threads(fit.threads);
 #endif
 #ifdef KVRANK_HAVE_OPENBLAS
-  if (count > 0) openblas_set_num_threads(count);
+  openblas_set_num_threads(fit.threads);
 #endif
-  (void)count;
+  return fit;
 }
+
+void set_compute_threads(int threads) { apply_compute_threads(threads); }
 
 void check_thread_count(int threads) {
   if (threads < 0)

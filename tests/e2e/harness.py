@@ -80,6 +80,13 @@ def shared_fixture(name):
     return path if os.path.isdir(path) else None
 
 
+def built_with_asan(binary):
+    """AddressSanitizer reserves terabytes of address space for its shadow memory, so an address
+    space limit (RLIMIT_AS) cannot apply to a binary built with it."""
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def skip(reason):
     """Ends the test as skipped: ctest shows it as "Not Run (Skipped)", never as passed."""
     print(f"{os.path.basename(sys.argv[0])}: skipped: {reason}")

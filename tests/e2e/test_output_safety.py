@@ -32,20 +32,14 @@ TIMEOUT = 60
 WRITE_PNG = "cat > /dev/null; printf png"
 
 
-def built_with_asan(binary):
-    """AddressSanitizer reserves terabytes of address space for its shadow memory, so an address
-    space limit cannot apply to it: the sanitized build runs these tests without RLIMIT_AS (the
-    release build of the same suite keeps the bound)."""
-    with open(binary, "rb") as f:
-        return b"__asan_init" in f.read()
-
-
+# The sanitized build runs these tests without RLIMIT_AS (harness.built_with_asan); the release
+# build of the same suite keeps the bound.
 BOUND_ADDRESS_SPACE = True  # setUpModule: False for a binary built with AddressSanitizer
 
 
 def setUpModule():
     global BOUND_ADDRESS_SPACE
-    BOUND_ADDRESS_SPACE = not built_with_asan(harness.KVRANK)
+    BOUND_ADDRESS_SPACE = not harness.built_with_asan(harness.KVRANK)
 
 
 def limit_memory():

@@ -1,0 +1,90 @@
+// The memory limits kvrank runs under, and how many compute threads fit in them
+// (docs/input-limits.md, "Memory limits").
+//
+// Under an address-space limit (`ulimit -v`, RLIMIT_AS; Slurm passes it on to jobs) every thread
+// costs address space whether it touches it or not, and the libraries do not fail cleanly when it
+// runs out: OpenBLAS retries a failed buffer allocation forever (a hang), libgomp exits 1 when it
+// cannot create a thread. So the thread count is sized to the limit twice:
+//  - before any library starts (fit_library_threads_at_start, from the command line's
+//    .preinit_array): OpenBLAS maps one buffer per thread in its constructor, so when more threads
+//    than fit would start, kvrank executes itself again with OMP_NUM_THREADS and
+//    OPENBLAS_NUM_THREADS set to the count that fits; when not even one fits it exits 2;
+//  - when the compute threads are set (fit_compute_threads, from set_compute_threads): with the
+//    address space actually in use then, and the cgroup memory limit too.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvrank {
+
+inline constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
+/// Address space one compute thread can take: two OpenBLAS buffers (Debian 12's 0.3.21 maps
+/// 128 MiB for each of its threads when it is loaded, and one more for each thread that calls it),
+/// a thread stack (8 MiB) and a malloc arena (64 MiB). Measured: docs/input-limits.md.
+inline constexpr std::uint64_t kThreadAddressSpace = 2 * 128 * kMiB + 8 * kMiB + 64 * kMiB;
+/// One OpenBLAS buffer (the first part of kThreadAddressSpace).
+inline constexpr std::uint64_t kBlasBufferBytes = 128 * kMiB;
+/// Memory one compute thread can keep resident (what a cgroup limit counts): the parts of its
+/// buffer that packing touches and its stack.
+inline constexpr std::uint64_t kThreadResident = 32 * kMiB;
+/// Kept free besides the threads, for the analysis itself (one layer's float32 copies, results).
+inline constexpr std::uint64_t kWorkingReserve = 64 * kMiB;
+
+/// The most threads, at most `requested`, each costing `per_thread` bytes, that fit in `limit`
+/// bytes beside `in_use` bytes: 0 when not even one does. `requested` < 1 is taken as 1.
+int threads_that_fit(std::uint64_t limit, std::uint64_t in_use, std::uint64_t per_thread,
+                     int requested);
+
+/// A limit on this process's memory, where it was found, and what it counts.
+struct MemoryLimit {
+  std::uint64_t bytes = 0;
+  std::string source;         ///< "ulimit -v", or the cgroup file it was read from
+  bool address_space = true;  ///< RLIMIT_AS counts every mapping; a cgroup resident memory
+};
+
+/// The address-space limit (RLIMIT_AS, soft), nullopt when unlimited.
+std::optional<MemoryLimit> address_space_limit();
+
+/// The smallest cgroup memory limit over this process's cgroup and the ones above it (v2
+/// memory.max, v1 memory.limit_in_bytes; a Slurm job sets it on the job's cgroup, above the
+/// task's), nullopt when none is set or none can be read.
+std::optional<MemoryLimit> cgroup_memory_limit();
+
+/// A cgroup limit file's value: bytes, or nullopt for "max", v1's "no limit" (≥ 2^62) and text
+/// that is not a number.
+std::optional<std::uint64_t> parse_cgroup_limit(std::string_view text);
+
+/// A field in kB of /proc/self/status (VmSize, VmRSS) in bytes, 0 when it cannot be read.
+std::uint64_t process_status_bytes(const char* field);
+
+/// "640 MiB", "1.5 GiB": a size for messages.
+std::string byte_size_text(std::uint64_t bytes);
+
+/// The compute thread count for `requested` threads under this process's memory limits.
+struct ThreadFit {
+  int threads = 0;     ///< ≥ 1
+  std::string reason;  ///< why fewer than requested, empty when all fit
+};
+
+/// Sizes `requested` (≥ 1) compute threads to the address-space and cgroup limits.
+/// `blas_buffers_held` OpenBLAS buffers are already mapped and are counted as part of the threads,
+/// not as in use. Throws kvrank::Error when not even one thread fits, saying which limit was found
+/// and what one thread needs.
+ThreadFit fit_compute_threads(int requested, int blas_buffers_held);
+
+/// The message for an allocation that failed: names the memory limits found, if any.
+std::string out_of_memory_message();
+
+/// Run before any shared library's constructor (the command line's .preinit_array; the C library
+/// is not initialised yet, so it reads `envp`, never getenv): under an address-space limit in
+/// which fewer threads fit than the libraries would start, executes /proc/self/exe again with
+/// OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the count that fits (once: the variable
+/// KVRANK_THREADS_FITTED marks the second start); when not even one fits, prints one line and
+/// exits 2.
+void fit_library_threads_at_start(int argc, char** argv, char** envp) noexcept;
+
+}  // namespace kvrank
