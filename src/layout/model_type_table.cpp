@@ -13,7 +13,7 @@ constexpr NormGain kOnePlus = NormGain::one_plus_weight;
 // model_type, reader, norm gain, GGUF architecture (`--family` accepts each model type). MoE
 // variants differ from their dense model only in the MLP. The order is that of the lists in help
 // and error texts.
-constexpr std::array<ModelTypeInfo, 36> kModelTypes{{
+constexpr std::array<ModelTypeInfo, 43> kModelTypes{{
     {"llama", Family::llama, kWeight, "llama"},
     {"mistral", Family::llama, kWeight, ""},
     {"mixtral", Family::llama, kWeight, ""},
@@ -50,6 +50,14 @@ constexpr std::array<ModelTypeInfo, 36> kModelTypes{{
     {"cohere", Family::llama, kWeight, ""},    // without use_qk_norm
     {"llama4", Family::llama, kWeight, ""},    // weightless L2 QK norm: nothing to fold
     {"llama4_text", Family::llama, kWeight, ""},
+    // Encoders and encoder-decoders: one series per stack and kind of attention (layout.hpp).
+    {"bert", Family::bert, kWeight, ""},
+    {"roberta", Family::bert, kWeight, ""},  // bert's names under roberta.
+    {"vit", Family::vit, kWeight, ""},
+    {"t5", Family::t5, kWeight, ""},
+    {"whisper", Family::whisper, kWeight, ""},
+    {"clip", Family::clip, kWeight, ""},
+    {"siglip", Family::clip, kWeight, ""},  // clip's names; its pooling head is not read
 }};
 
 }  // namespace

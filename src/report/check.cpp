@@ -172,8 +172,8 @@ std::string format_violations(const std::vector<Violation>& raw_violations) {
   for (const Violation& v : violations) {
     char numbers[128];
     std::snprintf(numbers, sizeof numbers, "%5d  %s  %10.6f  %10.6f  %+10.6f", v.layer,
-                  pad(std::string(curve_name(v.metric)), metric_width).c_str(), v.golden,
-                  v.current, v.current - v.golden);
+                  pad(std::string(curve_name(v.metric)), metric_width).c_str(), v.golden, v.current,
+                  v.current - v.golden);
     out += pad(v.label, label_width) + "  " + pad(v.repr, repr_width) + "  " + numbers + "\n";
   }
   return out;
@@ -250,9 +250,9 @@ std::string github_annotations(const std::vector<Violation>& violations,
   std::string out;
   for (const Violation& v : violations) {
     const std::string message = "model \"" + v.label + "\" (repr " + v.repr + ") layer " +
-                                std::to_string(v.layer) + ": " +
-                                std::string(curve_name(v.metric)) + " changed from " +
-                                number_text(v.golden) + " to " + number_text(v.current);
+                                std::to_string(v.layer) + ": " + std::string(curve_name(v.metric)) +
+                                " changed from " + number_text(v.golden) + " to " +
+                                number_text(v.current);
     out += "::error file=" + github_escape(current_file, true) +
            ",title=kvrank check::" + github_escape(message, false) + "\n";
   }

@@ -1,5 +1,6 @@
-// The field tables of result_model.hpp: each per-layer curve and each geometry field, described once;
-// the writers (result_files.cpp, csv.cpp, table.cpp), the JSON reader, `check` and `plot` read them.
+// The field tables of result_model.hpp: each per-layer curve and each geometry field, described
+// once; the writers (result_files.cpp, csv.cpp, table.cpp), the JSON reader, `check` and `plot`
+// read them.
 #include <array>
 #include <string>
 
@@ -71,9 +72,7 @@ double curve_value(const LayerMetrics& layer, Curve metric) noexcept {
   return curve_field(metric).value(layer);
 }
 
-std::string_view curve_axis_label(Curve metric) noexcept {
-  return curve_field(metric).axis_label;
-}
+std::string_view curve_axis_label(Curve metric) noexcept { return curve_field(metric).axis_label; }
 
 bool fully_redundant_at_one(Curve metric) noexcept {
   return curve_field(metric).fully_redundant_at_one;

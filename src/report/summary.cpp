@@ -1,5 +1,5 @@
-// The summary of a report: means over its layers (result_model.hpp). Its own file, apart from the JSON
-// reader and writer, as `merge` needs only this and the reader (fuzz/fuzz_merge.cpp).
+// The summary of a report: means over its layers (result_model.hpp). Its own file, apart from the
+// JSON reader and writer, as `merge` needs only this and the reader (fuzz/fuzz_merge.cpp).
 #include "kvrank/report/result_model.hpp"
 
 namespace kvrank {
