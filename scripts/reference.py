@@ -13,6 +13,9 @@ cross-check that it computes the same numbers.
                                                LayerNorms, and input_layernorm's with --fold-input-norm;
                                                hybrids: the layers with q_proj, by their own numbers
                                                (Qwen3-Next: the query half of each head's q_proj rows)
+  reference.py encoder PATH --series "STACK KIND" [--repr …]
+                                               one attention series of bert, roberta, vit, t5, whisper,
+                                               clip or siglip (folder + config.json; e.g. "decoder cross")
 
 Prints {"layers": [{"layer", "heads", "erank", ...}]} (the field names of docs/result-format.md) on stdout.
 stdlib + numpy only.
@@ -208,6 +211,76 @@ def cmd_llama(path, repr_name, fold_input_norm=False):
     return result
 
 
+# --- encoders and encoder-decoders: (stack, kind) → key-name regex (outer prefix, layer), the q/k/v/o
+# names after "<outer><layer>", and the series' config section and keys (heads, d_model, head_dim)
+BERT_NAMES = (r"encoder\.layer\.", ".attention.self.{}.weight", dict(q="query", k="key", v="value"),
+              ".attention.output.dense.weight")
+VIT_NAMES = (r"encoder\.layer\.", ".attention.attention.{}.weight", dict(q="query", k="key", v="value"),
+             ".attention.output.dense.weight")
+BERT_CONFIG = (None, "num_attention_heads", "hidden_size", None)
+T5_CONFIG = (None, "num_heads", "d_model", "d_kv")
+ENCODER_SERIES = {
+    "bert": {("encoder", "self"): (BERT_NAMES, BERT_CONFIG)},
+    "roberta": {("encoder", "self"): (BERT_NAMES, BERT_CONFIG)},
+    "vit": {("encoder", "self"): (VIT_NAMES, BERT_CONFIG)},
+    "t5": {
+        ("encoder", "self"): ((r"encoder\.block\.", ".layer.0.SelfAttention.{}.weight", {}, ".layer.0.SelfAttention.o.weight"), T5_CONFIG),
+        ("decoder", "self"): ((r"decoder\.block\.", ".layer.0.SelfAttention.{}.weight", {}, ".layer.0.SelfAttention.o.weight"), T5_CONFIG),
+        ("decoder", "cross"): ((r"decoder\.block\.", ".layer.1.EncDecAttention.{}.weight", {}, ".layer.1.EncDecAttention.o.weight"), T5_CONFIG),
+    },
+    "whisper": {
+        ("encoder", "self"): ((r"encoder\.layers\.", ".self_attn.{}_proj.weight", {}, ".self_attn.out_proj.weight"),
+                              (None, "encoder_attention_heads", "d_model", None)),
+        ("decoder", "self"): ((r"decoder\.layers\.", ".self_attn.{}_proj.weight", {}, ".self_attn.out_proj.weight"),
+                              (None, "decoder_attention_heads", "d_model", None)),
+        ("decoder", "cross"): ((r"decoder\.layers\.", ".encoder_attn.{}_proj.weight", {}, ".encoder_attn.out_proj.weight"),
+                               (None, "decoder_attention_heads", "d_model", None)),
+    },
+    "clip": {
+        ("text", "self"): ((r"text_model\.encoder\.layers\.", ".self_attn.{}_proj.weight", {}, ".self_attn.out_proj.weight"),
+                           ("text_config", "num_attention_heads", "hidden_size", None)),
+        ("vision", "self"): ((r"vision_model\.encoder\.layers\.", ".self_attn.{}_proj.weight", {}, ".self_attn.out_proj.weight"),
+                             ("vision_config", "num_attention_heads", "hidden_size", None)),
+    },
+}
+ENCODER_SERIES["siglip"] = ENCODER_SERIES["clip"]
+
+
+def cmd_encoder(path, series, repr_name):
+    """One attention series of an encoder (or encoder-decoder): every head has its own K and V."""
+    config, t = load_llama(path)
+    (stem, role_name, roles, out_name), (section, heads_key, d_key, head_dim_key) = \
+        ENCODER_SERIES[config["model_type"]][tuple(series.split())]
+    part = config[section] if section else config
+    heads = part[heads_key]
+    head_dim = part[head_dim_key] if head_dim_key else part[d_key] // heads
+    key_suffix = role_name.format(roles.get("k", "k"))
+    found = [m for k in t if (m := re.match(r"^(.*?)" + stem + r"(\d+)" + re.escape(key_suffix) + "$", k))]
+    outer = found[0].group(1)
+    blocks = {}
+    for m in found:
+        if m.group(1) == outer:
+            blocks[int(m.group(2))] = outer + stem.replace("\\", "") + m.group(2)
+    result = []
+    for i in sorted(blocks):
+        w = {r: t[blocks[i] + role_name.format(roles.get(r, r))] for r in "qkv"}
+        w["o"] = t[blocks[i] + out_name]
+
+        def rows(name, head):
+            return w[name][head * head_dim:(head + 1) * head_dim].T  # d × d_h
+
+        a = []
+        for h in range(heads):
+            if repr_name == "qk":
+                a.append(rows("q", h) @ rows("k", h).T)
+            elif repr_name == "ov":
+                a.append(w["o"][:, h * head_dim:(h + 1) * head_dim] @ rows("v", h).T)
+            else:
+                a.append(rows(repr_name, h) @ rows(repr_name, h).T)
+        result.append(layer_metrics(i, a))
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -218,9 +291,17 @@ def main():
     llama.add_argument("--repr", default="qk", choices=["qk", "ov", "k", "v"])
     llama.add_argument("--fold-input-norm", action="store_true",
                        help="fold input_layernorm's gain into q, k and v (as kvrank --fold-input-norm)")
+    encoder = sub.add_parser("encoder")
+    encoder.add_argument("path")
+    encoder.add_argument("--series", required=True, help='"STACK KIND", e.g. "decoder cross"')
+    encoder.add_argument("--repr", default="qk", choices=["qk", "ov", "k", "v"])
     args = parser.parse_args()
-    layers = (cmd_heads(args.npz) if args.command == "heads"
-              else cmd_llama(args.path, args.repr, args.fold_input_norm))
+    if args.command == "heads":
+        layers = cmd_heads(args.npz)
+    elif args.command == "encoder":
+        layers = cmd_encoder(args.path, args.series, args.repr)
+    else:
+        layers = cmd_llama(args.path, args.repr, args.fold_input_norm)
     json.dump({"layers": layers}, sys.stdout)
     sys.stdout.write("\n")
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kvrank/base/attention_series.hpp"
 #include "kvrank/base/mapped_file.hpp"
 #include "kvrank/base/name_table.hpp"
 #include "kvrank/io/checkpoint.hpp"
@@ -72,7 +73,7 @@ std::vector<std::string> example_lines(const std::string& header) {
 
 TEST_CASE("header examples: this file holds each header's example verbatim", "[examples]") {
   for (const char* header : {"safetensors.hpp", "layout.hpp", "diversity.hpp", "family.hpp",
-                             "name_table.hpp", "model_type.hpp"}) {
+                             "name_table.hpp", "model_type.hpp", "attention_series.hpp"}) {
     INFO(header);
     const std::vector<std::string> example = example_lines(header);
     const std::vector<std::string> comment = header_comment_lines(header);
@@ -127,6 +128,16 @@ TEST_CASE("header examples: family.hpp", "[examples]") {
   CHECK(falcon == Family::falcon);
   CHECK(mha_only);
   CHECK(variant == Variant::gqa);
+}
+
+TEST_CASE("header examples: attention_series.hpp", "[examples]") {
+  // example: attention_series.hpp
+  AttentionSeries cross{AttentionStack::decoder, AttentionKind::cross};
+  std::string text = series_text(cross);                         // "decoder cross"
+  std::optional<AttentionStack> vision = stack_named("vision");  // AttentionStack::vision
+  // end of example
+  CHECK(text == "decoder cross");
+  CHECK(vision == AttentionStack::vision);
 }
 
 TEST_CASE("header examples: model_type.hpp", "[examples]") {

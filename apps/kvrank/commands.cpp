@@ -289,6 +289,7 @@ int run_analyze(const AnalyzeArgs& args) {
   if (!threads.reason.empty()) spdlog::info("{}", threads.reason);
   spdlog::debug("products: {}", kvrank::compute_backend_description());
   for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
+  options.attention = kvrank::parse_attention_choice(args.attention);
   if (!args.layers.empty()) options.layers = kvrank::parse_layer_list(args.layers);
   if (!args.layer_shard.empty()) options.shard = kvrank::parse_layer_shard(args.layer_shard);
   options.layout = args.layout.overrides();

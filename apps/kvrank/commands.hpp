@@ -45,6 +45,7 @@ struct AnalyzeArgs {
   std::vector<std::string> labels;
   std::vector<std::int64_t> steps;
   std::string repr;
+  std::string attention = "all";
   std::string layers;
   std::string layer_shard;
   std::string format;  ///< empty: from -o's extension, else table

@@ -50,6 +50,11 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   command->add_option("--repr", args.repr,
                       "Head representation(s), a comma list of qk, ov, k, v (default: qk; k,v for "
                       "K/V-only inputs)");
+  command
+      ->add_option("--attention", args.attention,
+                   "Attention series of encoders and encoder-decoders: self, cross or all "
+                   "(default: all; decoder-only models have self only)")
+      ->capture_default_str();
   command->add_option("--layers", args.layers, "Layers to analyse, e.g. 0-11,20 (default: all)");
   command->add_option("--layer-shard", args.layer_shard,
                       "Only slice I (0-based) of N of those layers, e.g. 2/8 (see merge)");

@@ -116,11 +116,11 @@ bool named_like_activations(const Checkpoint& checkpoint) {
   return false;
 }
 
-/// detect_layout, with the hint a capture of activations read as weights needs.
-ModelLayout detect_layout_or_advise(const Checkpoint& checkpoint,
-                                    const LayoutOverrides& overrides) {
+/// detect_series, with the hint a capture of activations read as weights needs.
+std::vector<ModelLayout> detect_series_or_advise(const Checkpoint& checkpoint,
+                                                 const LayoutOverrides& overrides) {
   try {
-    return detect_layout(checkpoint, overrides);
+    return detect_series(checkpoint, overrides);
   } catch (const Error& error) {
     if (overrides.activations || !named_like_activations(checkpoint)) throw;
     throw Error(error.file(), error.tensor(),
@@ -141,6 +141,7 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   report.variant = variant_name(layout.variant);
   report.geometry = layout;  // the layout's ModelGeometry part
   report.repr = std::string(repr_name(repr));
+  report.attention = layout.attention;
   return report;
 }
 
@@ -149,38 +150,81 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
     if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);
 }
 
+/// The series `options.attention` chooses: an error when there is none (cross on a decoder-only
+/// model, or on an encoder-only one).
+std::vector<ModelLayout> choose_series(std::vector<ModelLayout> series,
+                                       const std::filesystem::path& path,
+                                       const AnalyzeOptions& options) {
+  std::vector<ModelLayout> chosen;
+  std::string present;
+  for (ModelLayout& layout : series) {
+    present += (present.empty() ? "" : ", ") +
+               (layout.attention ? series_text(*layout.attention) : std::string("self"));
+    if (attention_chosen(options.attention, layout.attention)) chosen.push_back(std::move(layout));
+  }
+  if (chosen.empty())
+    throw Error(path.string(), "--attention " +
+                                   std::string(attention_choice_name(options.attention)) +
+                                   ": the model has no such attention (it has " + present + ")");
+  return chosen;
+}
+
+/// The label of one series: a model of several series names each (whatever --attention chose,
+/// so that a series keeps its label from run to run).
+std::string series_label(const std::string& label, const ModelLayout& layout, bool several) {
+  if (!several || !layout.attention) return label;
+  return label + " [" + series_text(*layout.attention) + "]";
+}
+
 /// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance, and
 /// `step` is the training step they record.
 std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const ModelInput& input,
                                         std::optional<std::int64_t> step, const std::string& label,
                                         const AnalyzeOptions& options) {
   const std::filesystem::path& path = input.path;
-  const ModelLayout layout = detect_layout_or_advise(checkpoint, options.layout);
-  const std::vector<Repr> reprs = choose_reprs(layout, path, options);
-  const std::vector<int> layers = choose_layers(layout, path, options);
+  std::vector<ModelLayout> all_series = detect_series_or_advise(checkpoint, options.layout);
+  const bool several = all_series.size() > 1;
+  const std::vector<ModelLayout> series = choose_series(std::move(all_series), path, options);
 
+  struct Run {
+    const ModelLayout* layout;
+    std::vector<Repr> reprs;
+    std::vector<int> layers;
+    std::size_t first_report;
+  };
+  std::vector<Run> runs;
   std::vector<ModelReport> reports;
-  const Provenance source = provenance(input, checkpoint, layout, options);
-  for (Repr repr : reprs) {
-    reports.push_back(empty_report(path, label, step, layout, repr));
-    reports.back().source = source;
-  }
-  const int total = static_cast<int>(layers.size());
-  for (int done = 0; done < total; ++done) {
-    if (options.check_cancelled) options.check_cancelled();
-    const int layer = layers[static_cast<std::size_t>(done)];
-    // Layer-major: each layer's tensors are read once for all representations, then released.
-    for (std::size_t r = 0; r < reprs.size(); ++r) {
-      LayerMetrics metrics = analyze_layer(layer_factors(checkpoint, layout, layer, reprs[r]));
-      metrics.layer = layer;
-      reports[r].layers.push_back(std::move(metrics));
+  int total = 0;
+  for (const ModelLayout& layout : series) {
+    Run run{&layout, choose_reprs(layout, path, options), choose_layers(layout, path, options),
+            reports.size()};
+    const Provenance source = provenance(input, checkpoint, layout, options);
+    for (Repr repr : run.reprs) {
+      reports.push_back(
+          empty_report(path, series_label(label, layout, several), step, layout, repr));
+      reports.back().source = source;
     }
-    release_layer(checkpoint, layout, layer);
-    if (options.progress) options.progress(done + 1, total);
+    total += static_cast<int>(run.layers.size());
+    runs.push_back(std::move(run));
+  }
+  int done = 0;
+  for (const Run& run : runs) {
+    for (int layer : run.layers) {
+      if (options.check_cancelled) options.check_cancelled();
+      // Layer-major: each layer's tensors are read once for all representations, then released.
+      for (std::size_t r = 0; r < run.reprs.size(); ++r) {
+        LayerMetrics metrics =
+            analyze_layer(layer_factors(checkpoint, *run.layout, layer, run.reprs[r]));
+        metrics.layer = layer;
+        reports[run.first_report + r].layers.push_back(std::move(metrics));
+      }
+      release_layer(checkpoint, *run.layout, layer);
+      if (options.progress) options.progress(++done, total);
+    }
   }
   for (ModelReport& report : reports) report.summary = summarize(report.layers);
   // Said once the numbers exist, so that an error in a later layer stays the run's one line.
-  if (const std::string gains = folded_gains(layout); !gains.empty() && options.note)
+  if (const std::string gains = folded_gains(series.front()); !gains.empty() && options.note)
     options.note(path.string() + ": folded " + gains + " into the projections (docs/metric.md)");
   return reports;
 }

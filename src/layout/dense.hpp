@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,6 +30,19 @@ std::string replace_last(std::string text, std::string_view from, std::string_vi
 /// The layer indices present for a template: [first, last], or nullopt when no tensor matches.
 std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
                                                    const std::string& name_template);
+
+/// A family's marker tensor, `<outer><stem><layer><suffix>`: <outer> is empty or `outer` (or, when
+/// `outer` is kAnyOuter, anything ending in '.'), <suffix> one of `suffixes`. Matched in one pass
+/// over the name (no regex: names are untrusted and may be 100,000 characters long).
+struct MarkerName {
+  std::string_view outer;
+  std::string_view stem;
+  std::array<std::string_view, 4> suffixes;  // unused ones empty
+};
+constexpr std::string_view kAnyOuter = "*";
+
+/// The template of the first tensor (in name order) that is a marker ("{i}" for its layer).
+std::optional<std::string> find_template(const Checkpoint& checkpoint, const MarkerName& marker);
 
 // ---- dense layouts as data (dense_names.cpp) ---------------------------------------------------
 
@@ -65,6 +79,11 @@ void apply_overrides(const LayoutOverrides& overrides, Geometry& geometry);
 void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int first_layer,
                     Geometry& g);
 void check_geometry(const Checkpoint& checkpoint, const Geometry& g);
+/// The layout of `spec` (layout.cpp): its layers from the tensor names, its geometry resolved and
+/// checked against the first layer's shapes; `spec_file` names where the names came from.
+/// `model_type`: a model type given as `--family` (it wins), else config.json's.
+ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Geometry geometry,
+                         const std::string& spec_file, const std::string& model_type = "");
 
 // ---- the `--map` file (map_file.cpp) -----------------------------------------------------------
 

@@ -43,16 +43,6 @@ std::optional<std::pair<int, int>> template_layers(const Checkpoint& checkpoint,
 
 namespace {
 
-/// A family's marker tensor, `<outer><stem><layer><suffix>`: <outer> is empty or `outer` (or, when
-/// `outer` is kAnyOuter, anything ending in '.'), <suffix> one of `suffixes`. Matched in one pass
-/// over the name (no regex: names are untrusted and may be 100,000 characters long).
-struct MarkerName {
-  std::string_view outer;
-  std::string_view stem;
-  std::array<std::string_view, 4> suffixes;  // unused ones empty
-};
-constexpr std::string_view kAnyOuter = "*";
-
 /// The template of `tensor` when its name has the marker's form ("{i}" in place of the layer).
 std::optional<std::string> marker_template(const TensorView& tensor, const MarkerName& marker) {
   for (std::string_view suffix : marker.suffixes) {
@@ -69,13 +59,16 @@ std::optional<std::string> marker_template(const TensorView& tensor, const Marke
   return std::nullopt;
 }
 
-/// The template of the first tensor (in name order) that is a marker.
+}  // namespace
+
 std::optional<std::string> find_template(const Checkpoint& checkpoint, const MarkerName& marker) {
   for (const TensorView& tensor : checkpoint.tensors()) {
     if (auto name_template = marker_template(tensor, marker)) return name_template;
   }
   return std::nullopt;
 }
+
+namespace {
 
 // ---- dense layouts as data ----------------------------------------------------------------------
 

@@ -111,6 +111,20 @@ HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout
                          const LrkvTensors& tensors, int layer, Repr repr);
 std::vector<std::string> lrkv_tensor_names(const LrkvTensors& tensors, int layer);
 
+// Encoders and encoder-decoders (bert, vit, t5, whisper, clip), src/layout/family_encoders.cpp
+bool is_encoder_family(Family family) noexcept;
+/// The encoder family whose tensor names the checkpoint has, bare or under the family's own outer
+/// prefixes (bert., model. …; not a multimodal decoder's vision tower); none: nullopt.
+std::optional<Family> encoder_family_by_tensors(const Checkpoint& checkpoint);
+/// One dense layout per attention series of `family` found in the checkpoint (an error naming the
+/// tensors looked for when there is none).
+std::vector<ModelLayout> detect_encoder_series(const Checkpoint& checkpoint,
+                                               const LayoutOverrides& overrides, Family family);
+/// Integer field `key` of config.json's object `section` (text_config, vision_config), as
+/// config_int.
+std::optional<int> config_section_int(const Checkpoint& checkpoint, const char* section,
+                                      const char* key);
+
 // Captured activations (--activations), src/layout/activations.cpp
 ModelLayout detect_activations(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
 HeadFactors activation_factors(const Checkpoint& checkpoint, const ModelLayout& layout,

@@ -8,7 +8,7 @@ namespace kvrank {
 namespace {
 
 // family, name, synthesizable, MHA only, head_dim implied
-constexpr std::array<FamilyInfo, 18> kFamilies{{
+constexpr std::array<FamilyInfo, 23> kFamilies{{
     {Family::llama, "llama", true, false, false},
     {Family::gpt2, "gpt2", true, true, true},
     {Family::gpt_neox, "gpt_neox", true, true, true},
@@ -24,6 +24,11 @@ constexpr std::array<FamilyInfo, 18> kFamilies{{
     {Family::gpt_bigcode, "gpt_bigcode", false, false, true},
     {Family::internlm2, "internlm2", false, false, true},
     {Family::chatglm, "chatglm", false, false, false},
+    {Family::bert, "bert", false, true, true},
+    {Family::vit, "vit", false, true, true},
+    {Family::t5, "t5", false, true, false},  // d_kv · heads may differ from d_model
+    {Family::whisper, "whisper", false, true, true},
+    {Family::clip, "clip", false, true, true},
     {Family::map, "map", false, false, false},
     {Family::npy, "npy", false, false, false},
     {Family::activations, "activations", false, false, false},

@@ -65,9 +65,10 @@ void check_matrix_shape(const TensorView& tensor, Index rows, Index cols, const 
                   tensor.shape_string());
 }
 
-std::optional<int> config_int(const Checkpoint& checkpoint, const char* key) {
-  const nlohmann::json* field = config_field(checkpoint, key);
-  if (!field) return std::nullopt;
+namespace {
+
+/// A config field as a non-negative int, or an error naming `key`.
+int config_int_value(const Checkpoint& checkpoint, const char* key, const nlohmann::json* field) {
   const char* expected = "a non-negative integer";
   if (field->is_number_unsigned()) {
     auto value = field->get<std::uint64_t>();
@@ -82,6 +83,26 @@ std::optional<int> config_int(const Checkpoint& checkpoint, const char* key) {
     return static_cast<int>(value);
   }
   throw config_type_error(checkpoint, key, expected, *field);
+}
+
+}  // namespace
+
+std::optional<int> config_int(const Checkpoint& checkpoint, const char* key) {
+  const nlohmann::json* field = config_field(checkpoint, key);
+  if (!field) return std::nullopt;
+  return config_int_value(checkpoint, key, field);
+}
+
+std::optional<int> config_section_int(const Checkpoint& checkpoint, const char* section,
+                                      const char* key) {
+  const auto& config = checkpoint.config();
+  if (!config) return std::nullopt;
+  const auto part = config->find(section);
+  if (part == config->end() || !part->is_object()) return std::nullopt;
+  const auto field = part->find(key);
+  if (field == part->end() || field->is_null()) return std::nullopt;
+  const std::string name = std::string(section) + "." + key;
+  return config_int_value(checkpoint, name.c_str(), &*field);
 }
 
 std::optional<std::string> config_string(const Checkpoint& checkpoint, const char* key) {
@@ -150,42 +171,7 @@ FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_col
   return row_block_side(matrix.transpose(), heads, head_cols, 1);
 }
 
-}  // namespace detail
-
 namespace {
-
-using detail::apply_overrides;
-using detail::check_geometry;
-using detail::check_map_keys;
-using detail::check_role_shape;
-using detail::config_bool;
-using detail::config_geometry;
-using detail::config_int;
-using detail::config_string;
-using detail::dense_factors;
-using detail::DenseSpec;
-using detail::Dims;
-using detail::dims_of;
-using detail::find_dense;
-using detail::Geometry;
-using detail::infer_geometry;
-using detail::layer_name;
-using detail::map_geometry;
-using detail::read_map_spec;
-using detail::template_layers;
-
-constexpr std::array<Named<Repr>, 4> kReprs{
-    {{Repr::qk, "qk"}, {Repr::ov, "ov"}, {Repr::k, "k"}, {Repr::v, "v"}}};
-static_assert(in_enum_order(kReprs));
-
-constexpr std::array<Named<ProjectionRole>, 5> kRoles{{{ProjectionRole::k, "k"},
-                                                       {ProjectionRole::o, "o"},
-                                                       {ProjectionRole::q, "q"},
-                                                       {ProjectionRole::fused_qkv, "qkv"},
-                                                       {ProjectionRole::v, "v"}}};
-static_assert(in_enum_order(kRoles));
-
-// ---- detection ---------------------------------------------------------------------------------
 
 std::optional<int> first_layer_of(const Checkpoint& checkpoint, const DenseSpec& spec,
                                   int& num_layers) {
@@ -206,9 +192,10 @@ std::vector<std::string> templates_of(const DenseSpec& spec) {
   return templates;
 }
 
-/// `model_type`: a model type given as `--family` (it wins), else config.json's.
+}  // namespace
+
 ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Geometry geometry,
-                         const std::string& spec_file, const std::string& model_type = "") {
+                         const std::string& spec_file, const std::string& model_type) {
   const auto& names = spec.tensors.names;
   const std::string& some_template = names.begin()->second;
   int num_layers = 0;
@@ -248,6 +235,49 @@ ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Ge
     check_role_shape(checkpoint, dims, layer_name(name_template, *first_layer), role);
   return layout;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::apply_overrides;
+using detail::check_geometry;
+using detail::check_map_keys;
+using detail::check_role_shape;
+using detail::config_bool;
+using detail::config_geometry;
+using detail::config_int;
+using detail::config_string;
+using detail::dense_factors;
+using detail::DenseSpec;
+using detail::Dims;
+using detail::dims_of;
+using detail::find_dense;
+using detail::Geometry;
+using detail::infer_geometry;
+using detail::layer_name;
+using detail::map_geometry;
+using detail::read_map_spec;
+using detail::template_layers;
+
+constexpr std::array<Named<Repr>, 4> kReprs{
+    {{Repr::qk, "qk"}, {Repr::ov, "ov"}, {Repr::k, "k"}, {Repr::v, "v"}}};
+static_assert(in_enum_order(kReprs));
+
+constexpr std::array<Named<ProjectionRole>, 5> kRoles{{{ProjectionRole::k, "k"},
+                                                       {ProjectionRole::o, "o"},
+                                                       {ProjectionRole::q, "q"},
+                                                       {ProjectionRole::fused_qkv, "qkv"},
+                                                       {ProjectionRole::v, "v"}}};
+static_assert(in_enum_order(kRoles));
+
+constexpr std::array<Named<AttentionChoice>, 3> kAttentionChoices{
+    {{AttentionChoice::self, "self"},
+     {AttentionChoice::cross, "cross"},
+     {AttentionChoice::all, "all"}}};
+static_assert(in_enum_order(kAttentionChoices));
+
+// ---- detection ---------------------------------------------------------------------------------
 
 ModelLayout map_layout(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
   const std::string file = overrides.map_file->string();
@@ -320,36 +350,50 @@ ModelLayout dense_detect(const Checkpoint& checkpoint, const LayoutOverrides& ov
   return layout;
 }
 
-/// The layout read by the reader of `choice`'s family.
-ModelLayout detect_family(const Checkpoint& checkpoint, const LayoutOverrides& overrides,
-                          const FamilyChoice& choice) {
+/// The layouts (one per attention series) read by the reader of `choice`'s family.
+std::vector<ModelLayout> detect_family(const Checkpoint& checkpoint,
+                                       const LayoutOverrides& overrides,
+                                       const FamilyChoice& choice) {
+  if (detail::is_encoder_family(choice.family)) {
+    std::vector<ModelLayout> series =
+        detail::detect_encoder_series(checkpoint, overrides, choice.family);
+    if (!choice.model_type.empty())  // --family roberta wins
+      for (ModelLayout& layout : series) layout.model_type = choice.model_type;
+    return series;
+  }
   switch (choice.family) {
     case Family::deepseek_v2:
     case Family::deepseek_v3:
-      return detail::detect_mla(checkpoint, overrides);
+      return {detail::detect_mla(checkpoint, overrides)};
     case Family::lrkv:
-      return detail::detect_lrkv(checkpoint, overrides);
+      return {detail::detect_lrkv(checkpoint, overrides)};
     case Family::activations:
-      return detail::detect_activations(checkpoint, overrides);
+      return {detail::detect_activations(checkpoint, overrides)};
     default:
-      return dense_detect(checkpoint, overrides, choice);
+      return {dense_detect(checkpoint, overrides, choice)};
   }
 }
 
 /// By tensor names alone, as when the model type is unknown.
-ModelLayout detect_by_tensors(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  if (detail::is_mla(checkpoint)) return detail::detect_mla(checkpoint, overrides);
-  if (detail::is_lrkv(checkpoint)) return detail::detect_lrkv(checkpoint, overrides);
-  return dense_detect(checkpoint, overrides, std::nullopt);
+std::vector<ModelLayout> detect_by_tensors(const Checkpoint& checkpoint,
+                                           const LayoutOverrides& overrides) {
+  if (detail::is_mla(checkpoint)) return {detail::detect_mla(checkpoint, overrides)};
+  if (detail::is_lrkv(checkpoint)) return {detail::detect_lrkv(checkpoint, overrides)};
+  // Before the llama names: whisper's and clip's self_attn.k_proj would read as a decoder's.
+  if (const std::optional<Family> encoder = detail::encoder_family_by_tensors(checkpoint))
+    return detail::detect_encoder_series(checkpoint, overrides, *encoder);
+  return {dense_detect(checkpoint, overrides, std::nullopt)};
 }
 
 /// The model type's reader first (bloom's fused tensors have falcon's names); tensor names when
 /// it has no row, or when its reader finds no tensors of its own (a `llama` config over LRKV).
-ModelLayout detect_by_model_type(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
+/// An encoder's model type always picks its reader, which names the tensors it misses.
+std::vector<ModelLayout> detect_by_model_type(const Checkpoint& checkpoint,
+                                              const LayoutOverrides& overrides) {
   const std::optional<std::string> model_type = detail::model_type_of(checkpoint);
   const ModelTypeInfo* row = model_type ? model_type_named(*model_type) : nullptr;
   if (!row || detail::is_lrkv(checkpoint)) return detect_by_tensors(checkpoint, overrides);
-  const bool dense = !family_variant(row->family);
+  const bool dense = !family_variant(row->family) && !detail::is_encoder_family(row->family);
   if (dense && !find_dense(checkpoint, row->family))
     return detect_by_tensors(checkpoint, overrides);
   return detect_family(checkpoint, overrides, {row->family, ""});
@@ -390,21 +434,45 @@ Repr parse_repr(std::string_view name) {
                       name_list(kReprs) + ")");
 }
 
-ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  if (overrides.activations) return detail::detect_activations(checkpoint, overrides);
+std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
+                                       const LayoutOverrides& overrides) {
+  if (overrides.activations) return {detail::detect_activations(checkpoint, overrides)};
   std::optional<FamilyChoice> choice;
   if (overrides.family) choice = parse_family_choice(*overrides.family);
   if (overrides.map_file || (choice && choice->family == Family::map)) {
     if (!overrides.map_file) throw Error("", "--family map needs --map FILE");
-    return map_layout(checkpoint, overrides);
+    return {map_layout(checkpoint, overrides)};
   }
-  ModelLayout layout = choice ? detect_family(checkpoint, overrides, *choice)
-                              : detect_by_model_type(checkpoint, overrides);
-  if (overrides.fold_input_norm && !std::holds_alternative<DenseTensors>(layout.tensors))
+  std::vector<ModelLayout> series = choice ? detect_family(checkpoint, overrides, *choice)
+                                           : detect_by_model_type(checkpoint, overrides);
+  const ModelLayout& first = series.front();
+  const bool foldable = std::holds_alternative<DenseTensors>(first.tensors) && !first.attention;
+  if (overrides.fold_input_norm && !foldable)
     throw Error(checkpoint.path().string(),
                 "--fold-input-norm is supported for the dense layouts, not for " +
-                    std::string(family_name(layout.family)));
-  return layout;
+                    std::string(family_name(first.family)));
+  return series;
+}
+
+ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
+  return detect_series(checkpoint, overrides).front();
+}
+
+AttentionChoice parse_attention_choice(std::string_view name) {
+  if (const std::optional<AttentionChoice> choice = value_named(kAttentionChoices, name))
+    return *choice;
+  throw Error("", "unknown --attention \"" + std::string(name) + "\" (expected " +
+                      name_list(kAttentionChoices) + ")");
+}
+
+std::string_view attention_choice_name(AttentionChoice choice) noexcept {
+  return name_of(kAttentionChoices, choice);
+}
+
+bool attention_chosen(AttentionChoice choice, const std::optional<AttentionSeries>& series) {
+  const AttentionKind kind = series ? series->kind : AttentionKind::self;
+  return choice == AttentionChoice::all ||
+         (choice == AttentionChoice::self) == (kind == AttentionKind::self);
 }
 
 std::string folded_gains(const ModelLayout& layout) {

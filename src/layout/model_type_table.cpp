@@ -14,7 +14,7 @@ constexpr AttentionLayers kSomeLayers = AttentionLayers::from_config;
 // model_type, reader, norm gain, GGUF architecture and, where it is a LayerNorm, the QK norm
 // (`--family` accepts each model type). MoE variants differ from their dense model only in the
 // MLP. The order is that of the lists in help and error texts.
-constexpr std::array<ModelTypeInfo, 39> kModelTypes{{
+constexpr std::array<ModelTypeInfo, 46> kModelTypes{{
     {"llama", Family::llama, kWeight, "llama"},
     {"mistral", Family::llama, kWeight, ""},
     {"mixtral", Family::llama, kWeight, ""},
@@ -57,6 +57,14 @@ constexpr std::array<ModelTypeInfo, 39> kModelTypes{{
     {"granitemoehybrid", Family::llama, kWeight, "", NormKind::rms, kSomeLayers},
     {"qwen3_next", Family::llama, kOnePlus, "", NormKind::rms, kSomeLayers,
      QueryRows::query_then_gate},
+    // Encoders and encoder-decoders: one series per stack and kind of attention (layout.hpp).
+    {"bert", Family::bert, kWeight, ""},
+    {"roberta", Family::bert, kWeight, ""},  // bert's names under roberta.
+    {"vit", Family::vit, kWeight, ""},
+    {"t5", Family::t5, kWeight, ""},
+    {"whisper", Family::whisper, kWeight, ""},
+    {"clip", Family::clip, kWeight, ""},
+    {"siglip", Family::clip, kWeight, ""},  // clip's names; its pooling head is not read
 }};
 
 }  // namespace

@@ -1,5 +1,6 @@
 // CSV and TSV of analysis results (result_files.hpp): one row per model and layer, or with
 // `summary` one per model — tidy tables a DataFrame can group by family, variant, geometry or step.
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -67,18 +68,30 @@ class Row {
   std::string text_;
 };
 
+/// Whether the table has the attention_stack and attention_kind columns: only when some model is a
+/// series of an encoder or encoder-decoder, so that the tables of other models stay as they were.
+bool has_attention_columns(const std::vector<ModelReport>& models) {
+  return std::any_of(models.begin(), models.end(),
+                     [](const ModelReport& model) { return model.attention.has_value(); });
+}
+
 // The columns that describe the model, the same in both kinds of table.
-void add_model_titles(Row& row) {
+void add_model_titles(Row& row, bool attention) {
   row.add("label").add("step").add("source").add("family").add("variant").add("repr");
+  if (attention) row.add("attention_stack").add("attention_kind");
   for (const GeometryField& field : geometry_fields()) row.add(std::string(field.name));
   for (const OptionalGeometryField& field : optional_geometry_fields())
     row.add(std::string(field.name));
 }
 
-void add_model_fields(Row& row, const ModelReport& model) {
+void add_model_fields(Row& row, const ModelReport& model, bool attention) {
   row.add(model.label).add(optional_text(model.step));
   row.add(model.source.input.value_or(model.path)).add(model.family).add(model.variant);
   row.add(model.repr);
+  if (attention) {  // empty for a decoder-only model beside encoder series
+    row.add(model.attention ? std::string(stack_name(model.attention->stack)) : "");
+    row.add(model.attention ? std::string(kind_name(model.attention->kind)) : "");
+  }
   for (const GeometryField& field : geometry_fields())
     row.add(std::to_string(model.geometry.*field.value));
   for (const OptionalGeometryField& field : optional_geometry_fields())
@@ -86,15 +99,16 @@ void add_model_fields(Row& row, const ModelReport& model) {
 }
 
 std::string layer_rows(const std::vector<ModelReport>& models, char separator) {
+  const bool attention = has_attention_columns(models);
   Row titles(separator);
-  add_model_titles(titles);
+  add_model_titles(titles, attention);
   titles.add("layer").add("kept_heads");
   for (const CurveField& field : metric_fields()) titles.add(std::string(field.name));
   std::string out = titles.line();
   for (const ModelReport& model : models) {
     for (const LayerMetrics& layer : model.layers) {
       Row row(separator);
-      add_model_fields(row, model);
+      add_model_fields(row, model, attention);
       row.add(std::to_string(layer.layer)).add(std::to_string(layer.heads));
       for (const CurveField& field : metric_fields())
         row.add(metric_text(field, field.value(layer)));
@@ -105,15 +119,16 @@ std::string layer_rows(const std::vector<ModelReport>& models, char separator) {
 }
 
 std::string summary_rows(const std::vector<ModelReport>& models, char separator) {
+  const bool attention = has_attention_columns(models);
   Row titles(separator);
-  add_model_titles(titles);
+  add_model_titles(titles, attention);
   titles.add("layers_analysed");
   for (const CurveField& field : metric_fields())
     if (field.mean) titles.add(summary_key(field));
   std::string out = titles.line();
   for (const ModelReport& model : models) {
     Row row(separator);
-    add_model_fields(row, model);
+    add_model_fields(row, model, attention);
     row.add(std::to_string(model.layers.size()));
     for (const CurveField& field : metric_fields())
       if (field.mean) row.add(shortest_double(model.summary.*field.mean));

@@ -92,6 +92,10 @@ json model_to_json(const ModelReport& model, const ReportOptions& options) {
     out[std::string(field.name)] = model.geometry.*field.value;
   for (const OptionalGeometryField& field : optional_geometry_fields())
     out[std::string(field.name)] = optional_value(model.geometry.*field.value);
+  // Only an encoder's or encoder-decoder's series has the key: other results stay as they were.
+  if (model.attention)
+    out["attention"] = {{"stack", stack_name(model.attention->stack)},
+                        {"kind", kind_name(model.attention->kind)}};
   return out;
 }
 
@@ -327,6 +331,22 @@ Provenance provenance_from_json(const FieldReader& model) {
   return source;
 }
 
+template <typename Enum>
+Enum named_value(const FieldReader& reader, const char* key,
+                 std::optional<Enum> (*named)(std::string_view) noexcept, const std::string& list) {
+  const std::string name = reader.string(key);
+  if (const std::optional<Enum> value = named(name)) return *value;
+  reader.fail(reader.place(key), "expected " + list + ", found " + detail::json_excerpt(name));
+}
+
+/// The optional "attention" object of schema version 2 (absent or null: a decoder-only series).
+std::optional<AttentionSeries> attention_from_json(const FieldReader& model) {
+  if (!model.has("attention") || model.field("attention").is_null()) return std::nullopt;
+  const FieldReader reader(model.field("attention"), model.place("attention"), model.file());
+  return AttentionSeries{named_value(reader, "stack", &stack_named, stack_list()),
+                         named_value(reader, "kind", &kind_named, kind_list())};
+}
+
 ModelReport model_from_json(const json& value, const std::string& where, const std::string& file,
                             int version) {
   const FieldReader reader(value, where, file);
@@ -343,6 +363,7 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   model.variant = reader.string("variant");
   model.geometry = geometry_from_json(reader);
   model.repr = reader.string("repr");
+  model.attention = attention_from_json(reader);
   const json& layers = reader.array("layers");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     model.layers.push_back(

@@ -50,8 +50,9 @@ std::string model_heading(const ModelReport& model) {
     text += " kv_lora_rank=" + std::to_string(*geometry.mla_kv_lora_rank);
   text += ")  heads " + std::to_string(geometry.heads) + "  kv_heads " +
           std::to_string(geometry.kv_heads) + "  head_dim " + std::to_string(geometry.head_dim) +
-          "  repr " + model.repr + "\n";
-  return text;
+          "  repr " + model.repr;
+  if (model.attention) text += "  attention " + series_text(*model.attention);
+  return text + "\n";
 }
 
 std::string column_titles() {

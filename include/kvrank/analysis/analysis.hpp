@@ -22,6 +22,9 @@ struct AnalyzeOptions {
   std::optional<std::vector<int>> layers;  ///< empty: all; an index ≥ num_layers is an error
   std::optional<LayerShard> shard;         ///< applied to the selected layers
   LayoutOverrides layout;
+  /// `--attention`: which series of an encoder or encoder-decoder (layout.hpp); all by default. A
+  /// model with no series of the kind chosen is an error (cross on a decoder-only model).
+  AttentionChoice attention = AttentionChoice::all;
   OpenOptions open;
   /// The training step recorded in every report (`--step`); empty: checkpoint_step(path).
   std::optional<std::int64_t> step;
@@ -43,7 +46,9 @@ struct AnalyzeOptions {
 /// a non-negative integer.
 std::optional<std::int64_t> checkpoint_step(const std::filesystem::path& path);
 
-/// Analyses one checkpoint; returns one report per representation. `label` is the model's label
+/// Analyses one checkpoint; returns one report per attention series chosen and representation
+/// (series-major). A model with several series (t5, whisper, clip …) labels each "LABEL [decoder
+/// cross]", whichever are chosen; a model with one keeps `label`. `label` is the model's label
 /// (model_inputs.hpp makes the default ones). The reports' provenance names `input` as the user
 /// gave it (and the hub cache's repo and revision when it came from there).
 std::vector<ModelReport> analyze_checkpoint(const ModelInput& input, const std::string& label,

@@ -35,6 +35,12 @@ enum class Family {
   gpt_bigcode,
   internlm2,
   chatglm,
+  // encoders and encoder-decoders: one layout per attention series (layout.hpp detect_series)
+  bert,
+  vit,
+  t5,
+  whisper,
+  clip,
   map,
   npy,
   activations

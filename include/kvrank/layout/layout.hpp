@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "kvrank/base/attention_series.hpp"
 #include "kvrank/base/factors.hpp"
 #include "kvrank/base/geometry.hpp"
 #include "kvrank/base/layer_list.hpp"
@@ -129,6 +130,18 @@ struct ModelLayout : ModelGeometry {
 bool has_attention(const ModelLayout& layout, int layer);
 /// The layers that have attention heads: attention_layers, or 0 … num_layers − 1.
 std::vector<int> attention_layer_list(const ModelLayout& layout);
+  /// Encoders and encoder-decoders (bert, t5, whisper, clip …): the attention series this layout
+  /// reads, one layout per series (detect_series); empty for decoder-only models.
+  std::optional<AttentionSeries> attention;
+};
+
+/// What `analyze --attention` measures: self-attention series, cross-attention series, or all.
+enum class AttentionChoice { self, cross, all };
+/// Parses "self", "cross", "all"; throws kvrank::Error (usage) otherwise.
+AttentionChoice parse_attention_choice(std::string_view name);
+std::string_view attention_choice_name(AttentionChoice choice) noexcept;
+/// Whether a series (empty: a decoder-only model's self-attention) is one `choice` selects.
+bool attention_chosen(AttentionChoice choice, const std::optional<AttentionSeries>& series);
 
 /// "a family (llama, gpt2, …, or mla) or a model type (mistral, …)": what `--family` accepts,
 /// built from the family and model-type tables.
@@ -140,8 +153,16 @@ std::string family_choice_list();
 std::string folded_gains(const ModelLayout& layout);
 
 /// Detects family, variant and geometry. Throws kvrank::Error when config and tensors disagree
-/// (naming both) or when a tensor the layout needs is missing.
+/// (naming both) or when a tensor the layout needs is missing. For an encoder or encoder-decoder
+/// model, its first attention series (detect_series).
 ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& overrides = {});
+
+/// Every attention series of the model, in the order of docs/families.md (encoder self, decoder
+/// self, decoder cross; text, vision): one layout each, a stack whose tensors the checkpoint lacks
+/// left out (a T5 encoder alone, a CLIP vision tower alone). A decoder-only model's one layout.
+/// Overrides (--heads …) apply to every series.
+std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
+                                       const LayoutOverrides& overrides = {});
 
 /// The per-head factors of one layer for `repr`. Reads and converts only that layer's tensors;
 /// validates their shapes against `layout` and their values (NaN/Inf) — errors name the tensor.

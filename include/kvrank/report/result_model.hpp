@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvrank/base/attention_series.hpp"
 #include "kvrank/base/geometry.hpp"
 #include "kvrank/metric/diversity.hpp"
 
@@ -57,6 +58,9 @@ struct ModelReport {
   std::string variant;
   ModelGeometry geometry;
   std::string repr = "qk";
+  /// The attention series of an encoder or encoder-decoder model (JSON "attention"); empty for
+  /// decoder-only models and in older files, and then not written.
+  std::optional<AttentionSeries> attention;
   std::vector<LayerMetrics> layers;
   Summary summary;
 };
