@@ -124,16 +124,15 @@ struct ModelLayout : ModelGeometry {
   /// Hybrids (Jamba, Granite 4.0 hybrid, Qwen3-Next): the layers that have attention heads, in
   /// increasing order, as config.json says; empty when every layer 0 … num_layers − 1 has them.
   std::vector<int> attention_layers;
+  /// Encoders and encoder-decoders (bert, t5, whisper, clip …): the attention series this layout
+  /// reads, one layout per series (detect_series); empty for decoder-only models.
+  std::optional<AttentionSeries> attention;
 };
 
 /// Whether layer `layer` of the model has attention heads (layer_factors() reads only those).
 bool has_attention(const ModelLayout& layout, int layer);
 /// The layers that have attention heads: attention_layers, or 0 … num_layers − 1.
 std::vector<int> attention_layer_list(const ModelLayout& layout);
-  /// Encoders and encoder-decoders (bert, t5, whisper, clip …): the attention series this layout
-  /// reads, one layout per series (detect_series); empty for decoder-only models.
-  std::optional<AttentionSeries> attention;
-};
 
 /// What `analyze --attention` measures: self-attention series, cross-attention series, or all.
 enum class AttentionChoice { self, cross, all };
