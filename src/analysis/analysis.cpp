@@ -10,6 +10,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/io/checkpoint.hpp"
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/report/merge.hpp"
 
 namespace kvrank {
@@ -164,12 +165,15 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
     reports.back().source = source;
   }
   const int total = static_cast<int>(layers.size());
+  // One workspace per representation: its shapes repeat from layer to layer, so its buffers do.
+  std::vector<ComputeWorkspace> workspaces(reprs.size());
   for (int done = 0; done < total; ++done) {
     if (options.check_cancelled) options.check_cancelled();
     const int layer = layers[static_cast<std::size_t>(done)];
     // Layer-major: each layer's tensors are read once for all representations, then released.
     for (std::size_t r = 0; r < reprs.size(); ++r) {
-      LayerMetrics metrics = analyze_layer(layer_factors(checkpoint, layout, layer, reprs[r]));
+      LayerMetrics metrics =
+          analyze_layer(layer_factors(checkpoint, layout, layer, reprs[r]), workspaces[r]);
       metrics.layer = layer;
       reports[r].layers.push_back(std::move(metrics));
     }
