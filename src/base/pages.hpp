@@ -3,9 +3,9 @@
 // A layer's weights and the buffers derived from them are tens to hundreds of MB, written once
 // per layer. Touched page by page, every 4 KiB costs a fault. These helpers ask the kernel to map
 // a range in one call (a 128M-shaped run: 17 700 faults → 3 000). They are advice only — a kernel
-// without it leaves the faults to the first touch, as before. They do not make fresh memory free:
-// on a VM the first write to a new page still costs the hypervisor's work (docs/performance.md),
-// so buffers that recur layer after layer are better kept (ComputeWorkspace, compute.hpp).
+// without it leaves the faults to the first touch, as before. They did not make fresh memory
+// cheap on the VM measured (docs/performance.md: the first writes stayed slow), so buffers that
+// recur layer after layer are better kept (ComputeWorkspace, compute.hpp).
 #pragma once
 
 #include <cstddef>
