@@ -4,10 +4,13 @@
 #   - the floor: the two float32 SYRKs per layer through the same BLAS (bench/floor.cpp) — for MLA
 #     the Grams of the two latent bases (q_a rows and kv_a rows), what no method can skip,
 #   - a straightforward numpy implementation of the metric (scripts/bench_numpy.py, explicit d×d heads),
+#   - for MLA, also one float32 GEMM of as many multiply-adds as one layer's contraction (the
+#     cost model of src/metric/contraction.cpp: ~70 G for DeepSeek-V3's qk),
 # all measured in the same run on the same machine, one after the other, so that the ratios hold
 # even when the machine is shared (absolute seconds do not). kvrank runs with 1 thread and with
 # --threads T; peak RSS is given for one layer and for all layers (it must not grow with layers).
-# Prints a markdown table on stdout, progress on stderr.
+# Prints a markdown table on stdout (each row naming the kernels `kvrank -v` reports and the path
+# of ⟨A_i, A_j⟩), progress on stderr.
 # `kvrank analyze` forms the Grams of bf16 weights with the bf16 kernel where it is available
 # (gram_backend.hpp); the 2.5B shape also gets a row with it turned off (KVRANK_GRAM_BACKEND=f32).
 #
@@ -46,12 +49,13 @@ done
 tmp=${KVRANK_BENCH_TMP:-$(mktemp -d)}
 [[ -z ${KVRANK_BENCH_TMP:-} ]] && trap 'rm -rf "$tmp"' EXIT
 
-# name | layers | numpy layers (0 = all, - = skip) | floor flags | synth flags
+# name | layers | numpy layers (0 = all, - = skip) | floor flags | synth flags | contraction G-MACs
+# per layer (- = the pairwise path: the Grams are the work)
 shapes=(
-  "128M|12|0|--d 768 --q-rows 768 --k-rows 768|--family llama --heads 6 --kv-heads 6 --head-dim 128 --d-model 768"
-  "2.5B|36|1|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304"
-  "Llama-2-7B|32|-|--d 4096 --q-rows 4096 --k-rows 4096|--family llama --heads 32 --kv-heads 32 --head-dim 128 --d-model 4096"
-  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128"
+  "128M|12|0|--d 768 --q-rows 768 --k-rows 768|--family llama --heads 6 --kv-heads 6 --head-dim 128 --d-model 768|-"
+  "2.5B|36|1|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304|-"
+  "Llama-2-7B|32|-|--d 4096 --q-rows 4096 --k-rows 4096|--family llama --heads 32 --kv-heads 32 --head-dim 128 --d-model 4096|-"
+  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128|72"
 )
 
 # Fastest of $repeat runs of "$@" under /usr/bin/time: sets seconds and rss_mb.
@@ -79,13 +83,21 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads threads, best of $repeat, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $("$build/bench/kvrank_bench_floor" --blas-info)" >&2
 rows=()
 for shape in "${shapes[@]}"; do
-  IFS='|' read -r name layers numpy_layers floor_flags synth_flags <<<"$shape"
+  IFS='|' read -r name layers numpy_layers floor_flags synth_flags contraction_gmacs <<<"$shape"
   [[ -n $only && " $only " != *" $name "* ]] && continue
   ckpt=$tmp/$name
   echo "[$name] writing a bf16 checkpoint" >&2
   # shellcheck disable=SC2086
   "$build/kvrank" -q synth $synth_flags --layers "$layers" --dtype bf16 -o "$ckpt"
   analyze=("$build/kvrank" -q analyze "$ckpt" --format json -o "$tmp/result.json")
+  # The kernels, as `kvrank -v` names them, and the path of ⟨A_i, A_j⟩ (docs/performance.md).
+  kernels=$("$build/kvrank" -v analyze "$ckpt" --layers 0 --format json -o "$tmp/result.json" 2>&1 |
+    sed -n 's/.*products: //p')
+  if [[ $contraction_gmacs == - ]]; then
+    kernels="pairwise (SYRK Grams); $kernels"
+  else
+    kernels="latent contraction (TRMM, GEMM, SYRK); $kernels"
+  fi
 
   echo "[$name] kvrank analyze, 1 and $threads threads; floor" >&2
   timed "${analyze[@]}" --threads "$threads"
@@ -110,19 +122,24 @@ for shape in "${shapes[@]}"; do
     numpy_ratio="$(ratio "$numpy_s" "$kvrank_s")×"
   fi
   per_layer=$(awk -v a="$kvrank_s" -v l="$layers" 'BEGIN { printf "%.2f", a / l }')
-  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $numpy_cell | $numpy_ratio | $rss_one / $rss_all |")
-  echo "${rows[-1]}" >&2
+  gemm_cell="—"
+  if [[ $contraction_gmacs != - ]]; then  # a layer against one GEMM of its multiply-adds
+    gemm_s=$("$build/bench/kvrank_bench_floor" --gemm-gmacs "$contraction_gmacs" --threads "$threads")
+    gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×"
+  fi
+  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $kernels |")
+  # Progress only: the row itself is printed once, in the table on stdout.
+  echo "[$name] $kvrank_s s, $(ratio "$kvrank_s" "$floor_s")× the floor" >&2
   if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
     echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
     KVRANK_GRAM_BACKEND=f32 /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze \
       "$ckpt" --format json --threads "$threads" -o "$tmp/result.json"
     read -r f32_s f32_rss_kb <"$tmp/time.txt"
-    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB |")
-    echo "${rows[-1]}" >&2
+    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | pairwise (SYRK Grams); float32 Grams forced |")
   fi
   rm -rf "$ckpt"
 done
 
-echo "| shape | kvrank s, $threads thr | floor s | ratio | kvrank s, 1 thr | floor s | ratio | speed-up | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| shape | kvrank s, $threads thr | floor s | ratio | kvrank s, 1 thr | floor s | ratio | speed-up | GEMM of a layer's MACs, $threads thr; layer / GEMM | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

@@ -15,6 +15,7 @@
 #include "kvrank/layout/family.hpp"
 #include "kvrank/layout/layout.hpp"
 #include "kvrank/layout/model_type.hpp"
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
@@ -72,8 +73,9 @@ std::vector<std::string> example_lines(const std::string& header) {
 }  // namespace
 
 TEST_CASE("header examples: this file holds each header's example verbatim", "[examples]") {
-  for (const char* header : {"safetensors.hpp", "layout.hpp", "diversity.hpp", "family.hpp",
-                             "name_table.hpp", "model_type.hpp", "attention_series.hpp"}) {
+  for (const char* header :
+       {"safetensors.hpp", "layout.hpp", "diversity.hpp", "compute.hpp", "family.hpp",
+        "name_table.hpp", "model_type.hpp", "attention_series.hpp"}) {
     INFO(header);
     const std::vector<std::string> example = example_lines(header);
     const std::vector<std::string> comment = header_comment_lines(header);
@@ -115,6 +117,21 @@ TEST_CASE("header examples: layout.hpp and diversity.hpp", "[examples]") {
   // end of example
   CHECK(m.erank == use.layers[2].erank);
   CHECK(m.similarity.rows() == 8);
+}
+
+TEST_CASE("header examples: compute.hpp", "[examples]") {
+  Checkpoint ckpt = Checkpoint::open(test::tiny_model("gqa"));
+  ModelLayout layout = detect_layout(ckpt, {});
+  Collected use;
+  // example: compute.hpp
+  set_compute_threads(2);      // BLAS, kvrank's loops and oneDNN: one pool
+  ComputeWorkspace workspace;  // owned by the layer loop
+  for (int layer = 0; layer < layout.num_layers; ++layer)
+    use(analyze_layer(layer_factors(ckpt, layout, layer, Repr::qk), workspace));
+  // end of example
+  set_compute_threads(0);
+  REQUIRE(use.layers.size() == 4);
+  CHECK(use.layers[2].erank == analyze_layer(layer_factors(ckpt, layout, 2, Repr::qk)).erank);
 }
 
 TEST_CASE("header examples: family.hpp", "[examples]") {

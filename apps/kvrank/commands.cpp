@@ -19,7 +19,7 @@
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/layout/layout.hpp"
-#include "kvrank/metric/compute_threads.hpp"
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"

@@ -21,6 +21,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/io/checkpoint.hpp"
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"

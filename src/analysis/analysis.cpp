@@ -10,6 +10,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/io/checkpoint.hpp"
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/report/merge.hpp"
 
 namespace kvrank {
@@ -208,13 +209,16 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
     runs.push_back(std::move(run));
   }
   int done = 0;
+  // One workspace per representation: its shapes repeat from layer to layer, so its buffers do.
+  std::vector<ComputeWorkspace> workspaces;
   for (const Run& run : runs) {
+    workspaces.resize(std::max(workspaces.size(), run.reprs.size()));
     for (int layer : run.layers) {
       if (options.check_cancelled) options.check_cancelled();
       // Layer-major: each layer's tensors are read once for all representations, then released.
       for (std::size_t r = 0; r < run.reprs.size(); ++r) {
-        LayerMetrics metrics =
-            analyze_layer(layer_factors(checkpoint, *run.layout, layer, run.reprs[r]));
+        LayerMetrics metrics = analyze_layer(
+            layer_factors(checkpoint, *run.layout, layer, run.reprs[r]), workspaces[r]);
         metrics.layer = layer;
         reports[run.first_report + r].layers.push_back(std::move(metrics));
       }

@@ -4,9 +4,12 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "base/guarded_read.hpp"
+#include "base/pages.hpp"
+#include "io/tiled_convert.hpp"
 #include "kvrank/base/error.hpp"
 
 namespace kvrank {
@@ -115,17 +118,9 @@ void fortran_to_c(std::span<const float> in, std::span<float> out,
   }
 }
 
-// convert_to_f32() of the tensor's bytes, which may be a memory map: a SIGBUS (the file shrank
-// under the map) becomes an Error naming the file instead of killing the process.
-void convert_guarded(const TensorView& tensor, std::span<float> out) {
-  const DType dtype = tensor.dtype;
-  const std::span<const std::byte> raw = tensor.data();
-  if (!detail::guarded_read([&] { convert_to_f32(dtype, raw, out); })) {
-    throw Error(tensor.file, tensor.name, detail::kFileShrank);
-  }
-}
-
-// Converts into `out` (numel floats) in C order and checks every value is finite.
+// Converts into `out` (numel floats, C order) and checks every value is finite. The bytes may be
+// a memory map: a SIGBUS (the file shrank under the map) becomes an Error naming the file instead
+// of killing the process.
 void convert_checked(const TensorView& tensor, std::span<float> out) {
   if (!is_float_dtype(tensor.dtype)) {
     throw Error(tensor.file, tensor.name,
@@ -133,18 +128,49 @@ void convert_checked(const TensorView& tensor, std::span<float> out) {
                     " is not a floating-point type (expected F64, F32, F16, BF16, F8_E4M3 or "
                     "F8_E5M2)");
   }
-  if (tensor.fortran_order && tensor.shape.size() >= 2) {
-    std::vector<float> column_major(out.size());
-    convert_guarded(tensor, column_major);
-    fortran_to_c(column_major, out, tensor.shape);
-  } else {
-    convert_guarded(tensor, out);
-  }
-  std::int64_t bad = first_non_finite(out);
+  const bool transposed = tensor.fortran_order && tensor.shape.size() >= 2;
+  std::vector<float> column_major(transposed ? out.size() : 0);
+  const std::span<const std::byte> raw = tensor.data();
+  detail::prefault_for_read(raw.data(), raw.size());  // one call, not a fault per 64 KiB
+  const detail::TiledConversion converted =
+      detail::convert_in_tiles(tensor.dtype, raw, transposed ? column_major : out);
+  if (!converted.complete) throw Error(tensor.file, tensor.name, detail::kFileShrank);
+  if (transposed) fortran_to_c(column_major, out, tensor.shape);
+  std::int64_t bad = transposed ? first_non_finite(out) : converted.first_non_finite;
   if (bad >= 0) throw_non_finite(tensor, out, bad);
 }
 
 }  // namespace
+
+namespace detail {
+
+TiledConversion convert_in_tiles(DType dtype, std::span<const std::byte> raw, std::span<float> out,
+                                 std::size_t tile) noexcept {
+  const std::size_t block = dtype_block_elements(dtype);
+  const std::size_t block_bytes = dtype_size(dtype);
+  tile = std::max(block, tile / block * block);
+  const auto tiles = static_cast<std::int64_t>((out.size() + tile - 1) / tile);
+  std::int64_t first_bad = std::numeric_limits<std::int64_t>::max();
+  bool complete = true;
+  // Threads only where a tensor is worth a fork/join (a few hundred KB and up).
+#pragma omp parallel for schedule(static) reduction(min : first_bad) reduction(&& : complete) \
+    if (tiles >= 16)
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    const std::size_t begin = static_cast<std::size_t>(t) * tile;
+    const std::span<float> part = out.subspan(begin, std::min(tile, out.size() - begin));
+    const std::span<const std::byte> bytes =
+        raw.subspan(begin / block * block_bytes, part.size() / block * block_bytes);
+    if (!guarded_read([&] { convert_to_f32(dtype, bytes, part); })) {
+      complete = false;
+      continue;
+    }
+    const std::int64_t bad = first_non_finite(part);
+    if (bad >= 0) first_bad = std::min(first_bad, static_cast<std::int64_t>(begin) + bad);
+  }
+  return {complete, first_bad == std::numeric_limits<std::int64_t>::max() ? -1 : first_bad};
+}
+
+}  // namespace detail
 
 std::int64_t TensorView::numel() const noexcept {
   // A zero extent first: checked_byte_count() bounds the product of the other extents only when
@@ -185,6 +211,8 @@ RowMatrixF to_matrix(const TensorView& tensor) {
                 "expected a 2-D tensor, found shape " + tensor.shape_string());
   }
   RowMatrixF matrix(tensor.shape[0], tensor.shape[1]);
+  detail::prefault_for_write(matrix.data(),
+                             static_cast<std::size_t>(matrix.size()) * sizeof(float));
   convert_checked(tensor, std::span<float>(matrix.data(), static_cast<std::size_t>(matrix.size())));
   return matrix;
 }

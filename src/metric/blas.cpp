@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <string_view>
+#include <thread>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
 
@@ -38,6 +42,40 @@ std::vector<double> lapack_workspace(Call call) {
 #endif
 
 }  // namespace
+
+int default_thread_count() {
+#ifdef _OPENMP
+  return omp_get_num_procs();
+#else
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#endif
+}
+
+int blas_buffers_held() {
+#ifdef KVRANK_HAVE_OPENBLAS
+  // OpenBLAS's OpenMP build mapped a buffer for each of its threads when it was loaded.
+  if (openblas_get_parallel() == 2) return openblas_get_num_threads();
+#endif
+  return 0;
+}
+
+void set_thread_count(int threads) {
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+#ifdef KVRANK_HAVE_OPENBLAS
+  openblas_set_num_threads(threads);
+#endif
+  (void)threads;
+}
+
+std::optional<std::string> openblas_kernels() {
+#ifdef KVRANK_HAVE_OPENBLAS
+  return std::string(openblas_get_config()) + ", " + openblas_get_corename() + " kernels";
+#else
+  return std::nullopt;
+#endif
+}
 
 bool blas_nests_in_openmp() {
 #ifdef KVRANK_HAVE_OPENBLAS
@@ -92,19 +130,28 @@ void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, 
 #endif
 }
 
+void syrk_upper(Index rows, Index inner, const float* a, Index lda, float* c, Index ldc) {
+  if (rows == 0) return;
+  if (inner == 0) {
+    for (Index j = 0; j < rows; ++j) std::fill(c + j * ldc, c + j * ldc + j + 1, 0.0f);
+    return;
+  }
+#ifdef KVRANK_HAVE_OPENBLAS
+  // Row-major A·Aᵀ is column-major (Aᵀ)ᵀ·Aᵀ: the upper triangle of C.
+  cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, static_cast<blasint>(rows),
+              static_cast<blasint>(inner), 1.0f, a, static_cast<blasint>(lda), 0.0f, c,
+              static_cast<blasint>(ldc));
+#else
+  Eigen::Map<MatrixF, 0, Eigen::OuterStride<>> out(c, rows, rows, Eigen::OuterStride<>(ldc));
+  out.triangularView<Eigen::Upper>().setZero();
+  out.selfadjointView<Eigen::Upper>().rankUpdate(
+      ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)));
+#endif
+}
+
 MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda) {
   MatrixF gram = MatrixF::Zero(rows, rows);
-  if (rows > 0 && inner > 0) {
-#ifdef KVRANK_HAVE_OPENBLAS
-    // Row-major A·Aᵀ is column-major (Aᵀ)ᵀ·Aᵀ: the upper triangle of `gram`.
-    cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, static_cast<blasint>(rows),
-                static_cast<blasint>(inner), 1.0f, a, static_cast<blasint>(lda), 0.0f, gram.data(),
-                static_cast<blasint>(rows));
-#else
-    gram.selfadjointView<Eigen::Upper>().rankUpdate(
-        ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)));
-#endif
-  }
+  syrk_upper(rows, inner, a, lda, gram.data(), rows);
   MatrixD out = gram.cast<double>();
   out.triangularView<Eigen::StrictlyLower>() = out.transpose();
   return out;

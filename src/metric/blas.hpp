@@ -8,11 +8,24 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kvrank/base/eigen.hpp"
 
 namespace kvrank::detail {
+
+/// All processors: the thread count `--threads 0` asks for.
+int default_thread_count();
+/// How many per-thread buffers OpenBLAS mapped when it was loaded (its OpenMP build maps one per
+/// thread it starts with; 0 for other builds): address space already spent (memory_limit.hpp).
+int blas_buffers_held();
+/// Sets the threads of the BLAS and of OpenMP (at least 1).
+void set_thread_count(int threads);
+
+/// OpenBLAS's build and the kernels it picked ("OpenBLAS 0.3.21 ..., Haswell kernels"), nullopt
+/// without OpenBLAS.
+std::optional<std::string> openblas_kernels();
 
 /// Whether BLAS/LAPACK may be called from inside an OpenMP parallel loop (see above).
 bool blas_nests_in_openmp();
@@ -29,6 +42,10 @@ void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Ind
 
 /// B (rows × n, ldb) := B · L for L (n × n, ldl) lower triangular.
 void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, Index ldb);
+
+/// The upper triangle (diagonal included) of A · Aᵀ for A (rows × inner, lda, row-major) into the
+/// column-major C (rows × rows, ldc); the strict lower triangle is left as it was.
+void syrk_upper(Index rows, Index inner, const float* a, Index lda, float* c, Index ldc);
 
 /// A · Aᵀ for A (rows × inner, lda) in float32, returned in double with both triangles.
 MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda);

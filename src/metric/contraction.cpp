@@ -26,6 +26,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/pages.hpp"
 #include "metric/blas.hpp"
 
 namespace kvrank::detail {
@@ -145,7 +146,9 @@ LatentFactor latent_factor(const RowMatrixF& basis) {
 /// Every head of one side as k × p row-major coordinates X_hᵀ (see the file comment).
 class SideCoordinates {
  public:
-  SideCoordinates(const FactorSide& side, Coordinates how) : k_(side.head_cols) {
+  /// `storage`: a workspace buffer, used unless the heads are the basis's own rows.
+  SideCoordinates(const FactorSide& side, Coordinates how, RowMatrixF& storage)
+      : k_(side.head_cols), storage_(storage) {
     const Index heads = static_cast<Index>(side.heads.size());
     dim_ = dimension(side, how);
     if (how == Coordinates::raw && all_simple(side)) {
@@ -158,7 +161,8 @@ class SideCoordinates {
     LatentFactor factor;
     if (how == Coordinates::latent) factor = latent_factor(side.basis);
     const RowMatrixF& rows = how == Coordinates::latent ? factor.f : side.basis;
-    storage_.setZero(heads * k_, dim_);
+    fit_buffer(storage_, heads * k_, dim_);
+    storage_.setZero();
     base_ = storage_.data();
     ld_ = dim_;
     for (Index h = 0; h < heads; ++h) offsets_.push_back(h * k_ * ld_);
@@ -200,8 +204,8 @@ class SideCoordinates {
   }
 
   Index k_;
+  RowMatrixF& storage_;
   Index dim_ = 0;
-  RowMatrixF storage_;
   const float* base_ = nullptr;
   Index ld_ = 0;
   std::vector<Index> offsets_;
@@ -209,13 +213,13 @@ class SideCoordinates {
 
 /// Σ over row chunks of M_h = X_h Y_hᵀ of the chunk's H × H Gram, in double.
 MatrixD chunked_inner_products(const SideCoordinates& x, const SideCoordinates& y, Index heads,
-                               Index k) {
+                               Index k, RowMatrixF& rows) {
   const Index p = x.dim();
   const Index q = y.dim();
   MatrixD inner = MatrixD::Zero(heads, heads);
   if (heads == 0 || p == 0 || q == 0 || k == 0) return inner;
   const Index chunk = std::clamp<Index>(kChunkFloats / (heads * q), 1, p);
-  RowMatrixF rows(heads, chunk * q);
+  fit_buffer(rows, heads, chunk * q);
   [[maybe_unused]] const bool nested = blas_nests_in_openmp();  // only in the OpenMP clause
   for (Index start = 0; start < p; start += chunk) {
     const Index count = std::min(chunk, p - start);
@@ -261,19 +265,20 @@ std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Co
   return best;
 }
 
-ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan) {
+ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
+                               ComputeWorkspace& workspace) {
   const Index heads = factors.num_heads();
   const Index k = factors.left.head_cols;
-  const SideCoordinates left(factors.left, plan.left);
+  const SideCoordinates left(factors.left, plan.left, workspace.left_coordinates);
   ContractedHeads out;
   out.left_self = self_products(left, heads, k);
   if (factors.symmetric) {
-    out.inner = chunked_inner_products(left, left, heads, k);
+    out.inner = chunked_inner_products(left, left, heads, k, workspace.contracted_rows);
     return out;
   }
-  const SideCoordinates right(factors.right, plan.right);
+  const SideCoordinates right(factors.right, plan.right, workspace.right_coordinates);
   out.right_self = self_products(right, heads, k);
-  out.inner = chunked_inner_products(left, right, heads, k);
+  out.inner = chunked_inner_products(left, right, heads, k, workspace.contracted_rows);
   return out;
 }
 

@@ -34,7 +34,9 @@ struct ContractedHeads {
   std::vector<MatrixD> right_self;
 };
 
-ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan);
+/// The contraction of `plan`, in the buffers of `workspace` (see compute.hpp).
+ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
+                               ComputeWorkspace& workspace);
 
 /// The float32 Gram of diversity.cpp (rows · rowsᵀ, both triangles), shared with the contraction.
 void float_gram(const RowMatrixF& basis, MatrixF& gram);

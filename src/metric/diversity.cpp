@@ -26,21 +26,13 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 
+#include "base/pages.hpp"
 #include "kvrank/base/error.hpp"
-#include "kvrank/metric/compute_threads.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
 #include "metric/contraction.hpp"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#ifdef KVRANK_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 
 namespace kvrank {
 namespace {
@@ -72,22 +64,14 @@ void zero_round_off(std::vector<double>& values, double scale) {
 void gram_float(const RowMatrixF& basis, MatrixF& gram) {
   const Index m = basis.rows();
   const Index n = basis.cols();
-  gram.resize(m, m);
+  detail::fit_buffer(gram, m, m);
   if (m == 0) return;
   if (n == 0) {
     gram.setZero();
     return;
   }
   if (!bf16_gram_upper(basis, gram)) {  // bf16 weights: see gram_backend.hpp
-#ifdef KVRANK_HAVE_OPENBLAS
-    // Row-major lower triangle of basis·basisᵀ = column-major upper triangle of `gram`.
-    cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, static_cast<blasint>(m),
-                static_cast<blasint>(n), 1.0f, basis.data(), static_cast<blasint>(n), 0.0f,
-                gram.data(), static_cast<blasint>(m));
-#else
-    gram.setZero();
-    gram.selfadjointView<Eigen::Upper>().rankUpdate(basis);
-#endif
+    detail::syrk_upper(m, n, basis.data(), n, gram.data(), m);
   }
   // Mirror the upper triangle into the lower one, in tiles so that the strided reads stay in cache.
   constexpr Index kTile = 64;
@@ -110,7 +94,12 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
 /// head ~2^60 times smaller than the side's largest entry can still underflow to zero.
 int unit_scale_exponent(const RowMatrixF& basis) {
   if (basis.size() == 0) return 0;
-  return safe_scale_exponent(static_cast<double>(basis.cwiseAbs().maxCoeff()));
+  float largest = 0;
+  // One read of the basis: tens of MB a layer, worth both threads.
+#pragma omp parallel for reduction(max : largest) if (worth_threads(basis.size()))
+  for (Index row = 0; row < basis.rows(); ++row)
+    largest = std::max(largest, basis.row(row).cwiseAbs().maxCoeff());
+  return safe_scale_exponent(static_cast<double>(largest));
 }
 
 void check_side(const FactorSide& side, Index heads, const char* name) {
@@ -131,14 +120,12 @@ void check_side(const FactorSide& side, Index heads, const char* name) {
 }
 
 /// One side's Gram and, for heads that are not a single full identity block, G·C_h.
-/// `workspace` holds the Gram (kept by the caller across layers).
+/// `workspace` holds the Gram (a ComputeWorkspace's, kept by the caller across layers).
 class SideGram {
  public:
-  SideGram(const FactorSide& side, MatrixF& workspace)
-      : side_(side),
-        gram_(workspace),
-        k_(side.head_cols),
-        gram_exponent_(unit_scale_exponent(side.basis)) {
+  /// `scale_exponent`: unit_scale_exponent(side.basis), which the caller has already read.
+  SideGram(const FactorSide& side, int scale_exponent, MatrixF& workspace)
+      : side_(side), gram_(workspace), k_(side.head_cols), gram_exponent_(scale_exponent) {
     if (gram_exponent_ == 0) {
       gram_float(side.basis, gram_);
     } else {  // a copy: only when extreme
@@ -332,6 +319,12 @@ MatrixD basis_gram(const RowMatrixF& basis) {
 }
 
 LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
+  ComputeWorkspace workspace;
+  return analyze_layer(factors, workspace, how);
+}
+
+LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspace,
+                           Contraction how) {
   const Index heads = factors.num_heads();
   check_side(factors.left, heads, "left");
   if (!factors.symmetric) {
@@ -359,13 +352,14 @@ LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
 
   // The contraction works on the unscaled bases: weights near float's range take the Gram path,
   // which rescales each basis first (see unit_scale_exponent).
-  const bool extreme_scale = unit_scale_exponent(factors.left.basis) != 0 ||
-                             (!factors.symmetric && unit_scale_exponent(factors.right.basis) != 0);
+  const int left_scale = unit_scale_exponent(factors.left.basis);
+  const int right_scale = factors.symmetric ? 0 : unit_scale_exponent(factors.right.basis);
+  const bool extreme_scale = left_scale != 0 || right_scale != 0;
   MatrixD inner;
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
   if (plan) {
-    const detail::ContractedHeads contracted = detail::contract_heads(factors, *plan);
+    const detail::ContractedHeads contracted = detail::contract_heads(factors, *plan, workspace);
     inner = contracted.inner;
     const FactorSide& right = factors.symmetric ? factors.left : factors.right;
     per_head(inner, factors.left.exponent + right.exponent, [&](Index h) {
@@ -374,11 +368,9 @@ LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
           factors.symmetric ? std::nullopt : std::optional<MatrixD>(contracted.right_self[h])};
     });
   } else {
-    // Per-thread Gram buffers, reused layer after layer (same shapes → no new pages).
-    thread_local MatrixF left_workspace, right_workspace;
-    const SideGram left(factors.left, left_workspace);
+    const SideGram left(factors.left, left_scale, workspace.left_gram);
     std::optional<SideGram> right;
-    if (!factors.symmetric) right.emplace(factors.right, right_workspace);
+    if (!factors.symmetric) right.emplace(factors.right, right_scale, workspace.right_gram);
     inner = head_inner_products(left, right ? &*right : nullptr, heads);
     const int norm_exponent = left.exponent() + (right ? right->exponent() : left.exponent());
     per_head(inner, norm_exponent, [&](Index h) {
@@ -415,70 +407,5 @@ LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
 namespace detail {
 void float_gram(const RowMatrixF& basis, MatrixF& gram) { gram_float(basis, gram); }
 }  // namespace detail
-
-ThreadFit apply_compute_threads(int threads) {
-#ifdef _OPENMP
-  const int count = threads > 0 ? threads : omp_get_num_procs();
-#else
-  const int count = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-#endif
-  int blas_buffers_held = 0;
-#ifdef KVRANK_HAVE_OPENBLAS
-  // OpenBLAS's OpenMP build mapped a buffer for each of its threads when it was loaded.
-  if (openblas_get_parallel() == 2) blas_buffers_held = openblas_get_num_threads();
-#endif
-  const ThreadFit fit = fit_compute_threads(count, blas_buffers_held);
-#ifdef _OPENMP
-  omp_set_num_threads(fit.threads);
-#endif
-#ifdef KVRANK_HAVE_OPENBLAS
-  openblas_set_num_threads(fit.threads);
-#endif
-  return fit;
-}
-
-void set_compute_threads(int threads) { apply_compute_threads(threads); }
-
-void check_thread_count(int threads) {
-  if (threads < 0)
-    throw Error("", "--threads " + std::to_string(threads) + ": expected 0 (all cores) or more");
-  const unsigned processors = std::max(1u, std::thread::hardware_concurrency());
-  const long long limit = 4LL * processors;
-  if (threads > limit)
-    throw Error("", "--threads " + std::to_string(threads) + ": at most " + std::to_string(limit) +
-                        " (4 × the " + std::to_string(processors) + " processors of this machine)");
-}
-
-std::string compute_backend_description() {
-#ifdef KVRANK_HAVE_OPENBLAS
-  std::string text =
-      std::string(openblas_get_config()) + ", " + openblas_get_corename() + " kernels";
-#else
-  std::string text = "Eigen's own products (no OpenBLAS)";
-#endif
-  if (!bf16_gram_supported()) return text + "; float32 Grams only";
-  return text + (bf16_gram_in_auto() ? "; bf16 Grams on oneDNN"
-                                     : "; bf16 Grams on oneDNN only when asked (float32 is faster "
-                                       "here)");
-}
-
-std::optional<std::string> generic_blas_kernels_advice() {
-#ifdef KVRANK_HAVE_OPENBLAS
-  if (!detail::blas_kernels_are_generic()) return std::nullopt;
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (!avx2 && !avx512) return std::nullopt;  // Prescott is the right choice there
-  // SkylakeX and Haswell are the float kernels OpenBLAS runs on every CPU it knows with AVX-512,
-  // respectively AVX2 (its Cooperlake and Sapphire Rapids targets differ only in bf16 routines).
-  return std::string(
-             "OpenBLAS does not recognise this CPU and runs its generic Prescott kernels, "
-             "3-5x slower than the CPU allows; set OPENBLAS_CORETYPE=") +
-         (avx512 ? "SkylakeX" : "Haswell") + " to use its " + (avx512 ? "AVX-512" : "AVX2") +
-         " kernels";
-#else
-  return std::nullopt;
-#endif
-}
 
 }  // namespace kvrank

@@ -443,7 +443,8 @@ namespace {
 /// ⟨A_i, A_j⟩ and the per-head L_hᵀL_h, R_hᵀR_h of a contraction, against the same from the
 /// explicit (double) factors.
 void check_contraction(const HeadFactors& f, const detail::ContractionPlan& plan) {
-  const detail::ContractedHeads got = detail::contract_heads(f, plan);
+  ComputeWorkspace workspace;
+  const detail::ContractedHeads got = detail::contract_heads(f, plan, workspace);
   const Heads left = explicit_heads(f.left);
   const Heads right = f.symmetric ? left : explicit_heads(f.right);
   const Index heads = f.num_heads();

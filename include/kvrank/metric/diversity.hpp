@@ -9,6 +9,7 @@
 // Usage:
 //   HeadFactors f = layer_factors(ckpt, layout, layer, Repr::qk);  // layout.hpp, or by hand
 //   LayerMetrics m = analyze_layer(f);  // m.erank, m.erank_centered, m.similarity, ...
+//   (a loop over layers passes one ComputeWorkspace to each call: compute.hpp)
 // (this example is compiled and run by tests/header_examples_test.cpp)
 //
 // Grams of the bases are float32 SYRKs (OpenBLAS when available), or bf16 matmuls with float32
@@ -23,12 +24,11 @@
 //    erank_centered 1, mean_similarity 1.
 #pragma once
 
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "kvrank/base/eigen.hpp"
 #include "kvrank/base/factors.hpp"
+#include "kvrank/metric/compute.hpp"
 
 namespace kvrank {
 
@@ -71,26 +71,12 @@ enum class Contraction { automatic, pairwise, latent };
 /// The full pipeline for one layer: Grams, S, metrics, per-head effective ranks and norms.
 LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how = Contraction::automatic);
 
+/// The same, with the Gram buffers of `workspace` (compute.hpp): a loop over layers passes the
+/// same workspace to each, so that layers of one shape reuse one allocation.
+LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspace,
+                           Contraction how = Contraction::automatic);
+
 /// G = basis · basisᵀ (m×m) in float32 through SYRK, returned in double (both triangles filled).
 MatrixD basis_gram(const RowMatrixF& basis);
-
-/// Sets the number of threads used by the BLAS and by kvrank's own loops (0 = all cores).
-void set_compute_threads(int threads);
-
-/// More threads than 4 × the processors only cost memory and start-up (100000 crashed OpenMP, 64
-/// under a memory limit hung it): refused (kvrank::Error naming the limit) before any thread
-/// exists, like a negative count.
-void check_thread_count(int threads);
-
-/// What runs the products, for `-v`: the BLAS and the kernels it picked for this CPU, and whether
-/// bf16 Grams run on oneDNN.
-std::string compute_backend_description();
-
-/// A one-line advice when OpenBLAS did not recognise this CPU and runs its generic (Prescott)
-/// kernels although the CPU has AVX2 — Debian 12's OpenBLAS 0.3.21 on CPUs newer than it (5th
-/// generation Xeon, AMD Zen 5): every product is then several times slower than it could be
-/// (docs/performance.md), and only the OPENBLAS_CORETYPE variable, read when OpenBLAS is loaded,
-/// can change that. nullopt otherwise.
-std::optional<std::string> generic_blas_kernels_advice();
 
 }  // namespace kvrank
