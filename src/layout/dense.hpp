@@ -17,7 +17,7 @@
 #include "kvrank/layout/layout.hpp"
 #include "layout/family_detail.hpp"
 
-namespace kvrank::dense {
+namespace kvrank::detail {
 
 // ---- tensor-name templates (dense_names.cpp) ---------------------------------------------------
 
@@ -122,4 +122,4 @@ void detect_input_norm(const Checkpoint& checkpoint, const std::string& projecti
 RowMatrixF fold_input_norm(const Checkpoint& checkpoint, const ModelLayout& layout,
                            const DenseTensors& tensors, int layer, RowMatrixF rows);
 
-}  // namespace kvrank::dense
+}  // namespace kvrank::detail

@@ -8,7 +8,7 @@
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 
-namespace kvrank::dense {
+namespace kvrank::detail {
 namespace {
 
 using detail::config_bool;
@@ -163,4 +163,4 @@ void check_geometry(const Checkpoint& checkpoint, const Geometry& g) {
                           std::to_string(*g.kv_heads) + " (from " + g.source_text() + ")");
 }
 
-}  // namespace kvrank::dense
+}  // namespace kvrank::detail

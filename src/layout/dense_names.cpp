@@ -7,7 +7,7 @@
 #include "layout/dense.hpp"
 #include "layout/layer_scan.hpp"
 
-namespace kvrank::dense {
+namespace kvrank::detail {
 
 // ---- tensor-name templates ("model.layers.{i}.self_attn.q_proj.weight") -----------------------
 
@@ -227,4 +227,4 @@ std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint, std::optional<
   return std::nullopt;
 }
 
-}  // namespace kvrank::dense
+}  // namespace kvrank::detail

@@ -7,7 +7,7 @@
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 
-namespace kvrank::dense {
+namespace kvrank::detail {
 
 // ---- the canonical projections of one layer ---------------------------------------------------
 
@@ -195,4 +195,4 @@ std::vector<std::string> dense_tensor_names(const DenseTensors& tensors, int lay
   return names;
 }
 
-}  // namespace kvrank::dense
+}  // namespace kvrank::detail

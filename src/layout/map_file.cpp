@@ -10,7 +10,7 @@
 #include "kvrank/base/name_table.hpp"
 #include "layout/dense.hpp"
 
-namespace kvrank::dense {
+namespace kvrank::detail {
 namespace {
 
 // ---- the `--map` file ---------------------------------------------------------------------------
@@ -112,4 +112,4 @@ Geometry map_geometry(const nlohmann::json& map, const std::string& file, Geomet
   return geometry;
 }
 
-}  // namespace kvrank::dense
+}  // namespace kvrank::detail
