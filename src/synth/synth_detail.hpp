@@ -13,7 +13,7 @@
 #include "kvrank/layout/family.hpp"
 #include "kvrank/synth/synth.hpp"
 
-namespace kvrank::synth_detail {
+namespace kvrank::detail {
 
 using Floats = std::vector<float>;
 
@@ -86,4 +86,4 @@ struct PlannedTensor {
 /// Every tensor of the checkpoint, in file order.
 std::vector<PlannedTensor> plan_tensors(const Model& model);
 
-}  // namespace kvrank::synth_detail
+}  // namespace kvrank::detail

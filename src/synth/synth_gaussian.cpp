@@ -6,7 +6,7 @@
 
 #include "synth/synth_detail.hpp"
 
-namespace kvrank::synth_detail {
+namespace kvrank::detail {
 namespace {
 
 // ---- seeded Gaussians --------------------------------------------------------------------------
@@ -121,4 +121,4 @@ void fill_gaussian(std::uint64_t stream, float stddev, std::span<float> out) {
   }
 }
 
-}  // namespace kvrank::synth_detail
+}  // namespace kvrank::detail

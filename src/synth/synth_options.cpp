@@ -8,7 +8,7 @@
 #include "kvrank/base/error.hpp"
 #include "synth/synth_detail.hpp"
 
-namespace kvrank::synth_detail {
+namespace kvrank::detail {
 namespace {
 
 // ---- options -----------------------------------------------------------------------------------
@@ -189,4 +189,4 @@ Model resolve(const SynthOptions& options) {
   return model;
 }
 
-}  // namespace kvrank::synth_detail
+}  // namespace kvrank::detail

@@ -7,7 +7,7 @@
 
 #include "synth/synth_detail.hpp"
 
-namespace kvrank::synth_detail {
+namespace kvrank::detail {
 namespace {
 
 // ---- weights of one layer ----------------------------------------------------------------------
@@ -371,4 +371,4 @@ class Planner {
 
 std::vector<PlannedTensor> plan_tensors(const Model& model) { return Planner(model).plan(); }
 
-}  // namespace kvrank::synth_detail
+}  // namespace kvrank::detail
