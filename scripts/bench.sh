@@ -10,6 +10,11 @@
 # Prints a markdown table on stdout, progress on stderr.
 # `kvrank analyze` forms the Grams of bf16 weights with the bf16 kernel where it is available
 # (gram_backend.hpp); the 2.5B shape also gets a row with it turned off (KVRANK_GRAM_BACKEND=f32).
+# The last column names the kernels kvrank ran (its `-v` products line: OpenBLAS's core, then what
+# runs on oneDNN); with KVRANK_BENCH_CORETYPE=NAME every shape also gets a row for kvrank with
+# OPENBLAS_CORETYPE=NAME, e.g. `env -u OPENBLAS_CORETYPE KVRANK_BENCH_CORETYPE=SkylakeX
+# scripts/bench.sh` puts the default (generic kernels where OpenBLAS does not know the CPU) and the
+# right kernels side by side.
 #
 #   scripts/bench.sh            128M, 2.5B, Llama-2-7B and DeepSeek-V3 (2 layers) shapes (~20 min)
 #   scripts/bench.sh --quick    the 128M and DeepSeek-V3 shapes
@@ -76,6 +81,12 @@ fastest_floor() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
+# The kernels `kvrank analyze "$@"` runs (its -v products line, shortened), for the last column.
+kernels() {
+  "$build/kvrank" -v analyze "$@" --layers 0 --format json -o "$tmp/kernels.json" 2>&1 |
+    sed -nE 's/.*products: .*, ([^ ,]+) kernels; (.*)/\1; \2/p; s/.*products: (.*)/\1/p' | head -1
+}
+
 echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads threads, best of $repeat, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $("$build/bench/kvrank_bench_floor" --blas-info)" >&2
 rows=()
 for shape in "${shapes[@]}"; do
@@ -110,19 +121,25 @@ for shape in "${shapes[@]}"; do
     numpy_ratio="$(ratio "$numpy_s" "$kvrank_s")×"
   fi
   per_layer=$(awk -v a="$kvrank_s" -v l="$layers" 'BEGIN { printf "%.2f", a / l }')
-  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $numpy_cell | $numpy_ratio | $rss_one / $rss_all |")
+  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $(kernels "$ckpt") |")
   echo "${rows[-1]}" >&2
+  if [[ -n ${KVRANK_BENCH_CORETYPE:-} ]]; then  # the same run on the kernels OpenBLAS is told to use
+    echo "[$name] kvrank analyze, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE" >&2
+    OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE timed "${analyze[@]}" --threads "$threads"
+    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | $rss_mb MB | $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
+    echo "${rows[-1]}" >&2
+  fi
   if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
     echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
     KVRANK_GRAM_BACKEND=f32 /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze \
       "$ckpt" --format json --threads "$threads" -o "$tmp/result.json"
     read -r f32_s f32_rss_kb <"$tmp/time.txt"
-    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB |")
+    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | $(KVRANK_GRAM_BACKEND=f32 kernels "$ckpt") |")
     echo "${rows[-1]}" >&2
   fi
   rm -rf "$ckpt"
 done
 
-echo "| shape | kvrank s, $threads thr | floor s | ratio | kvrank s, 1 thr | floor s | ratio | speed-up | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| shape | kvrank s, $threads thr | floor s | ratio | kvrank s, 1 thr | floor s | ratio | speed-up | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

@@ -77,7 +77,7 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
     gram.setZero();
     return;
   }
-  if (!bf16_gram_upper(basis, gram)) {  // bf16 weights: see gram_backend.hpp
+  if (!onednn_gram_upper(basis, gram)) {  // bf16 weights, generic BLAS: see gram_backend.hpp
 #ifdef KVRANK_HAVE_OPENBLAS
     // Row-major lower triangle of basis·basisᵀ = column-major upper triangle of `gram`.
     cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, static_cast<blasint>(m),
@@ -444,15 +444,13 @@ std::string compute_backend_description() {
 #else
   std::string text = "Eigen's own products (no OpenBLAS)";
 #endif
-  if (!bf16_gram_supported()) return text + "; float32 Grams only";
-  return text + (bf16_gram_in_auto() ? "; bf16 Grams on oneDNN"
-                                     : "; bf16 Grams on oneDNN only when asked (float32 is faster "
-                                       "here)");
+  return text + "; " + gram_backend_description();
 }
 
 std::optional<std::string> generic_blas_kernels_advice() {
 #ifdef KVRANK_HAVE_OPENBLAS
-  if (!detail::blas_kernels_are_generic()) return std::nullopt;
+  // On oneDNN's float32 kernels (gram_backend.hpp) the run is already about as fast.
+  if (!detail::blas_kernels_are_generic() || float_products_on_onednn()) return std::nullopt;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
