@@ -320,7 +320,8 @@ TEST_CASE("gram backend: the onednn-f32 GEMM, TRMM and SYRK equal the BLAS ones 
   }
   // TRMM: several panels with a partial last one, one column; the upper part of L is garbage,
   // which the product must not read.
-  for (auto [rows, n] : {std::pair<Index, Index>{7, 300}, {3, 1}, {1, 256}}) {
+  for (auto shape : {std::pair<Index, Index>{7, 300}, {3, 1}, {1, 256}}) {
+    const Index rows = shape.first, n = shape.second;  // named: lambdas cannot capture bindings
     INFO("TRMM " << rows << " × " << n);
     const RowMatrixF l = float_rows(n, n + 3, 1.0f, rng);
     const RowMatrixF b0 = float_rows(rows, n + 2, 1.0f, rng);
@@ -331,7 +332,8 @@ TEST_CASE("gram backend: the onednn-f32 GEMM, TRMM and SYRK equal the BLAS ones 
           }) <= 1e-6);
   }
   // SYRK into double: few rows over many columns (the contraction's H × H), more than one tile.
-  for (auto [rows, inner] : {std::pair<Index, Index>{12, 5000}, {300, 20}}) {
+  for (auto shape : {std::pair<Index, Index>{12, 5000}, {300, 20}}) {
+    const Index rows = shape.first, inner = shape.second;
     INFO("SYRK " << rows << " × " << inner);
     const RowMatrixF x = float_rows(rows, inner + 1, 1.0f, rng);
     CHECK(both([&] {
