@@ -205,14 +205,16 @@ bool float_products_on_onednn() {
 
 std::string gram_backend_description() {
   const GramBackend backend = gram_backend();
-  const char* bf16 =
-      backend == GramBackend::bf16 || (backend == GramBackend::automatic && bf16_gram_in_auto())
-          ? "bf16 Grams of bf16 weights on oneDNN; "
-          : "";
+  const bool automatic = backend == GramBackend::automatic;
+  const bool bf16 = backend == GramBackend::bf16 || (automatic && bf16_gram_in_auto());
+  const std::string prefix = bf16 ? "bf16 Grams of bf16 weights on oneDNN; " : "";
   if (float_products_on_onednn()) {
-    return std::string(bf16) + "float32 products on oneDNN (KVRANK_GRAM_BACKEND=onednn-f32)";
+    return prefix + (automatic ? "float32 products on oneDNN (onednn-f32: the BLAS runs generic "
+                                 "kernels here)"
+                               : "float32 products on oneDNN (onednn-f32)");
   }
-  if (*bf16 != '\0') return std::string(bf16) + "other float32 products on the BLAS";
+  if (bf16) return prefix + "other float32 products on the BLAS";
+  if (backend == GramBackend::f32) return "float32 products on the BLAS (KVRANK_GRAM_BACKEND=f32)";
   if (!bf16_gram_supported() && !onednn_f32_supported()) return "float32 Grams only";
   return "float32 products on the BLAS (oneDNN only when asked: not faster here)";
 }
