@@ -25,8 +25,9 @@
 //               or better kernels here: bf16 for a bf16-exact basis when the CPU has AMX, else
 //               onednn-f32 (onednn_f32_in_auto()). Elsewhere bf16 where the basis is bf16-exact,
 //               the Gram is not tiny and the CPU has AMX (bf16_gram_in_auto()), else f32. The bf16
-//               kernel beats the f32 SSYRK with AMX, and loses to an AVX-512 SSYRK (OpenBLAS's or
-//               oneDNN's) on AVX512-BF16 alone (the measurements: docs/performance.md,
+//               kernel beats the f32 SSYRK with AMX; on AVX512-BF16 alone it is slower than
+//               OpenBLAS's AVX-512 SSYRK (5th-generation Xeon) or as fast as oneDNN's float32 GEMM
+//               (Zen 5), so float32 keeps it there (the measurements: docs/performance.md,
 //               docs/choices.md).
 //   f32         always f32 (the fallback, e.g. to compare the others with)
 //   bf16        bf16 for every bf16-exact basis, f32 for the others; an error when this build or
