@@ -13,6 +13,11 @@
 # of ⟨A_i, A_j⟩), progress on stderr.
 # `kvrank analyze` forms the Grams of bf16 weights with the bf16 kernel where it is available
 # (gram_backend.hpp); the 2.5B shape also gets a row with it turned off (KVRANK_GRAM_BACKEND=f32).
+# The last column names the kernels kvrank ran (its `-v` products line: OpenBLAS's core, then what
+# runs on oneDNN); with KVRANK_BENCH_CORETYPE=NAME every shape also gets a row for kvrank with
+# OPENBLAS_CORETYPE=NAME, e.g. `env -u OPENBLAS_CORETYPE KVRANK_BENCH_CORETYPE=SkylakeX
+# scripts/bench.sh` puts the default (generic kernels where OpenBLAS does not know the CPU) and the
+# right kernels side by side.
 #
 #   scripts/bench.sh            128M, 2.5B, Llama-2-7B and DeepSeek-V3 (2 layers) shapes (~20 min)
 #   scripts/bench.sh --quick    the 128M and DeepSeek-V3 shapes
@@ -80,6 +85,12 @@ fastest_floor() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
+# The kernels `kvrank analyze "$@"` runs (its -v products line, shortened), for the last column.
+kernels() {
+  "$build/kvrank" -v analyze "$@" --layers 0 --format json -o "$tmp/kernels.json" 2>&1 |
+    sed -nE 's/.*products: .*, ([^ ,]+) kernels; (.*)/\1; \2/p; s/.*products: (.*)/\1/p' | head -1
+}
+
 echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads threads, best of $repeat, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $("$build/bench/kvrank_bench_floor" --blas-info)" >&2
 rows=()
 for shape in "${shapes[@]}"; do
@@ -90,14 +101,9 @@ for shape in "${shapes[@]}"; do
   # shellcheck disable=SC2086
   "$build/kvrank" -q synth $synth_flags --layers "$layers" --dtype bf16 -o "$ckpt"
   analyze=("$build/kvrank" -q analyze "$ckpt" --format json -o "$tmp/result.json")
-  # The kernels, as `kvrank -v` names them, and the path of ⟨A_i, A_j⟩ (docs/performance.md).
-  kernels=$("$build/kvrank" -v analyze "$ckpt" --layers 0 --format json -o "$tmp/result.json" 2>&1 |
-    sed -n 's/.*products: //p')
-  if [[ $contraction_gmacs == - ]]; then
-    kernels="pairwise (SYRK Grams); $kernels"
-  else
-    kernels="latent contraction (TRMM, GEMM, SYRK); $kernels"
-  fi
+  # The path of ⟨A_i, A_j⟩ (docs/performance.md), named before the kernels in the last column.
+  path="pairwise (SYRK Grams)"
+  [[ $contraction_gmacs == - ]] || path="latent contraction (TRMM, GEMM, SYRK)"
 
   echo "[$name] kvrank analyze, 1 and $threads threads; floor" >&2
   timed "${analyze[@]}" --threads "$threads"
@@ -127,15 +133,20 @@ for shape in "${shapes[@]}"; do
     gemm_s=$("$build/bench/kvrank_bench_floor" --gemm-gmacs "$contraction_gmacs" --threads "$threads")
     gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×"
   fi
-  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $kernels |")
+  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $(kernels "$ckpt") |")
   # Progress only: the row itself is printed once, in the table on stdout.
   echo "[$name] $kvrank_s s, $(ratio "$kvrank_s" "$floor_s")× the floor" >&2
+  if [[ -n ${KVRANK_BENCH_CORETYPE:-} ]]; then  # the same run on the kernels OpenBLAS is told to use
+    echo "[$name] kvrank analyze, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE" >&2
+    OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE timed "${analyze[@]}" --threads "$threads"
+    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | — | $rss_mb MB | $path; $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
+  fi
   if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
     echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
     KVRANK_GRAM_BACKEND=f32 /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze \
       "$ckpt" --format json --threads "$threads" -o "$tmp/result.json"
     read -r f32_s f32_rss_kb <"$tmp/time.txt"
-    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | pairwise (SYRK Grams); float32 Grams forced |")
+    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | $path; $(KVRANK_GRAM_BACKEND=f32 kernels "$ckpt") |")
   fi
   rm -rf "$ckpt"
 done

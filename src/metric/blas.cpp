@@ -4,12 +4,17 @@
 #include <Eigen/Cholesky>
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <thread>
+
+#include "kvrank/metric/gram_backend.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
 
@@ -22,9 +27,41 @@ void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, 
             int* info, std::size_t jobz_len, std::size_t uplo_len);
 }
 #endif
+#ifdef KVRANK_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
 
 namespace kvrank::detail {
 namespace {
+
+// Row tile of onednn_syrk_lower and column panel of the TRMM on oneDNN: the redundant work of a
+// tile's diagonal block is tile/rows of the whole; 256 keeps it small and each SGEMM large.
+constexpr Index kOnednnTile = 256;
+
+/// B (rows × n, ldb) := B · L for L (n × n, ldl) lower triangular, on oneDNN's SGEMM: column panel
+/// J of the result is B[:, J] · tril(L[J, J]) + B[:, after J] · L[after J, J], which reads only
+/// columns J and after of B, so the panels are written back left to right, in place.
+void onednn_trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, Index ldb) {
+  std::vector<float> diagonal(
+      static_cast<std::size_t>(std::min(kOnednnTile, n) * std::min(kOnednnTile, n)));
+  std::vector<float> panel(static_cast<std::size_t>(rows * std::min(kOnednnTile, n)));
+  for (Index j = 0; j < n; j += kOnednnTile) {
+    const Index width = std::min(kOnednnTile, n - j);
+    const Index after = j + width;
+    for (Index r = 0; r < width; ++r) {
+      for (Index c = 0; c < width; ++c) {
+        diagonal[r * width + c] = c <= r ? l[(j + r) * ldl + j + c] : 0.0f;
+      }
+    }
+    onednn_sgemm(false, false, rows, width, width, b + j, ldb, diagonal.data(), width, 0.0f,
+                 panel.data(), width);
+    if (after < n) {
+      onednn_sgemm(false, false, rows, width, n - after, b + after, ldb, l + after * ldl + j, ldl,
+                   1.0f, panel.data(), width);
+    }
+    for (Index r = 0; r < rows; ++r) std::copy_n(panel.data() + r * width, width, b + r * ldb + j);
+  }
+}
 
 using StridedMapF = Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>>;
 using ConstStridedMapF = Eigen::Map<const RowMatrixF, 0, Eigen::OuterStride<>>;
@@ -95,9 +132,38 @@ bool blas_kernels_are_generic() {
 #endif
 }
 
+void onednn_sgemm(bool trans_a, bool trans_b, Index rows, Index cols, Index inner, const float* a,
+                  Index lda, const float* b, Index ldb, float beta, float* c, Index ldc) {
+#ifdef KVRANK_HAVE_DNNL
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', rows, cols,
+                                          inner, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) {
+    throw std::runtime_error("oneDNN sgemm failed with status " +
+                             std::to_string(static_cast<int>(status)));
+  }
+#else
+  (void)trans_a, (void)trans_b, (void)rows, (void)cols, (void)inner, (void)a, (void)lda, (void)b;
+  (void)ldb, (void)beta, (void)c, (void)ldc;
+  throw std::runtime_error("onednn_sgemm: kvrank was built without oneDNN");
+#endif
+}
+
+void onednn_syrk_lower(Index rows, Index inner, const float* a, Index lda, float* c, Index ldc) {
+  for (Index i0 = 0; i0 < rows; i0 += kOnednnTile) {
+    const Index tile = std::min(kOnednnTile, rows - i0);
+    // Rows [i0, i0 + tile) of the lower triangle, columns [0, i0 + tile): A[i0:] · A[:i0 + tile]ᵀ.
+    onednn_sgemm(false, true, tile, i0 + tile, inner, a + i0 * lda, lda, a, lda, 0.0f, c + i0 * ldc,
+                 ldc);
+  }
+}
+
 void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Index lda,
           const float* b, Index ldb, float beta, float* c, Index ldc) {
   if (rows == 0 || cols == 0) return;
+  if (float_products_on_onednn()) {
+    onednn_sgemm(trans_a, false, rows, cols, inner, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
 #ifdef KVRANK_HAVE_OPENBLAS
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans,
               static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(inner),
@@ -118,6 +184,10 @@ void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Ind
 
 void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, Index ldb) {
   if (rows == 0 || n == 0) return;
+  if (float_products_on_onednn()) {
+    onednn_trmm_right_lower(rows, n, l, ldl, b, ldb);
+    return;
+  }
 #ifdef KVRANK_HAVE_OPENBLAS
   cblas_strmm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit,
               static_cast<blasint>(rows), static_cast<blasint>(n), 1.0f, l,
@@ -134,6 +204,10 @@ void syrk_upper(Index rows, Index inner, const float* a, Index lda, float* c, In
   if (rows == 0) return;
   if (inner == 0) {
     for (Index j = 0; j < rows; ++j) std::fill(c + j * ldc, c + j * ldc + j + 1, 0.0f);
+    return;
+  }
+  if (float_products_on_onednn()) {                  // generic OpenBLAS kernels: gram_backend.hpp
+    onednn_syrk_lower(rows, inner, a, lda, c, ldc);  // row-major lower = column-major upper
     return;
   }
 #ifdef KVRANK_HAVE_OPENBLAS

@@ -1,5 +1,7 @@
 // Private: the few float32 BLAS and double LAPACK calls of the metric, row-major, on OpenBLAS when
-// kvrank is built with it and on Eigen's own products otherwise.
+// kvrank is built with it and on Eigen's own products otherwise. The float32 GEMM, TRMM and SYRK
+// run on oneDNN's SGEMM instead when float_products_on_onednn() (gram_backend.hpp: OpenBLAS on
+// generic kernels, oneDNN with AVX2 or better).
 //
 // Threads: OpenBLAS built on OpenMP (what CMake looks for first) runs on the same libgomp pool as
 // kvrank's `#pragma omp` loops and single-threaded inside them, so per-head loops may call BLAS.
@@ -34,6 +36,16 @@ bool blas_nests_in_openmp();
 /// products, built for baseline x86-64), or OpenBLAS on its generic Prescott (SSE3) kernels because
 /// it does not recognise the CPU (Debian 12's 0.3.21 on 5th-generation Xeon or Zen 5).
 bool blas_kernels_are_generic();
+
+/// C (rows × cols, ldc) = op(A) · op(B) + beta · C on oneDNN's SGEMM, op(X) = X or Xᵀ (row-major
+/// BLAS conventions); throws std::runtime_error when oneDNN fails or kvrank was built without it.
+void onednn_sgemm(bool trans_a, bool trans_b, Index rows, Index cols, Index inner, const float* a,
+                  Index lda, const float* b, Index ldb, float beta, float* c, Index ldc);
+
+/// The row-major lower triangle (diagonal included) of C = A · Aᵀ for A (rows × inner, lda) on
+/// oneDNN's SGEMM — the upper triangle of a column-major C — in row tiles; of each tile's diagonal
+/// block the other triangle is written too. rows, inner > 0.
+void onednn_syrk_lower(Index rows, Index inner, const float* a, Index lda, float* c, Index ldc);
 
 /// C (rows × cols, ldc) = op(A) · B + beta · C, op(A) = A (rows × inner, lda) or, with trans_a,
 /// the transpose of A (inner × rows, lda). B is inner × cols (ldb).

@@ -33,15 +33,14 @@ void check_thread_count(int threads) {
 std::string compute_backend_description() {
   const std::string text =
       detail::openblas_kernels().value_or("Eigen's own products (no OpenBLAS)");
-  if (!bf16_gram_supported()) return text + "; float32 Grams only";
-  return text + (bf16_gram_in_auto() ? "; bf16 Grams on oneDNN"
-                                     : "; bf16 Grams on oneDNN only when asked (float32 is faster "
-                                       "here)");
+  return text + "; " + gram_backend_description();
 }
 
 std::optional<std::string> generic_blas_kernels_advice() {
   // Without OpenBLAS there is no variable to set.
   if (!detail::openblas_kernels() || !detail::blas_kernels_are_generic()) return std::nullopt;
+  // On oneDNN's float32 kernels (gram_backend.hpp) the run is already about as fast.
+  if (float_products_on_onednn()) return std::nullopt;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

@@ -70,7 +70,7 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram) {
     gram.setZero();
     return;
   }
-  if (!bf16_gram_upper(basis, gram)) {  // bf16 weights: see gram_backend.hpp
+  if (!onednn_gram_upper(basis, gram)) {  // bf16 weights, generic BLAS: see gram_backend.hpp
     detail::syrk_upper(m, n, basis.data(), n, gram.data(), m);
   }
   // Mirror the upper triangle into the lower one, in tiles so that the strided reads stay in cache.

@@ -1,4 +1,5 @@
-// The Gram backends of gram_backend.hpp: selection, and the bf16 kernel on oneDNN.
+// The Gram backends of gram_backend.hpp: selection, the bf16 kernel on oneDNN, and the onednn-f32
+// Gram (metric/blas.hpp's onednn_syrk_lower, the same column tiles on oneDNN's SGEMM).
 //
 // The bf16 Gram. G = B·Bᵀ is symmetric, so only its upper triangle is formed, one column tile at a
 // time: columns [j0, j1) of the upper triangle, rows [0, j1), are the product
@@ -41,6 +42,16 @@ void require_supported(GramBackend backend, const std::string& origin) {
                         "bf16: this kvrank has no bf16 Gram kernel (it needs oneDNN at build time "
                         "and a CPU with AVX512-BF16); use auto or f32");
   }
+  if (backend == GramBackend::onednn_f32 && !onednn_f32_supported()) {
+    throw Error("", origin +
+                        "onednn-f32: this kvrank has no oneDNN float32 kernel (it needs oneDNN at "
+                        "build time and a CPU with AVX2); use auto or f32");
+  }
+}
+
+/// Whether an `auto` Gram of m × m over d columns is large enough for the bf16 kernel.
+bool large_enough(Index m, Index d) {
+  return static_cast<double>(m) * static_cast<double>(m) * static_cast<double>(d) >= kMinAutoWork;
 }
 
 constexpr std::uint32_t kLowHalf = 0xFFFFu;
@@ -126,8 +137,10 @@ GramBackend parse_gram_backend(std::string_view name) {
   if (name == "auto") return GramBackend::automatic;
   if (name == "f32") return GramBackend::f32;
   if (name == "bf16") return GramBackend::bf16;
-  throw Error("", std::string(kBackendVariable) + ": expected auto, f32 or bf16, found \"" +
-                      std::string(name) + "\"");
+  if (name == "onednn-f32") return GramBackend::onednn_f32;
+  throw Error("", std::string(kBackendVariable) +
+                      ": expected auto, f32, bf16 or onednn-f32, found \"" + std::string(name) +
+                      "\"");
 }
 
 void set_gram_backend(GramBackend backend) {
@@ -166,10 +179,44 @@ bool bf16_gram_supported() {
 bool bf16_gram_in_auto() {
 #ifdef KVRANK_HAVE_DNNL
   static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
-  return bf16_gram_supported() && (amx || detail::blas_kernels_are_generic());
+  return bf16_gram_supported() &&
+         (amx || (detail::blas_kernels_are_generic() && !onednn_f32_supported()));
 #else
   return false;
 #endif
+}
+
+bool onednn_f32_supported() {
+#ifdef KVRANK_HAVE_DNNL
+  static const bool supported = dnnl_isa_has(dnnl::cpu_isa::avx2);
+  return supported;
+#else
+  return false;
+#endif
+}
+
+bool onednn_f32_in_auto() { return onednn_f32_supported() && detail::blas_kernels_are_generic(); }
+
+bool float_products_on_onednn() {
+  const GramBackend backend = gram_backend();
+  return backend == GramBackend::onednn_f32 ||
+         (backend == GramBackend::automatic && onednn_f32_in_auto());
+}
+
+std::string gram_backend_description() {
+  const GramBackend backend = gram_backend();
+  const bool automatic = backend == GramBackend::automatic;
+  const bool bf16 = backend == GramBackend::bf16 || (automatic && bf16_gram_in_auto());
+  const std::string prefix = bf16 ? "bf16 Grams of bf16 weights on oneDNN; " : "";
+  if (float_products_on_onednn()) {
+    return prefix + (automatic ? "float32 products on oneDNN (onednn-f32: the BLAS runs generic "
+                                 "kernels here)"
+                               : "float32 products on oneDNN (onednn-f32)");
+  }
+  if (bf16) return prefix + "other float32 products on the BLAS";
+  if (backend == GramBackend::f32) return "float32 products on the BLAS (KVRANK_GRAM_BACKEND=f32)";
+  if (!bf16_gram_supported() && !onednn_f32_supported()) return "float32 Grams only";
+  return "float32 products on the BLAS (oneDNN only when asked: not faster here)";
 }
 
 bool is_bf16_exact(const RowMatrixF& rows) noexcept {
@@ -181,11 +228,11 @@ bool is_bf16_exact(const RowMatrixF& rows) noexcept {
 
 bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   const GramBackend backend = gram_backend();
-  if (backend == GramBackend::f32 || !bf16_gram_supported()) return false;
+  if (backend == GramBackend::f32 || backend == GramBackend::onednn_f32 || !bf16_gram_supported())
+    return false;
   const Index m = basis.rows();
   const Index d = basis.cols();
-  const double work = static_cast<double>(m) * static_cast<double>(m) * static_cast<double>(d);
-  if (backend == GramBackend::automatic && (work < kMinAutoWork || !bf16_gram_in_auto()))
+  if (backend == GramBackend::automatic && (!large_enough(m, d) || !bf16_gram_in_auto()))
     return false;
 #ifdef KVRANK_HAVE_DNNL
   // Per-thread buffer, reused layer after layer (as diversity.cpp's Gram workspaces).
@@ -201,6 +248,20 @@ bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   (void)gram;
   return false;
 #endif
+}
+
+bool onednn_f32_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
+  // No size limit under `auto`, unlike bf16: oneDNN's SGEMM kernels are generated once per process,
+  // not per shape, and every other float32 product takes them too.
+  if (!float_products_on_onednn()) return false;
+  // The row-major lower triangle of B·Bᵀ is the column-major upper triangle of `gram`.
+  detail::onednn_syrk_lower(basis.rows(), basis.cols(), basis.data(), basis.cols(), gram.data(),
+                            basis.rows());
+  return true;
+}
+
+bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
+  return bf16_gram_upper(basis, gram) || onednn_f32_gram_upper(basis, gram);
 }
 
 }  // namespace kvrank

@@ -5,6 +5,8 @@ by tests/writers/write_family_checkpoints.py. KVRANK_GRAM_BACKEND=bf16 (the oneD
 OpenBLAS fallback) and =auto must each match scripts/reference.py, and bf16 must match f32 to 1e-5
 relative; a wrong value of the variable is a usage error. Where this build or CPU has no bf16 kernel,
 asking for it must fail with the documented message, and the comparison is reported as skipped.
+KVRANK_GRAM_BACKEND=onednn-f32 (every float32 product on oneDNN) must match f32 to 1e-6 relative on
+dense and latent (MLA, LRKV) checkpoints, and be what auto does where OpenBLAS runs generic kernels.
 
 Run from the repository root: python3 tests/e2e/test_gram_backend.py path/to/kvrank
 """
@@ -19,6 +21,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "writers"))
 import reference  # noqa: E402  (scripts/reference.py: the naive numpy metric)
 import write_family_checkpoints as writer  # noqa: E402
+
+LATENT_WRITER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "writers",
+                             "write_latent_checkpoints.py")
 
 import harness  # noqa: E402  (tests/e2e is on sys.path)
 
@@ -37,6 +42,16 @@ CASES = [
 REPRS = ["qk", "ov", "k"]
 NO_KERNEL = ("kvrank: error: KVRANK_GRAM_BACKEND=bf16: this kvrank has no bf16 Gram kernel (it "
              "needs oneDNN at build time and a CPU with AVX512-BF16); use auto or f32\n")
+NO_ONEDNN_F32 = ("kvrank: error: KVRANK_GRAM_BACKEND=onednn-f32: this kvrank has no oneDNN float32 "
+                 "kernel (it needs oneDNN at build time and a CPU with AVX2); use auto or f32\n")
+# The same latent-family shapes as test_latent_families.py, a little larger: MLA with a query latent
+# (the contraction's GEMMs, TRMMs and SYRKs) and LRKV.
+LATENT_CASES = [
+    ("mla", ["--dtype", "BF16", "--q-lora-rank", "40", "--kv-lora-rank", "24", "--heads", "12",
+             "--hidden", "96", "--layers", "2", "--seed", "7"]),
+    ("lrkv", ["--dtype", "F32", "--heads", "8", "--hidden", "64", "--rank", "6", "--layers", "2",
+              "--seed", "8"]),
+]
 
 
 def run(args, backend, threads=None, **environment):
@@ -51,8 +66,8 @@ def analyze(path, backend, threads=None):
     return json.loads(result.stdout)["models"]
 
 
-def close(found, expected):
-    return abs(found - expected) <= 1e-5 * abs(expected) + 1e-6
+def close(found, expected, relative=1e-5):
+    return abs(found - expected) <= relative * abs(expected) + relative / 10
 
 
 def bf16_kernel_available(path):
@@ -75,18 +90,27 @@ def products_line(**environment):
     return lines[0]
 
 
+def onednn_f32_available(path):
+    result = run(["analyze", path, "--format", "json"], "onednn-f32")
+    if result.returncode == 0:
+        return True
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", NO_ONEDNN_F32), result.stderr
+    return False
+
+
 class GramBackends(unittest.TestCase):
-    def check_metrics(self, got_models, want_models, where):
+    def check_metrics(self, got_models, want_models, where, relative=1e-5):
         for got, want in zip(got_models, want_models):
             self.assertEqual(len(got["layers"]), len(want["layers"]), where)
             for a, b in zip(got["layers"], want["layers"]):
                 at = f"{where} {got['repr']} layer {b['layer']}"
                 self.assertEqual(a["pcs_90"], b["pcs_90"], at)
                 for key in ("erank", "erank_centered", "mean_similarity"):
-                    self.assertTrue(close(a[key], b[key]), f"{at}: {key} {a[key]!r} vs {b[key]!r}")
+                    self.assertTrue(close(a[key], b[key], relative),
+                                    f"{at}: {key} {a[key]!r} vs {b[key]!r}")
                 for key in ("head_erank", "head_norm"):
                     for x, y in zip(a[key], b[key]):
-                        self.assertTrue(close(x, y), f"{at}: {key} {a[key]!r} vs {b[key]!r}")
+                        self.assertTrue(close(x, y, relative), f"{at}: {key} {a[key]!r} vs {b[key]!r}")
 
     def test_backends_agree_on_bf16_checkpoints(self):
         kernel = None
@@ -110,6 +134,36 @@ class GramBackends(unittest.TestCase):
         if not kernel:
             self.skipTest("no bf16 Gram kernel in this build or on this CPU (its error was checked)")
 
+    def test_onednn_f32_agrees_with_f32(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            checkpoints = []
+            for dtype in ("F32", "BF16"):
+                out = os.path.join(tmp, "llama_" + dtype)
+                writer.write_family("llama", out, out + "_ref", dtype=dtype, seed=12, layers=2,
+                                    heads=8, kv_heads=2, head_dim=40, d_model=320)
+                checkpoints.append(("llama " + dtype, out))
+            for family, options in LATENT_CASES:
+                out = os.path.join(tmp, family)
+                subprocess.run([sys.executable, LATENT_WRITER, family, out, out + "_ref", *options],
+                               check=True)
+                checkpoints.append((family, out))
+            if not onednn_f32_available(checkpoints[0][1]):
+                self.skipTest("no oneDNN float32 kernel in this build or on this CPU (its error "
+                              "was checked)")
+            generic = "float32 products on oneDNN" in products_line(OPENBLAS_CORETYPE="Prescott")
+            for name, path in checkpoints:
+                f32 = analyze(path, "f32")
+                onednn = analyze(path, "onednn-f32")
+                self.check_metrics(onednn, f32, f"{name} onednn-f32 vs f32", relative=1e-6)
+                self.check_metrics(analyze(path, "onednn-f32", threads=1), f32,
+                                   f"{name} onednn-f32 1 thread vs f32", relative=1e-6)
+                if generic and "BF16" not in name:  # bf16 weights may take the bf16 kernel
+                    # The same kernels for the double steps (LAPACK) too: bit for bit.
+                    prescott = [run(["analyze", path, "--repr", ",".join(REPRS), "--format", "json"],
+                                    backend, OPENBLAS_CORETYPE="Prescott")
+                                for backend in ("auto", "onednn-f32")]
+                    self.assertEqual(*[json.loads(p.stdout)["models"] for p in prescott], name)
+
     def test_cpu_without_bf16_falls_back_to_f32(self):
         # ONEDNN_MAX_CPU_ISA caps the ISA oneDNN reports, as on a CPU without AVX512-BF16.
         no_bf16 = dict(ONEDNN_MAX_CPU_ISA="AVX2")
@@ -121,14 +175,19 @@ class GramBackends(unittest.TestCase):
             args = ["analyze", out, "--format", "json"]
             result = run(args, "bf16", **no_bf16)
             self.assertEqual((result.returncode, result.stdout, result.stderr), (2, "", NO_KERNEL))
+            # Without bf16, auto is f32 or, where OpenBLAS runs generic kernels, onednn-f32 (-v
+            # says which), bit for bit.
+            on_onednn = "float32 products on oneDNN" in products_line(**no_bf16)
+            expected = json.loads(run(args, "onednn-f32" if on_onednn else "f32",
+                                      **no_bf16).stdout)["models"]
             f32 = json.loads(run(args, "f32").stdout)["models"]
             capped = run(args, "auto", **no_bf16)
             self.assertEqual(capped.returncode, 0, capped.stderr)
-            self.assertEqual(json.loads(capped.stdout)["models"], f32)  # the f32 path, bit for bit
+            self.assertEqual(json.loads(capped.stdout)["models"], expected)
             if not bf16_kernel_available(out):
                 return
-            # auto takes the kernel where the float32 products run on generic kernels (forced here
-            # with OpenBLAS's own variable): other round-off than f32.
+            # Where the float32 products run on generic kernels (forced here with OpenBLAS's own
+            # variable) auto takes oneDNN (bf16 or onednn-f32): other round-off than f32.
             generic = run(args, "auto", OPENBLAS_CORETYPE="Prescott")
             self.assertNotEqual(json.loads(generic.stdout)["models"], f32)
             # On OpenBLAS's AVX2 kernels auto keeps the faster f32 path unless the CPU has AMX;
@@ -146,8 +205,8 @@ class GramBackends(unittest.TestCase):
             result = run(["analyze", out, "--format", "json"], "fast")
             self.assertEqual(result.returncode, 2, result.stderr)
             self.assertEqual(result.stdout, "")
-            self.assertEqual(result.stderr, "kvrank: error: KVRANK_GRAM_BACKEND: expected auto, f32 "
-                                            "or bf16, found \"fast\"\n")
+            self.assertEqual(result.stderr, "kvrank: error: KVRANK_GRAM_BACKEND: expected auto, f32, "
+                                            "bf16 or onednn-f32, found \"fast\"\n")
 
 
 if __name__ == "__main__":

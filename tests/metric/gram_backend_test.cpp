@@ -1,5 +1,6 @@
 // Tests of the Gram backends (src/metric/gram_backend.cpp): the bf16 kernel against the f32 path
-// on the same bf16 weights (Grams and layer metrics to 1e-5), the fallbacks, and the selection.
+// on the same bf16 weights (Grams and layer metrics to 1e-5), the onednn-f32 products against the
+// BLAS ones (to 1e-6), the fallbacks, and the selection.
 #include "kvrank/metric/gram_backend.hpp"
 
 #include <bit>
@@ -11,6 +12,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/io/dtype.hpp"
 #include "kvrank/metric/diversity.hpp"
+#include "metric/blas.hpp"
 #include "support/catch.hpp"
 
 using namespace kvrank;
@@ -82,10 +84,11 @@ TEST_CASE("gram backend: names, and the message for a wrong one", "[gram]") {
   CHECK(parse_gram_backend("auto") == GramBackend::automatic);
   CHECK(parse_gram_backend("f32") == GramBackend::f32);
   CHECK(parse_gram_backend("bf16") == GramBackend::bf16);
+  CHECK(parse_gram_backend("onednn-f32") == GramBackend::onednn_f32);
   CHECK_THROWS_MATCHES(
       parse_gram_backend("fp16"), Error,
-      Catch::Matchers::Message("KVRANK_GRAM_BACKEND: expected auto, f32 or bf16, found "
-                               "\"fp16\""));
+      Catch::Matchers::Message("KVRANK_GRAM_BACKEND: expected auto, f32, bf16 or onednn-f32, "
+                               "found \"fp16\""));
 }
 
 TEST_CASE("gram backend: bf16-exact means every low half is zero", "[gram]") {
@@ -193,4 +196,190 @@ TEST_CASE("gram backend: f32 weights, the f32 choice and small auto Grams use th
   set_gram_backend(GramBackend::automatic);
   CHECK_FALSE(bf16_gram_upper(bf16_rows(64, 64, rng), gram));  // too small to pay off
   CHECK(bf16_gram_upper(bf16_rows(256, 256, rng), gram) == bf16_gram_in_auto());
+}
+
+// ---- onednn-f32 -------------------------------------------------------------------------------
+
+namespace {
+
+/// Random normal float32 rows of standard deviation `scale`.
+RowMatrixF float_rows(Index rows, Index cols, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  RowMatrixF matrix(rows, cols);
+  for (Index i = 0; i < matrix.size(); ++i) matrix.data()[i] = normal(rng);
+  return matrix;
+}
+
+/// Whether |a_ij − b_ij| ≤ 1e-6 · sqrt(e_ii e_jj) for every entry, e = the exact (double) Gram of
+/// `basis`: 1e-6 relative to the entries' natural scale, and exactly equal on zero rows.
+bool grams_agree(const MatrixD& a, const MatrixD& b, const RowMatrixF& basis) {
+  const VectorD norms = basis.cast<double>().rowwise().squaredNorm();
+  for (Index j = 0; j < b.cols(); ++j) {
+    for (Index i = 0; i < b.rows(); ++i) {
+      if (std::abs(a(i, j) - b(i, j)) > 1e-6 * std::sqrt(norms(i) * norms(j))) return false;
+    }
+  }
+  return true;
+}
+
+/// The awkward bases: several column tiles with a partial last one, exactly one tile, one more
+/// than a tile, one row, one column, 1 × 1; tiny values (products near float's smallest normal
+/// numbers), a zero row among others, all zeros.
+std::vector<RowMatrixF> awkward_bases(std::mt19937& rng) {
+  std::vector<RowMatrixF> bases;
+  for (auto [m, d] :
+       {std::pair<Index, Index>{600, 200}, {256, 64}, {257, 33}, {1, 9}, {300, 1}, {1, 1}}) {
+    bases.push_back(float_rows(m, d, 1.0f, rng));
+  }
+  bases.push_back(float_rows(40, 70, 1e-18f, rng));
+  RowMatrixF with_zero_row = float_rows(30, 50, 0.3f, rng);
+  with_zero_row.row(17).setZero();
+  bases.push_back(with_zero_row);
+  bases.push_back(RowMatrixF::Zero(5, 8));
+  return bases;
+}
+
+}  // namespace
+
+TEST_CASE("gram backend: onednn-f32 is refused where there is no oneDNN float32 kernel", "[gram]") {
+  BackendGuard guard;
+  if (onednn_f32_supported()) {
+    CHECK_NOTHROW(set_gram_backend(GramBackend::onednn_f32));
+    CHECK(float_products_on_onednn());
+    return;
+  }
+  CHECK_FALSE(onednn_f32_in_auto());
+  CHECK_THROWS_MATCHES(
+      set_gram_backend(GramBackend::onednn_f32), Error,
+      Catch::Matchers::Message("set_gram_backend: onednn-f32: this kvrank has no oneDNN float32 "
+                               "kernel (it needs oneDNN at build time and a CPU with AVX2); use "
+                               "auto or f32"));
+}
+
+TEST_CASE("gram backend: auto runs float32 products on oneDNN only where the BLAS is generic",
+          "[gram]") {
+  BackendGuard guard;
+  set_gram_backend(GramBackend::automatic);
+  CHECK(float_products_on_onednn() ==
+        (onednn_f32_supported() && detail::blas_kernels_are_generic()));
+  set_gram_backend(GramBackend::f32);
+  CHECK_FALSE(float_products_on_onednn());
+  MatrixF gram(4, 4);
+  CHECK_FALSE(onednn_f32_gram_upper(RowMatrixF::Ones(4, 3), gram));
+}
+
+// The tests tagged [.onednn_f32] need oneDNN's float32 kernels: they run as the ctest test
+// unit.onednn_f32_gram, skipped where this probe fails (tests/CMakeLists.txt).
+TEST_CASE("gram backend: this build and CPU have oneDNN float32 kernels", "[.onednn_f32_probe]") {
+  REQUIRE(onednn_f32_supported());
+}
+
+TEST_CASE("gram backend: the onednn-f32 Gram equals the f32 Gram to 1e-6", "[.onednn_f32]") {
+  BackendGuard guard;
+  REQUIRE(onednn_f32_supported());
+  std::mt19937 rng(5);
+  for (const RowMatrixF& basis : awkward_bases(rng)) {
+    INFO("basis " << basis.rows() << " × " << basis.cols() << ", largest |value| "
+                  << basis.cwiseAbs().maxCoeff());
+    MatrixF upper(basis.rows(), basis.rows());
+    set_gram_backend(GramBackend::onednn_f32);
+    REQUIRE(onednn_f32_gram_upper(basis, upper));  // oneDNN really ran
+    const MatrixD onednn = gram_with(GramBackend::onednn_f32, basis);
+    const MatrixD f32 = gram_with(GramBackend::f32, basis);
+    const MatrixD exact = basis.cast<double>() * basis.cast<double>().transpose();
+    CHECK(onednn == onednn.transpose());
+    CHECK(grams_agree(onednn, f32, basis));
+    CHECK(grams_agree(onednn, exact, basis));
+  }
+}
+
+TEST_CASE("gram backend: the onednn-f32 GEMM, TRMM and SYRK equal the BLAS ones to 1e-6",
+          "[.onednn_f32]") {
+  BackendGuard guard;
+  REQUIRE(onednn_f32_supported());
+  std::mt19937 rng(6);
+  auto both = [](auto product) {
+    set_gram_backend(GramBackend::f32);
+    const RowMatrixF f32 = product();
+    set_gram_backend(GramBackend::onednn_f32);
+    const RowMatrixF onednn = product();
+    const float scale = std::max(f32.cwiseAbs().maxCoeff(), 1e-30f);
+    return (onednn - f32).cwiseAbs().maxCoeff() / scale;
+  };
+  // GEMM: a strided, transposed A (the contraction's X_hᵀ columns) and beta 1 (accumulation).
+  const RowMatrixF a = float_rows(40, 90, 1.0f, rng);
+  const RowMatrixF b = float_rows(40, 70, 1.0f, rng);
+  const RowMatrixF c0 = float_rows(33, 70, 1.0f, rng);
+  for (float beta : {0.0f, 1.0f}) {
+    INFO("GEMM, beta " << beta);
+    CHECK(both([&] {
+            RowMatrixF c = c0;
+            detail::gemm(true, 33, 70, 40, a.data() + 5, 90, b.data(), 70, beta, c.data(), 70);
+            return c;
+          }) <= 1e-6);
+  }
+  // TRMM: several panels with a partial last one, one column; the upper part of L is garbage,
+  // which the product must not read.
+  for (auto shape : {std::pair<Index, Index>{7, 300}, {3, 1}, {1, 256}}) {
+    const Index rows = shape.first, n = shape.second;  // named: lambdas cannot capture bindings
+    INFO("TRMM " << rows << " × " << n);
+    const RowMatrixF l = float_rows(n, n + 3, 1.0f, rng);
+    const RowMatrixF b0 = float_rows(rows, n + 2, 1.0f, rng);
+    CHECK(both([&] {
+            RowMatrixF out = b0;
+            detail::trmm_right_lower(rows, n, l.data(), n + 3, out.data(), n + 2);
+            return out;
+          }) <= 1e-6);
+  }
+  // SYRK into double: few rows over many columns (the contraction's H × H), more than one tile.
+  for (auto shape : {std::pair<Index, Index>{12, 5000}, {300, 20}}) {
+    const Index rows = shape.first, inner = shape.second;
+    INFO("SYRK " << rows << " × " << inner);
+    const RowMatrixF x = float_rows(rows, inner + 1, 1.0f, rng);
+    CHECK(both([&] {
+            return RowMatrixF(detail::syrk_double(rows, inner, x.data(), inner + 1).cast<float>());
+          }) <= 1e-6);
+  }
+}
+
+TEST_CASE("gram backend: layer metrics agree between onednn-f32 and f32 to 1e-6", "[.onednn_f32]") {
+  BackendGuard guard;
+  REQUIRE(onednn_f32_supported());
+  std::mt19937 rng(7);
+  // MLA-like: 12 heads, each a dense 96 × 24 block on a 96-row latent of d 200, both sides.
+  std::normal_distribution<double> normal;
+  HeadFactors latent;
+  for (FactorSide* side : {&latent.left, &latent.right}) {
+    side->basis = float_rows(96, 200, 0.05f, rng);
+    side->head_cols = 24;
+    for (int h = 0; h < 12; ++h) {
+      MatrixD block(96, 24);
+      for (Index i = 0; i < block.size(); ++i) block.data()[i] = normal(rng);
+      side->heads.push_back({CoeffBlock{0, 0, block, 0}});
+    }
+  }
+  const HeadFactors dense = bf16_layer(rng);
+  using Case = std::pair<const HeadFactors*, Contraction>;
+  for (auto [factors, how] :
+       {Case{&latent, Contraction::latent}, Case{&latent, Contraction::pairwise},
+        Case{&dense, Contraction::automatic}}) {
+    set_gram_backend(GramBackend::onednn_f32);
+    const LayerMetrics onednn = analyze_layer(*factors, how);
+    set_gram_backend(GramBackend::f32);
+    const LayerMetrics f32 = analyze_layer(*factors, how);
+    auto near = [](double found, double expected) {
+      return std::abs(found - expected) <= 1e-6 * std::abs(expected) + 1e-12;
+    };
+    CHECK(near(onednn.erank, f32.erank));
+    CHECK(near(onednn.erank_centered, f32.erank_centered));
+    INFO("mean similarity " << onednn.mean_similarity << " vs " << f32.mean_similarity);
+    // A mean of similarities in [-1, 1], near 0 for random heads: to 1e-6 absolute, as each one.
+    CHECK(std::abs(onednn.mean_similarity - f32.mean_similarity) <= 1e-6);
+    REQUIRE(onednn.head_erank.size() == f32.head_erank.size());
+    for (std::size_t h = 0; h < f32.head_erank.size(); ++h) {
+      CHECK(near(onednn.head_erank[h], f32.head_erank[h]));
+      CHECK(near(onednn.head_norm[h], f32.head_norm[h]));
+    }
+    CHECK((onednn.similarity - f32.similarity).cwiseAbs().maxCoeff() <= 1e-6);
+  }
 }

@@ -39,15 +39,16 @@ ThreadFit apply_compute_threads(int threads);
 /// exists, like a negative count.
 void check_thread_count(int threads);
 
-/// What runs the products, for `-v`: the BLAS and the kernels it picked for this CPU, and whether
-/// bf16 Grams run on oneDNN.
+/// What runs the products, for `-v`: the BLAS and the kernels it picked for this CPU, and what
+/// runs on oneDNN (gram_backend_description()).
 std::string compute_backend_description();
 
 /// A one-line advice when OpenBLAS did not recognise this CPU and runs its generic (Prescott)
 /// kernels although the CPU has AVX2 — Debian 12's OpenBLAS 0.3.21 on CPUs newer than it (5th
 /// generation Xeon, AMD Zen 5): every product is then several times slower than it could be
 /// (docs/performance.md), and only the OPENBLAS_CORETYPE variable, read when OpenBLAS is loaded,
-/// can change that. nullopt otherwise.
+/// can change that. nullopt otherwise, and when kvrank runs its float32 products on oneDNN's own
+/// kernels instead (float_products_on_onednn(), gram_backend.hpp).
 std::optional<std::string> generic_blas_kernels_advice();
 
 /// The buffers analyze_layer() reuses from one layer to the next (see the file comment).

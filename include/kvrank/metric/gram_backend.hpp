@@ -1,53 +1,88 @@
 // Which kernel forms the basis Grams G = B·Bᵀ (the one large product per side, see diversity.hpp).
 //
-//   f32   OpenBLAS SSYRK on the float32 rows (Eigen's product without OpenBLAS). Always available.
-//   bf16  oneDNN matmul bf16 × bf16 → f32 (AVX512-BF16 or AMX kernels), only the upper triangle,
-//         in column tiles. Used for a basis whose every value is exactly a bfloat16 — rows read
-//         from BF16 or FP8 (E4M3, E5M2) tensors without scaling, which covers the dense families of
-//         bf16 checkpoints. Products of two bf16 values are exact in float32 and the sums
-//         accumulate in float32, so the Gram equals the f32 path's up to summation order (about
-//         1e-7 relative); bases built by products (MLA, LRKV) are not bf16 and take the f32 path.
-//         The kernels treat subnormal bf16 inputs (|x| < 1.2e-38) as 0.
+//   f32         OpenBLAS SSYRK on the float32 rows (Eigen's product without OpenBLAS). Always
+//               available.
+//   bf16        oneDNN matmul bf16 × bf16 → f32 (AVX512-BF16 or AMX kernels), only the upper
+//               triangle, in column tiles. Used for a basis whose every value is exactly a bfloat16
+//               — rows read from BF16 or FP8 (E4M3, E5M2) tensors without scaling, which covers the
+//               dense families of bf16 checkpoints. Products of two bf16 values are exact in
+//               float32 and the sums accumulate in float32, so the Gram equals the f32 path's up to
+//               summation order (about 1e-7 relative); bases built by products (MLA, LRKV) are not
+//               bf16 and take the f32 path. The kernels treat subnormal bf16 inputs (|x| < 1.2e-38)
+//               as 0.
+//   onednn-f32  oneDNN's float32 GEMM (its own AVX2 / AVX-512 kernels, chosen from the CPU's
+//               feature bits) on the float32 rows, upper triangle in column tiles — the f32 path's
+//               products, summed in another order (about 1e-7 relative). It also takes the other
+//               large float32 products of the metric (the MLA / LRKV contraction's GEMMs, TRMMs and
+//               SYRKs, metric/blas.hpp), i.e. everything OpenBLAS would run in float32. This is
+//               for an OpenBLAS that does not know the CPU (Debian 12's 0.3.21 on 5th-generation
+//               Xeon or Zen 5) and runs its generic Prescott (SSE3) kernels, 3–5× slower; the
+//               double-precision LAPACK steps stay on OpenBLAS.
 //
 // Selection, for the whole process: set_gram_backend(), or the environment variable
-//   KVRANK_GRAM_BACKEND=auto|f32|bf16      (read once, at the first Gram; default auto)
-//   auto  bf16 where the basis is bf16-exact, the Gram is not tiny, the build has oneDNN, the CPU
-//         has BF16, and either AMX or float32 products on generic kernels (bf16_gram_in_auto());
-//         else f32: the bf16 kernel beats the f32 SSYRK with AMX and against OpenBLAS's generic
-//         (Prescott) kernels, and loses to OpenBLAS's AVX-512 SSYRK on AVX512-BF16 alone (the
-//         measurements: docs/performance.md, docs/choices.md).
-//   f32   always f32 (the fallback, e.g. to compare the two)
-//   bf16  as auto, but an error when this build or CPU has no bf16 kernel
-// The bf16 kernel runs on oneDNN's OpenMP threads, i.e. on kvrank's own pool, so `--threads N`
-// (set_compute_threads) bounds it too.
+//   KVRANK_GRAM_BACKEND=auto|f32|bf16|onednn-f32   (read once, at the first Gram; default auto)
+//   auto        where OpenBLAS runs generic kernels (or there is no OpenBLAS) and oneDNN has AVX2
+//               or better kernels here: bf16 for a bf16-exact basis when the CPU has AMX, else
+//               onednn-f32 (onednn_f32_in_auto()). Elsewhere bf16 where the basis is bf16-exact,
+//               the Gram is not tiny and the CPU has AMX (bf16_gram_in_auto()), else f32. The bf16
+//               kernel beats the f32 SSYRK with AMX; on AVX512-BF16 alone it is slower than
+//               OpenBLAS's AVX-512 SSYRK (5th-generation Xeon) or as fast as oneDNN's float32 GEMM
+//               (Zen 5), so float32 keeps it there (the measurements: docs/performance.md,
+//               docs/choices.md).
+//   f32         always f32 (the fallback, e.g. to compare the others with)
+//   bf16        bf16 for every bf16-exact basis, f32 for the others; an error when this build or
+//               CPU has no bf16 kernel
+//   onednn-f32  onednn-f32 for every float32 product; an error when this build has no oneDNN or
+//               oneDNN has no AVX2 kernels on this CPU
+// The oneDNN kernels run on oneDNN's OpenMP threads, i.e. on kvrank's own pool, so `--threads N`
+// (set_compute_threads) bounds them too; inside one of kvrank's parallel loops they run on the
+// calling thread alone.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "kvrank/base/eigen.hpp"
 
 namespace kvrank {
 
-enum class GramBackend { automatic, f32, bf16 };
+enum class GramBackend { automatic, f32, bf16, onednn_f32 };
 
-/// "auto", "f32" or "bf16"; anything else throws kvrank::Error naming KVRANK_GRAM_BACKEND.
+/// "auto", "f32", "bf16" or "onednn-f32"; anything else throws kvrank::Error naming
+/// KVRANK_GRAM_BACKEND.
 GramBackend parse_gram_backend(std::string_view name);
 
 /// Chooses the backend (overrides KVRANK_GRAM_BACKEND). Throws kvrank::Error for `bf16` when
-/// bf16_gram_supported() is false.
+/// bf16_gram_supported() is false, for `onednn-f32` when onednn_f32_supported() is false.
 void set_gram_backend(GramBackend backend);
 
 /// The backend in force: the last set_gram_backend(), else KVRANK_GRAM_BACKEND, else automatic.
-/// Throws kvrank::Error when KVRANK_GRAM_BACKEND is invalid, or `bf16` and unsupported.
+/// Throws kvrank::Error when KVRANK_GRAM_BACKEND is invalid, or names an unsupported backend.
 GramBackend gram_backend();
 
 /// True when kvrank was built with oneDNN and this CPU runs its bf16 kernels natively (oneDNN's
 /// effective ISA includes AVX512-BF16; ONEDNN_MAX_CPU_ISA can lower it).
 bool bf16_gram_supported();
 
-/// Whether `auto` takes the bf16 kernel for a large enough bf16-exact basis: bf16_gram_supported(),
-/// and AMX, or float32 products without SIMD kernels of their own (OpenBLAS's generic kernels).
+/// Whether `auto` takes the bf16 kernel for a large enough bf16-exact basis: bf16_gram_supported()
+/// and AMX, or float32 products without SIMD kernels of their own (OpenBLAS's generic kernels)
+/// and no onednn-f32 kernel to run them.
 bool bf16_gram_in_auto();
+
+/// True when kvrank was built with oneDNN and oneDNN's effective ISA here includes AVX2 (its
+/// float32 GEMM then runs AVX2 or AVX-512 kernels; ONEDNN_MAX_CPU_ISA can lower it).
+bool onednn_f32_supported();
+
+/// Whether `auto` runs the float32 products on oneDNN: onednn_f32_supported(), and OpenBLAS runs
+/// its generic kernels (or kvrank has no OpenBLAS).
+bool onednn_f32_in_auto();
+
+/// Whether the float32 products of the metric (Grams, and metric/blas.hpp's GEMM, TRMM and SYRK)
+/// run on oneDNN under the backend in force: `onednn-f32`, or `auto` and onednn_f32_in_auto().
+bool float_products_on_onednn();
+
+/// What runs the Grams under the backend in force, for `-v` (compute_backend_description()).
+std::string gram_backend_description();
 
 /// True when every value of `rows` is exactly representable in bfloat16 (low 16 bits zero).
 bool is_bf16_exact(const RowMatrixF& rows) noexcept;
@@ -57,5 +92,15 @@ bool is_bf16_exact(const RowMatrixF& rows) noexcept;
 /// `gram`, which the caller has sized m × m, and returns true. Otherwise returns false and leaves
 /// `gram` untouched. Precondition: basis has at least one row and one column.
 bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram);
+
+/// The onednn-f32 path of the Gram: when float_products_on_onednn(), writes the upper triangle
+/// (diagonal included) of basis·basisᵀ into the column-major `gram`, sized m × m by the caller, and
+/// returns true; otherwise returns false and leaves `gram` untouched. Precondition: basis has at
+/// least one row and one column.
+bool onednn_f32_gram_upper(const RowMatrixF& basis, MatrixF& gram);
+
+/// The Gram on oneDNN when the backend in force takes it there: bf16_gram_upper(), else
+/// onednn_f32_gram_upper(). False: the caller forms it with the f32 path.
+bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 
 }  // namespace kvrank
