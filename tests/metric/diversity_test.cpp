@@ -143,6 +143,15 @@ void check_against_reference(const LayerMetrics& m, const nlohmann::json& ref) {
   }
 }
 
+/// Uniform values in [-1, 1] from the test's own generator: Eigen's Random() draws from the global
+/// std::rand, whose state depends on which tests ran before in the same process.
+RowMatrixF uniform_rows(Index rows, Index cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  RowMatrixF m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = uniform(rng);
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("effective_rank closed forms", "[diversity]") {
@@ -198,8 +207,8 @@ TEST_CASE("identical heads are exactly fully redundant", "[diversity]") {
   std::mt19937 rng(2);
   const Index heads = 6, k = 4, d = 20;
   HeadFactors f;
-  f.left.basis = RowMatrixF::Random(k, d);
-  f.right.basis = RowMatrixF::Random(k, d);
+  f.left.basis = uniform_rows(k, d, rng);
+  f.right.basis = uniform_rows(k, d, rng);
   f.left.head_cols = f.right.head_cols = k;
   for (Index h = 0; h < heads; ++h) {
     f.left.heads.push_back({CoeffBlock::identity(0, k)});
@@ -371,7 +380,7 @@ HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937&
   };
   HeadFactors f;
   // Left (LRKV key side): [shared (k rows); U_h (r rows each)], C_h = I at 0 + dense at k + h·r.
-  f.left.basis = RowMatrixF::Random(k + heads * r, d);
+  f.left.basis = uniform_rows(k + heads * r, d, rng);
   f.left.head_cols = k;
   for (Index h = 0; h < heads; ++h) {
     f.left.heads.push_back(
@@ -380,7 +389,7 @@ HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937&
   // Right (MLA key side): latent rows, C_h = dense (latent × (k-2)) at column 0 + identity on two
   // shared rope rows at column k-2.
   const Index latent = 6;
-  f.right.basis = RowMatrixF::Random(latent + 2, d);
+  f.right.basis = uniform_rows(latent + 2, d, rng);
   f.right.head_cols = k;
   for (Index h = 0; h < heads; ++h) {
     f.right.heads.push_back(
@@ -512,7 +521,7 @@ TEST_CASE("the contraction is chosen for latent heads and not for plain slices",
   std::normal_distribution<double> normal;
   HeadFactors f;
   for (FactorSide* side : {&f.left, &f.right}) {
-    side->basis = RowMatrixF::Random(128, 256);
+    side->basis = uniform_rows(128, 256, rng);
     side->head_cols = 32;
     for (int h = 0; h < 16; ++h) {
       MatrixD block(128, 32);
