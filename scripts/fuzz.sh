@@ -2,23 +2,30 @@
 # Builds the fuzzers (libFuzzer + ASan + UBSan, clang) in build-fuzz and runs each one. The
 # targets are the files fuzz/fuzz_*.cpp (fuzz/CMakeLists.txt reads the same folder); they link
 # the layer libraries, instrumented (KVRANK_FUZZ in the top-level CMakeLists.txt).
-#   scripts/fuzz.sh [SECONDS]    seconds per target (default 30)
+#   scripts/fuzz.sh [SECONDS [BUILD]]   seconds per target (default 30); BUILD: a build folder
+#                                       configured with -DKVRANK_FUZZ=ON (clang) to reuse, as the
+#                                       sanitizer step of scripts/test.sh does (default build-fuzz)
 # Seeds come from fuzz/corpus/<target>/ (read only); new inputs go to build-fuzz/corpus/<target>/,
 # crash reproducers to build-fuzz/crash-*. Exits non-zero when a fuzzer finds a bug.
 set -euo pipefail
 
 seconds=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-fuzz
+build=$(realpath -m "${2:-$root/build-fuzz}")
 targets=()
 for source in "$root"/fuzz/fuzz_*.cpp; do
   name=${source##*/}
   targets+=("${name%.cpp}")
 done
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER=clang++ -DKVRANK_FUZZ=ON -DKVRANK_BUILD_TESTS=OFF \
-  -DKVRANK_USE_OPENBLAS=OFF -DKVRANK_USE_OPENMP=OFF -DKVRANK_USE_DNNL=OFF >/dev/null
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++ -DKVRANK_FUZZ=ON -DKVRANK_BUILD_TESTS=OFF \
+    -DKVRANK_USE_OPENBLAS=OFF -DKVRANK_USE_OPENMP=OFF -DKVRANK_USE_DNNL=OFF >/dev/null
+elif ! grep -q '^KVRANK_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
+  echo "scripts/fuzz.sh: $build is not configured with -DKVRANK_FUZZ=ON" >&2
+  exit 2
+fi
 ninja -C "$build" -j2 "${targets[@]}"
 
 for target in "${targets[@]}"; do

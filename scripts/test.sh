@@ -35,15 +35,17 @@ sanitize() {
   echo "== clang + ASan + UBSan build without OpenBLAS and OpenMP, and tests" >&2
   # A folder of its own: the compiler is chosen when a build folder is first configured.
   # -O1 with line tables only: readable sanitizer reports at about half the compile time of -O2 -g.
-  CXX=clang++ scripts/build.sh build-asan-clang -DKVRANK_SANITIZE=ON -DKVRANK_WERROR=ON \
-    -DKVRANK_USE_OPENBLAS=OFF -DKVRANK_USE_OPENMP=OFF \
+  # KVRANK_FUZZ: the libFuzzer targets are built here too, on the same instrumented libraries (one
+  # compile of the library for the sanitizer tests and the fuzzers alike).
+  CXX=clang++ scripts/build.sh build-asan-clang -DKVRANK_SANITIZE=ON -DKVRANK_FUZZ=ON \
+    -DKVRANK_WERROR=ON -DKVRANK_USE_OPENBLAS=OFF -DKVRANK_USE_OPENMP=OFF \
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
   (cd build-asan-clang && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure --parallel "$(nproc)")
   local seconds=${KVRANK_FUZZ_SECONDS:-10}
   if [[ -x scripts/fuzz.sh && "$seconds" != 0 ]]; then
     echo "== fuzzing (${seconds}s per target)" >&2
-    scripts/fuzz.sh "$seconds"
+    scripts/fuzz.sh "$seconds" build-asan-clang
   fi
 }
 

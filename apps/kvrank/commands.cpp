@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,9 +71,10 @@ struct FormatExtension {
 constexpr FormatExtension kFormatExtensions[] = {
     {".json", "json"}, {".csv", "csv"}, {".tsv", "tsv"}, {".txt", "table"}};
 
-/// The format -o's extension names (.json, .csv, .tsv, .txt); nullopt for any other.
+/// The format -o's extension names (.json, .csv, .tsv, .txt, in any case); nullopt for any other.
 std::optional<std::string> format_of_extension(const std::string& output) {
-  const std::string extension = fs::path(output).extension().string();
+  std::string extension = fs::path(output).extension().string();
+  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const auto& known : kFormatExtensions)
     if (extension == known.extension) return known.format;
   return std::nullopt;
@@ -101,6 +104,11 @@ void report_written(const std::string& output, const std::string& what,
   spdlog::info("wrote {}: {} in {}", output, what, time);
 }
 
+/// "1 layer", "12 layers".
+std::string layers_text(std::size_t layers) {
+  return std::to_string(layers) + (layers == 1 ? " layer" : " layers");
+}
+
 /// "3 models × 12 layers", or "3 models, 40 layers in all" when they differ.
 std::string count_text(const std::vector<kvrank::ModelReport>& models) {
   std::size_t layers = 0;
@@ -111,9 +119,8 @@ std::string count_text(const std::vector<kvrank::ModelReport>& models) {
   }
   const std::string count =
       std::to_string(models.size()) + (models.size() == 1 ? " model" : " models");
-  if (same && !models.empty())
-    return count + " × " + std::to_string(models.front().layers.size()) + " layers";
-  return count + ", " + std::to_string(layers) + " layers in all";
+  if (same && !models.empty()) return count + " × " + layers_text(models.front().layers.size());
+  return count + ", " + layers_text(layers) + " in all";
 }
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -134,16 +141,27 @@ std::vector<std::string> split_list(const std::string& text) {
 // ---- options shared by analyze and inspect -----------------------------------------------------
 
 void LayoutFlags::add_to(CLI::App& command) {
-  command.add_option("--family", family, "Force the checkpoint's reader: " + family_choice_list());
-  command.add_option("--heads", heads, "Query heads (overrides config.json)")
+  command.add_option("--family", family,
+                     "Force the checkpoint's reader (default: detected from config.json and the "
+                     "tensor names): " +
+                         family_choice_list());
+  command.add_option("--heads", heads, "Query heads (default: from config.json or the tensors)")
       ->check(CLI::PositiveNumber);
-  command.add_option("--kv-heads", kv_heads, "Key/value heads (overrides config.json)")
+  command
+      .add_option("--kv-heads", kv_heads,
+                  "Key/value heads (default: from config.json or the tensors)")
       ->check(CLI::PositiveNumber);
-  command.add_option("--head-dim", head_dim, "Head dimension (overrides config.json)")
+  command
+      .add_option("--head-dim", head_dim,
+                  "Head dimension (default: from config.json or the tensors)")
       ->check(CLI::PositiveNumber);
-  command.add_option("--map", map_file,
-                     "JSON file naming the attention tensors (docs/map-format.md)");
-  command.add_option("--npy-dtype", npy_dtype, "Element type of '<V2' NPY arrays")
+  command.add_option(
+      "--map", map_file,
+      "JSON file naming the attention tensors (docs/map-format.md; default: none, names "
+      "are recognised)");
+  command
+      .add_option("--npy-dtype", npy_dtype,
+                  "Element type of '<V2' NPY arrays (default: refused, the type is unknown)")
       ->check(CLI::IsMember({"bf16"}));
   command.add_flag("--activations", activations, "Inputs are captured Q/K/V activations");
   command.add_flag("--fold-input-norm", fold_input_norm,
@@ -352,11 +370,16 @@ bool annotate_for_github(const std::string& choice) {
   return actions != nullptr && std::string(actions) == "true";
 }
 
-/// Under GitHub Actions: one annotation per change on stdout, and the job summary appended to
-/// $GITHUB_STEP_SUMMARY when the runner names one.
+/// Under GitHub Actions: one annotation per change — on stdout, or on stderr when stdout holds the
+/// JSON comparison (the runner reads workflow commands from both) — and the job summary appended
+/// to $GITHUB_STEP_SUMMARY when the runner names one.
 void annotate_github(const std::vector<kvrank::Violation>& violations,
                      const kvrank::CheckOptions& options, const CheckArgs& args) {
-  kvrank::write_stdout(kvrank::github_annotations(violations, args.current));
+  const std::string annotations = kvrank::github_annotations(violations, args.current);
+  if (args.format == "json")
+    std::fputs(annotations.c_str(), stderr);
+  else
+    kvrank::write_stdout(annotations);
   const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
   if (summary == nullptr || *summary == '\0') return;
   std::ofstream out(summary, std::ios::app);
@@ -529,8 +552,9 @@ int run_merge(const MergeArgs& args) {
   const nlohmann::json merged = kvrank::merge_results(parts, options);
   destination.emit(kvrank::to_json_text(merged));
   report_written(args.output,
-                 std::to_string(args.parts.size()) + " parts, " +
-                     std::to_string(merged.at("models").size()) + " models",
+                 count_text(kvrank::reports_from_json(merged, args.output)) + " from " +
+                     std::to_string(args.parts.size()) +
+                     (args.parts.size() == 1 ? " part" : " parts"),
                  started);
   return 0;
 }
@@ -561,7 +585,7 @@ int run_synth(SynthArgs args) {
   kvrank::write_synthetic_checkpoint(args.options, args.output);
   report_written(args.output,
                  "a " + args.options.family + " checkpoint of " +
-                     std::to_string(args.options.layers) + " layers",
+                     layers_text(static_cast<std::size_t>(args.options.layers)),
                  started);
   return 0;
 }

@@ -57,14 +57,14 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
       ->capture_default_str();
   command->add_option("--layers", args.layers, "Layers to analyse, e.g. 0-11,20 (default: all)");
   command->add_option("--layer-shard", args.layer_shard,
-                      "Only slice I (0-based) of N of those layers, e.g. 2/8 (see merge)");
+                      "Only slice I (0-based) of N of those layers, e.g. 2/8 (see merge; "
+                      "default: all of them)");
   command
       ->add_option("--format", args.format,
                    "Output format (default: from -o's extension .json/.csv/.tsv/.txt, else table)")
       ->check(CLI::IsMember({"table", "json", "csv", "tsv"}));
-  command->add_option(
-      "-o,--output", args.output,
-      "Write to FILE (atomically) instead of stdout; its extension sets the format");
+  command->add_option("-o,--output", args.output,
+                      "Write to FILE (atomically; default: stdout); its extension sets the format");
   command->add_flag("--similarity", args.similarity,
                     "Include each layer's H×H similarity matrix (JSON only)");
   command->add_flag("--summary", args.summary,
@@ -142,14 +142,19 @@ CLI::App* add_plot(CLI::App& app, PlotArgs& args) {
   command->add_option("--metric", args.metric, "Metric on the y axis")
       ->check(CLI::IsMember(metric_names()))
       ->capture_default_str();
-  command->add_option("--title", args.title, "Figure title");
-  command->add_option("--panel-title", args.panel_titles, "Title of each input's panel, in order");
+  command->add_option("--title", args.title, "Figure title (default: none)");
+  command->add_option(
+      "--panel-title", args.panel_titles,
+      "Title of each input's panel, in order (default: FILE=Title's title, else the "
+      "file's name)");
   command
-      ->add_option("--size", args.size, "Paper preset: column (3.5 in, 8 pt) or page (7 in, 9 pt)")
+      ->add_option("--size", args.size,
+                   "Paper preset: column (3.5 in, 8 pt) or page (7 in, 9 pt) (default: none, the "
+                   "size follows the panels)")
       ->check(CLI::IsMember({"column", "page"}));
-  command->add_option("--width", args.width, "Figure width in inches")
+  command->add_option("--width", args.width, "Figure width in inches (default: from the panels)")
       ->check(CLI::Range(0.5, 100.0));
-  command->add_option("--height", args.height, "Figure height in inches")
+  command->add_option("--height", args.height, "Figure height in inches (default: from the width)")
       ->check(CLI::Range(0.5, 100.0));
   command->add_option("--font-size", args.font_size, "Axis-label font size in points (default 10)")
       ->check(CLI::Range(4.0, 48.0));
@@ -158,18 +163,20 @@ CLI::App* add_plot(CLI::App& app, PlotArgs& args) {
   command->add_option("--cols", args.columns, "Panels per row (default: all in one row)")
       ->check(CLI::Range(1, 1000));
   command->add_flag("--share-y", args.share_y, "One y range for every panel");
-  command->add_option("--ylim", args.ylim, "Fixed y range LOW,HIGH");
+  command->add_option("--ylim", args.ylim, "Fixed y range LOW,HIGH (default: from the data)");
   command->add_option("--legend", args.legend, "Legend place")
-      ->check(CLI::IsMember({"below", "right", "inside", "none"}));
+      ->check(CLI::IsMember({"below", "right", "inside", "none"}))
+      ->capture_default_str();
   command->add_option("--style", args.style_file,
                       "JSON file: label -> {colour, marker, dash}, the same look in every figure");
   command
       ->add_option("--over-steps", args.over_steps,
                    "Metric against training step: layers (a line per layer), mean (a line per "
-                   "run) or heatmap (layers x steps)")
+                   "run) or heatmap (layers x steps) (default: curves against layer)")
       ->check(CLI::IsMember({"layers", "mean", "heatmap"}));
   command
-      ->add_option("--heatmap", args.heatmap_layer, "Draw this layer's similarity matrix instead")
+      ->add_option("--heatmap", args.heatmap_layer,
+                   "Draw this layer's similarity matrix instead of curves (default: curves)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--model", args.heatmap_model,
                       "Model label for --heatmap (default: the first)");
@@ -180,7 +187,7 @@ CLI::App* add_merge(CLI::App& app, MergeArgs& args) {
   auto* command = app.add_subcommand(
       "merge", "Join result files of parts of one run (array tasks, layer shards) into one");
   command->add_option("parts", args.parts, "Result JSON files, in task order")->required();
-  command->add_option("-o,--output", args.output, "Write to FILE (atomically) instead of stdout");
+  command->add_option("-o,--output", args.output, "Write to FILE (atomically; default: stdout)");
   command->add_option("--layers", args.layers,
                       "The --layers the parts were cut from (default: every layer)");
   return command;
@@ -198,7 +205,8 @@ CLI::App* add_baseline(CLI::App& app, BaselineArgs& args) {
       ->add_option("--format", args.format,
                    "Output format (default: from -o's extension .json/.csv/.tsv/.txt, else table)")
       ->check(CLI::IsMember({"table", "json", "csv", "tsv"}));
-  command->add_option("-o,--output", args.output, "Write to FILE instead of stdout");
+  command->add_option("-o,--output", args.output,
+                      "Write to FILE (atomically; default: stdout); its extension sets the format");
   return command;
 }
 

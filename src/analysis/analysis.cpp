@@ -84,9 +84,12 @@ std::optional<std::string> weight_dtypes(const Checkpoint& checkpoint, const Mod
   return text_or_none(text);
 }
 
-std::optional<std::string> qk_norm_gain(const ModelLayout& layout) {
+/// How the gains of a dense layout are read ("weight", or Gemma's "1+weight"), when
+/// `folded(tensors)` says it folds some; empty otherwise.
+template <typename Folded>
+std::optional<std::string> gain_rule(const ModelLayout& layout, Folded folded) {
   const auto* dense = std::get_if<DenseTensors>(&layout.tensors);
-  if (!dense || (!dense->q_norm && !dense->k_norm)) return std::nullopt;
+  if (!dense || !folded(*dense)) return std::nullopt;
   return dense->norm_gain == NormGain::one_plus_weight ? "1+weight" : "weight";
 }
 
@@ -99,7 +102,10 @@ Provenance provenance(const ModelInput& input, const Checkpoint& checkpoint,
   source.dtype = weight_dtypes(checkpoint, layout);
   if (options.layers) source.layers = format_layer_list(*options.layers);
   if (options.layout.map_file) source.map = options.layout.map_file->string();
-  source.qk_norm_gain = qk_norm_gain(layout);
+  source.qk_norm_gain =
+      gain_rule(layout, [](const DenseTensors& dense) { return dense.q_norm || dense.k_norm; });
+  source.input_norm_gain =
+      gain_rule(layout, [](const DenseTensors& dense) { return dense.input_norm.has_value(); });
   return source;
 }
 

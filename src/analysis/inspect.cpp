@@ -66,18 +66,43 @@ std::uint64_t total_bytes(const std::vector<TensorView>& tensors) {
   return total;
 }
 
-nlohmann::json report_json(const InspectReport& report) {
-  nlohmann::json checkpoint = {{"path", report.path}};
-  const std::optional<ModelLayout>& layout = report.layout;
-  checkpoint["family"] = layout ? nlohmann::json(family_name(layout->family)) : nlohmann::json();
-  checkpoint["variant"] = layout ? nlohmann::json(variant_name(layout->variant)) : nlohmann::json();
-  // The geometry under the names results use (result_model.hpp); null when detection failed.
+/// The geometry under the names results use (result_model.hpp); null when `layout` is null.
+void put_geometry(nlohmann::json& entry, const ModelLayout* layout) {
+  entry["family"] = layout ? nlohmann::json(family_name(layout->family)) : nlohmann::json();
+  entry["model_type"] =
+      layout && !layout->model_type.empty() ? nlohmann::json(layout->model_type) : nlohmann::json();
+  entry["variant"] = layout ? nlohmann::json(variant_name(layout->variant)) : nlohmann::json();
   for (const GeometryField& field : geometry_fields())
-    checkpoint[std::string(field.name)] =
+    entry[std::string(field.name)] =
         layout ? nlohmann::json((*layout).*field.value) : nlohmann::json(nullptr);
   for (const OptionalGeometryField& field : optional_geometry_fields())
-    checkpoint[std::string(field.name)] =
+    entry[std::string(field.name)] =
         layout ? optional_int((*layout).*field.value) : nlohmann::json(nullptr);
+  // A hybrid's attention layers under the model's own numbers; null when every layer has heads.
+  entry["attention_layers"] = layout && !layout->attention_layers.empty()
+                                  ? nlohmann::json(layout->attention_layers)
+                                  : nlohmann::json(nullptr);
+}
+
+/// Each attention series with its own geometry: {"attention": {"stack", "kind"} or null, ...}.
+nlohmann::json series_json(const std::vector<ModelLayout>& series) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const ModelLayout& layout : series) {
+    nlohmann::json entry = {{"attention", nullptr}};
+    if (layout.attention)
+      entry["attention"] = {{"stack", stack_name(layout.attention->stack)},
+                            {"kind", kind_name(layout.attention->kind)}};
+    put_geometry(entry, &layout);
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+nlohmann::json report_json(const InspectReport& report) {
+  nlohmann::json checkpoint = {{"path", report.path}};
+  // The top-level geometry is the first series' (the whole model's, for decoder-only models).
+  put_geometry(checkpoint, report.series.empty() ? nullptr : &report.series.front());
+  checkpoint["series"] = series_json(report.series);
   checkpoint["detection_error"] = report.detection_error.empty()
                                       ? nlohmann::json(nullptr)
                                       : nlohmann::json(report.detection_error);
@@ -98,18 +123,43 @@ nlohmann::json report_json(const InspectReport& report) {
   return checkpoint;
 }
 
+/// "heads 8, kv_heads 2, head_dim 64, d_model 512, layers 4[, lrkv_rank …][, kv_lora_rank …]"
+std::string geometry_text(const ModelLayout& layout) {
+  std::ostringstream out;
+  out << "heads " << layout.heads << ", kv_heads " << layout.kv_heads << ", head_dim "
+      << layout.head_dim << ", d_model " << layout.d_model << ", layers " << layout.num_layers;
+  if (layout.lrkv_rank) out << ", lrkv_rank " << *layout.lrkv_rank;
+  if (layout.mla_kv_lora_rank) out << ", kv_lora_rank " << *layout.mla_kv_lora_rank;
+  return out.str();
+}
+
+/// "attention in layers 2, 6, 10 (3 of 12)" for a hybrid; "" when every layer has heads.
+std::string attention_layers_text(const ModelLayout& layout) {
+  if (layout.attention_layers.empty()) return "";
+  std::string text = "attention in layers ";
+  for (std::size_t i = 0; i < layout.attention_layers.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(layout.attention_layers[i]);
+  return text + " (" + std::to_string(layout.attention_layers.size()) + " of " +
+         std::to_string(layout.num_layers) + ")";
+}
+
 void write_summary(std::ostringstream& out, const InspectReport& report) {
   out << printable(report.path) << "\n";  // names are escaped: this text is for a terminal
-  if (const auto& layout = report.layout) {
-    out << "  family " << family_name(layout->family) << ", variant "
-        << variant_name(layout->variant) << "\n"
-        << "  heads " << layout->heads << ", kv_heads " << layout->kv_heads << ", head_dim "
-        << layout->head_dim << ", d_model " << layout->d_model << ", layers " << layout->num_layers;
-    if (layout->lrkv_rank) out << ", lrkv_rank " << *layout->lrkv_rank;
-    if (layout->mla_kv_lora_rank) out << ", kv_lora_rank " << *layout->mla_kv_lora_rank;
-    out << "\n";
-  } else {
+  if (report.series.empty()) {
     out << "  detection failed: " << report.detection_error << "\n";
+  } else {
+    const ModelLayout& model = report.series.front();
+    out << "  family " << family_name(model.family);
+    if (!model.model_type.empty() && model.model_type != family_name(model.family))
+      out << " (model type " << model.model_type << ")";
+    out << ", variant " << variant_name(model.variant) << "\n";
+    for (const ModelLayout& layout : report.series) {
+      out << "  ";
+      if (layout.attention) out << series_text(*layout.attention) << ": ";
+      out << geometry_text(layout) << "\n";
+      if (const std::string layers = attention_layers_text(layout); !layers.empty())
+        out << "  " << layers << "\n";
+    }
   }
   out << "  " << report.tensors.size() << " tensors, " << human_bytes(total_bytes(report.tensors))
       << "\n";
@@ -152,7 +202,7 @@ InspectReport inspect_checkpoint(const Checkpoint& checkpoint, const LayoutOverr
   report.tensors = checkpoint.tensors();
   std::stable_sort(report.tensors.begin(), report.tensors.end(), layer_then_name);
   try {
-    report.layout = detect_layout(checkpoint, overrides);
+    report.series = detect_series(checkpoint, overrides);
   } catch (const Error& error) {
     report.detection_error = error.what();
   } catch (const std::logic_error& error) {  // a family not implemented yet: still inspectable

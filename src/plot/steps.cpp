@@ -262,7 +262,9 @@ std::string step_colour_bar(const Axis& colours, double left, double top, double
     out += line(left + 14, y, left + 18, y, " stroke=\"#262626\" stroke-width=\"0.8\"");
     out += text(left + 21, y + 0.35 * fonts.tick, value, fonts.tick, Anchor::kStart);
   }
-  const double label_x = left + 21 + widest + 0.9 * fonts.label;
+  // Rotated, the title's glyphs reach about one ascent (0.75 em) left of label_x: keep half an em
+  // clear of the widest tick label.
+  const double label_x = left + 21 + widest + 1.25 * fonts.label;
   const double label_y = top + height / 2;
   out += text(label_x, label_y, label, fonts.label, Anchor::kMiddle,
               attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
@@ -287,7 +289,7 @@ std::string heatmap_svg(const Panel& panel, const std::vector<Run>& runs,
   grid.margin_right = 0.8 * fonts.tick + 4;
   grid.margin_top = 1.9 * fonts.title;
   grid.margin_bottom = 4 + 1.15 * fonts.tick + 2.0 * fonts.label;
-  grid.right_band = 14 + 21 + widest_tick + 1.5 * fonts.label + grid.pad;
+  grid.right_band = 14 + 21 + widest_tick + 1.6 * fonts.label + grid.pad;
   const double default_width = std::clamp(48.0 * static_cast<double>(most_steps), 240.0, 520.0);
   size_grid(grid, runs.size(), options, default_width, [](double) { return 0.0; });
 

@@ -33,7 +33,8 @@ json provenance_source(const Provenance& source) {
 json provenance_options(const Provenance& source) {
   return {{"layers", optional_value(source.layers)},
           {"map", optional_value(source.map)},
-          {"qk_norm_gain", optional_value(source.qk_norm_gain)}};
+          {"qk_norm_gain", optional_value(source.qk_norm_gain)},
+          {"input_norm_gain", optional_value(source.input_norm_gain)}};
 }
 
 json matrix_to_json(const MatrixD& matrix) {
@@ -328,6 +329,9 @@ Provenance provenance_from_json(const FieldReader& model) {
   source.layers = options.optional_string("layers");
   source.map = options.optional_string("map");
   source.qk_norm_gain = options.optional_string("qk_norm_gain");
+  // Recorded since after schema 2 was first written: absent reads as not folded.
+  if (options.has("input_norm_gain"))
+    source.input_norm_gain = options.optional_string("input_norm_gain");
   return source;
 }
 

@@ -27,15 +27,16 @@ TEST_CASE("inspect: tensors grouped by layer, in JSON and text", "[readers][insp
                                  "model.layers.0.self_attn.q_proj.weight",
                                  "model.layers.1.self_attn.q_proj.weight"});
   // Detection either succeeds or says why; never both, never neither.
-  CHECK(report.layout.has_value() == report.detection_error.empty());
+  CHECK(report.series.empty() == !report.detection_error.empty());
 
   nlohmann::json json = to_json({report});
   CHECK(json["schema_version"] == 1);
   REQUIRE(json["checkpoints"].size() == 1);
   const nlohmann::json& entry = json["checkpoints"][0];
   CHECK(entry["path"] == path.string());
-  for (const char* key : {"family", "variant", "heads", "kv_heads", "head_dim", "d_model",
-                          "num_layers", "lrkv_rank", "mla_kv_lora_rank", "detection_error"}) {
+  for (const char* key :
+       {"family", "model_type", "variant", "heads", "kv_heads", "head_dim", "d_model", "num_layers",
+        "lrkv_rank", "mla_kv_lora_rank", "attention_layers", "series", "detection_error"}) {
     CHECK(entry.contains(key));
   }
   REQUIRE(entry["tensors"].size() == 3);
@@ -81,6 +82,7 @@ TEST_CASE("inspect: layer numbers of the families' naming schemes", "[readers][i
   for (const auto& tensor : tensors) layers.push_back(tensor["layer"]);
   CHECK(layers == std::vector<nlohmann::json>{3, 12, 7, nullptr, nullptr, nullptr});
   CHECK(json["checkpoints"][0]["family"].is_null());
+  CHECK(json["checkpoints"][0]["series"] == nlohmann::json::array());
   CHECK(json["checkpoints"][0]["detection_error"] == "x: not detected");
   CHECK(to_text({report}).find("detection failed: x: not detected") != std::string::npos);
 }
@@ -95,12 +97,19 @@ void check_inspect_llama(const std::filesystem::path& path, int layers, int head
   CHECK(report.tensors.size() == checkpoint.tensors().size());
   CHECK(report.tensors.back().name.starts_with("model.layers." + std::to_string(layers - 1) + "."));
   INFO("detection error: " << report.detection_error);
-  REQUIRE(report.layout.has_value());
+  REQUIRE(report.series.size() == 1);
   CHECK(report.detection_error.empty());
-  CHECK(report.layout->family == Family::llama);
-  CHECK(report.layout->variant == Variant::gqa);
-  CHECK(report.layout->heads == heads);
-  CHECK(report.layout->kv_heads == kv_heads);
+  const ModelLayout& layout = report.series.front();
+  CHECK(layout.family == Family::llama);
+  CHECK(layout.variant == Variant::gqa);
+  CHECK(layout.heads == heads);
+  CHECK(layout.kv_heads == kv_heads);
+  CHECK_FALSE(layout.attention.has_value());
+  const nlohmann::json entry = to_json({report})["checkpoints"][0];
+  CHECK(entry["attention_layers"].is_null());  // every layer has heads
+  REQUIRE(entry["series"].size() == 1);
+  CHECK(entry["series"][0]["attention"].is_null());
+  CHECK(entry["series"][0]["heads"] == heads);
 }
 
 }  // namespace

@@ -63,6 +63,21 @@ class EncoderFamilies(harness.TestCase):
                     self.assert_layers(model["layers"], reference.cmd_encoder(out, text, model["repr"]),
                                        f"{model_type} {text} {model['repr']}")
 
+    def test_inspect_lists_every_series(self):
+        out = self.write("t5")
+        text = harness.run("inspect", out)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        geometry = "heads 5, kv_heads 5, head_dim 4, d_model 16"
+        self.assertIn("\n  family t5, variant mha\n"
+                      f"  encoder self: {geometry}, layers 3\n"
+                      f"  decoder self: {geometry}, layers 2\n"
+                      f"  decoder cross: {geometry}, layers 2\n", text.stdout)
+        entry = json.loads(harness.run("inspect", out, "--format", "json").stdout)["checkpoints"][0]
+        self.assertEqual([(s["attention"]["stack"], s["attention"]["kind"], s["num_layers"])
+                          for s in entry["series"]],
+                         [("encoder", "self", 3), ("decoder", "self", 2), ("decoder", "cross", 2)])
+        self.assertEqual(entry["num_layers"], 3)  # the top level is the first series'
+
     def test_attention_option_selects_series(self):
         out = self.write("whisper")
         kinds = {}

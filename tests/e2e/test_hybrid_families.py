@@ -135,6 +135,20 @@ class HybridFamilies(unittest.TestCase):
             result, _ = analyze(out, "--repr", "qk,ov,k,v")
             self.assertEqual(result.returncode, 0, result.stderr)
 
+    def test_inspect_names_the_attention_layers(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, _, _, attention = write(tmp, "jamba", seed=7)
+            self.assertEqual(attention, [2, 6])
+            text = harness.run("inspect", out)
+            self.assertEqual(text.returncode, 0, text.stderr)
+            self.assertIn("  family llama (model type jamba), variant gqa\n"
+                          "  heads 4, kv_heads 2, head_dim 6, d_model 32, layers 8\n"
+                          "  attention in layers 2, 6 (2 of 8)\n", text.stdout)
+            checkpoint = json.loads(harness.run("inspect", out, "--format", "json").stdout)
+            entry = checkpoint["checkpoints"][0]
+            self.assertEqual(entry["attention_layers"], [2, 6])
+            self.assertEqual([s["attention_layers"] for s in entry["series"]], [[2, 6]])
+
 
 if __name__ == "__main__":
     harness.main_unittest()

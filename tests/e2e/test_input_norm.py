@@ -78,7 +78,12 @@ class InputNormTest(unittest.TestCase):
                 rule = "1 + w" if family == "gemma3" else "w"
                 self.assertEqual(stderr.count("folded the q_norm and k_norm and input norm gains ("
                                               + rule + ")"), 1, stderr)
+                rule_name = "1+weight" if family == "gemma3" else "weight"
+                options = folded["qk"]["options"]  # the result says what shaped its numbers
+                self.assertEqual((options["qk_norm_gain"], options["input_norm_gain"]),
+                                 (rule_name, rule_name))
                 plain, stderr = analyze(src)
+                self.assertEqual(plain["qk"]["options"]["input_norm_gain"], None)
                 self.check_against_reference(plain, src, fold=False)
                 self.assertEqual(stderr.count("folded the q_norm and k_norm gains"), 1, stderr)
                 moved = abs(folded["qk"]["layers"][0]["erank"] - plain["qk"]["layers"][0]["erank"])

@@ -37,6 +37,25 @@ def safetensors_dtypes(path):
     return {entry["dtype"] for name, entry in header.items() if name != "__metadata__"}
 
 
+def help_options(text):
+    """(option, its help text) for each option of a CLI11 help that takes a value (not a flag)."""
+    options, current = [], None
+    for line in text.splitlines():
+        if re.match(r"^  -", line):
+            current = [line]
+            options.append(current)
+        elif current is not None and re.match(r"^ {10,}\S", line):
+            current.append(line)  # the description wrapped onto the next line
+        else:
+            current = None
+    taking_values = []
+    for lines in options:
+        head = lines[0].split()
+        if len(head) > 1 and re.match(r"(TEXT|INT|FLOAT|UINT)", head[1]) and head[0] != "-h,--help":
+            taking_values.append((head[0], " ".join(lines)))
+    return taking_values
+
+
 class OutputsTest(harness.TestCase):
     def analyze(self, *args, code=0):
         result = run("analyze", *args)
@@ -57,6 +76,10 @@ class OutputsTest(harness.TestCase):
             with self.subTest(name=name):
                 self.analyze(MHA, "-q", "-o", self.path(name))
                 self.assertTrue(check(read(self.path(name))), read(self.path(name))[:200])
+                # In any case: OUT.JSON is JSON too, as plot's OUT.SVG is SVG.
+                upper = self.path(name.upper())
+                self.analyze(MHA, "-q", "-o", upper)
+                self.assertTrue(check(read(upper)), read(upper)[:200])
 
     def test_a_format_that_contradicts_o_is_refused_and_writes_nothing(self):
         output = self.path("out.json")
@@ -80,7 +103,8 @@ class OutputsTest(harness.TestCase):
         self.assertEqual(model["step"], None)
         want = ",".join(sorted(safetensors_dtypes(os.path.join(MHA, "model.safetensors"))))
         self.assertEqual(model["dtype"], want)
-        self.assertEqual(model["options"], {"layers": "0,2-3", "map": None, "qk_norm_gain": None})
+        self.assertEqual(model["options"], {"layers": "0,2-3", "map": None, "qk_norm_gain": None,
+                                            "input_norm_gain": None})
         self.assertEqual(doc["tool"]["name"], "kvrank")
 
     def test_provenance_of_a_hub_cache_model_names_repo_and_revision(self):
@@ -199,6 +223,34 @@ class OutputsTest(harness.TestCase):
         self.assertRegex(lines[-1], r"^kvrank: info: wrote " + re.escape(output) +
                          r": 2 models × 4 layers in \d+\.\d s$")
 
+    def test_every_command_that_writes_a_file_closes_with_one_line(self):
+        def closing(*args):
+            result = run(*args)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            return result.stderr.splitlines()[-1]
+        seconds = r" in \d+\.\d s"
+        part = self.path("part.json")
+        self.assertRegex(closing("analyze", MHA, "--layers", "1", "--progress", "none", "-o", part),
+                         "^kvrank: info: wrote " + re.escape(part) + ": 1 model × 1 layer" +
+                         seconds + "$")
+        whole, merged = self.path("whole.json"), self.path("merged.json")
+        self.analyze(MHA, "-q", "-o", whole)
+        self.assertRegex(closing("merge", whole, RESULT_V1, "-o", merged),
+                         "^kvrank: info: wrote " + re.escape(merged) +
+                         ": 3 models, 10 layers in all from 2 parts" + seconds + "$")
+        baseline = self.path("baseline.csv")
+        self.assertRegex(closing("baseline", "--layers", "3", "-o", baseline),
+                         "^kvrank: info: wrote " + re.escape(baseline) + ": 1 model × 3 layers" +
+                         seconds + "$")
+        figure = self.path("fig.svg")
+        self.assertRegex(closing("plot", part, "-o", figure),
+                         "^kvrank: info: wrote " + re.escape(figure) + ": 1 result file" +
+                         seconds + "$")
+        synthetic = self.path("synthetic")
+        self.assertRegex(closing("synth", "--layers", "1", "--heads", "2", "-o", synthetic),
+                         "^kvrank: info: wrote " + re.escape(synthetic) +
+                         ": a llama checkpoint of 1 layer" + seconds + "$")
+
     def test_quiet_and_none_print_nothing(self):
         self.assertEqual(self.analyze(MHA, "-q", "-o", self.path("a.json")).stderr, "")
         result = self.analyze(MHA, "--progress", "none", "--format", "json")
@@ -290,6 +342,13 @@ class OutputsTest(harness.TestCase):
         self.assertEqual(read(summary).splitlines()[-1],
                          "| B | qk | 2 | erank | 1.500000 | 1.250000 | -0.250000 |")
         self.assertIn("direction down", read(summary))
+        # With --format json, stdout is the comparison alone: the annotations go to stderr.
+        both = run("check", current, "--baseline", golden, "--metric", "erank",
+                   "--direction", "down", "--format", "json", env=env)
+        self.assertEqual(json.loads(both.stdout)["passed"], False)
+        self.assertEqual(both.stderr.splitlines()[0],
+                         f"::error file={current},title=kvrank check::model \"B\" (repr qk) layer "
+                         "2: erank changed from 1.500000 to 1.250000")
         plain = run("check", current, "--baseline", golden, "--annotate", "github",
                     env={k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")})
         self.assertTrue(plain.stdout.startswith("::error file="), plain.stdout)
@@ -312,6 +371,12 @@ class OutputsTest(harness.TestCase):
         check = run("check", "--help").stdout
         self.assertIn("--abs-tol FLOAT:NONNEGATIVE=0.05", check)
         self.assertIn("{down,up,both}", check)
+
+    def test_every_option_with_a_value_shows_its_default_or_choices(self):
+        for command in ("analyze", "inspect", "plot", "check", "merge", "baseline", "synth"):
+            for option, text in help_options(run(command, "--help").stdout):
+                with self.subTest(command=command, option=option):
+                    self.assertTrue(re.search(r"=\S|\{|REQUIRED|default|Only -o", text), text)
 
     def test_baseline_defaults_to_the_table_and_bare_kvrank_points_to_help(self):
         result = run("baseline", "--layers", "2")

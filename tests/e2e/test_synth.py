@@ -179,18 +179,6 @@ def erank_reference(pairs):
     return float(np.exp(-(p * np.log(p)).sum()))
 
 
-def find_key(document, key):
-    """Every dict inside `document` (any depth) that has `key`."""
-    if isinstance(document, dict):
-        if key in document:
-            yield document
-        for value in document.values():
-            yield from find_key(value, key)
-    elif isinstance(document, list):
-        for value in document:
-            yield from find_key(value, key)
-
-
 # ---- the cases ---------------------------------------------------------------------------------
 
 # (flags, expected config fields, expected attention tensor shapes of layer {i}, family, variant)
@@ -302,8 +290,9 @@ class SynthTest(unittest.TestCase):
     def check_inspect(self, out, family, variant, config):
         result = run("inspect", out, "--format", "json")
         self.assertEqual(result.returncode, 0, result.stderr)
-        models = list(find_key(json.loads(result.stdout), "family"))
+        models = json.loads(result.stdout)["checkpoints"]
         self.assertEqual(len(models), 1, result.stdout[:500])
+        self.assertEqual(len(models[0]["series"]), 1, result.stdout[:500])  # decoder-only
         self.assertEqual(models[0]["family"], family)
         self.assertEqual(models[0]["variant"], variant)
         self.assertEqual(models[0]["heads"], 6)

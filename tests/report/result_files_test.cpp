@@ -53,7 +53,8 @@ std::vector<ModelReport> sample_reports() {
   lrkv.geometry.lrkv_rank = 16;
   lrkv.repr = "qk";
   lrkv.step = 1200;
-  lrkv.source = {"ORG/lrkv@v1", "ORG/lrkv", "0123abc", "BF16", "0-2", std::nullopt, "1+weight"};
+  lrkv.source = {"ORG/lrkv@v1", "ORG/lrkv",   "0123abc",  "BF16",
+                 "0-2",         std::nullopt, "1+weight", "1+weight"};
   for (int i = 0; i < 3; ++i) lrkv.layers.push_back(make_layer(i, 4, 1.1));
   lrkv.layers[1].zero_heads = {2};
   lrkv.summary = {1.5, 0.75, 37.5, 18.75};
@@ -66,7 +67,7 @@ std::vector<ModelReport> sample_reports() {
   mla.repr = "k";
   mla.step.reset();
   mla.source = {"/ckpts/mla", std::nullopt, std::nullopt, "F16,F32",
-                std::nullopt, "map.json",   std::nullopt};
+                std::nullopt, "map.json",   std::nullopt, std::nullopt};
   mla.layers = {make_layer(0, 2, 0.7), make_layer(5, 2, 0.9)};
   mla.summary = {0.1, 0.2, 0.3, 1.0 / 3.0};
   return {lrkv, mla};
@@ -146,8 +147,10 @@ TEST_CASE("to_json writes every key of the result schema", "[report]") {
   CHECK(model["source"] ==
         json({{"input", "ORG/lrkv@v1"}, {"hf_repo", "ORG/lrkv"}, {"hf_revision", "0123abc"}}));
   CHECK(model["dtype"] == "BF16");
-  CHECK(model["options"] ==
-        json({{"layers", "0-2"}, {"map", nullptr}, {"qk_norm_gain", "1+weight"}}));
+  CHECK(model["options"] == json({{"layers", "0-2"},
+                                  {"map", nullptr},
+                                  {"qk_norm_gain", "1+weight"},
+                                  {"input_norm_gain", "1+weight"}}));
   CHECK(model["lrkv_rank"] == 16);
   CHECK(model["mla_kv_lora_rank"].is_null());
   CHECK(document["models"][1]["lrkv_rank"].is_null());

@@ -42,6 +42,9 @@ struct Provenance {
   std::optional<std::string> layers;       ///< `--layers` ("0-11,20"); empty: every layer
   std::optional<std::string> map;          ///< the `--map` file
   std::optional<std::string> qk_norm_gain;  ///< QK-norm gains folded in: "weight", "1+weight"
+  /// --fold-input-norm: the pre-attention norm's gain folded in, "weight" or "1+weight"; empty
+  /// when not folded (the default) and in files written before it was recorded.
+  std::optional<std::string> input_norm_gain;
 
   bool operator==(const Provenance&) const = default;
 };
