@@ -13,6 +13,9 @@ cross-check that it computes the same numbers.
                                                LayerNorms, and input_layernorm's with --fold-input-norm;
                                                hybrids: the layers with q_proj, by their own numbers
                                                (Qwen3-Next: the query half of each head's q_proj rows)
+  reference.py zamba2 PATH [--repr …]          Zamba 2 (folder + config.json): each hybrid layer under
+                                               its own number, from its shared block's q, k, v plus
+                                               its own adapters B·A, and o; A_h over the 2·d input
   reference.py encoder PATH --series "STACK KIND" [--repr …]
                                                one attention series of bert, roberta, vit, t5, whisper,
                                                clip or siglip (folder + config.json; e.g. "decoder cross")
@@ -160,6 +163,33 @@ def qk_norm_off(config):
     return config.get("qk_layernorm", config.get("use_qk_norm")) is False
 
 
+def head_forms(w, repr_name, heads, group, head_dim, norms=None):
+    """The explicit A_h of every query head h from one layer's [out, in] projections w["q"], w["k"],
+    w["v"] and w["o"] ([d_out, H·d_h]); query head h uses KV head h // group. norms: role (q, k) →
+    (gains [count, head_dim], P), applied to that role's rows as the dot product sees them."""
+    norms = norms or {}
+
+    def rows(name, head):  # head's rows of an [out, in] projection: W^h as d×d_h is its transpose
+        block = w[name][head * head_dim:(head + 1) * head_dim]
+        if name in norms:  # what the dot product sees: diag(γ_h) P W^h
+            gain, projection = norms[name]
+            block = np.diag(gain[head]) @ projection @ block
+        return block.T
+
+    a = []
+    for h in range(heads):
+        kv = h // group
+        if repr_name == "qk":
+            a.append(rows("q", h) @ rows("k", kv).T)
+        elif repr_name == "ov":
+            w_o = w["o"][:, h * head_dim:(h + 1) * head_dim]  # d_out × d_h (o_proj columns)
+            a.append(w_o @ rows("v", kv).T)
+        else:
+            side = rows(repr_name, kv)
+            a.append(side @ side.T)
+    return a
+
+
 def cmd_llama(path, repr_name, fold_input_norm=False):
     config, t = load_llama(path)
     text = config.get("text_config", config)  # multimodal (Gemma 3): the language model's config
@@ -188,27 +218,40 @@ def cmd_llama(path, repr_name, fold_input_norm=False):
             "q": qk_gains(t, base, "q", heads, head_dim, gemma),
             "k": qk_gains(t, base, "k", kv_heads, head_dim, gemma)}
         norms = {role: (gain, centring) for role, gain in gains.items() if gain is not None}
-
-        def rows(name, head):  # head's rows of an [out, in] projection: W^h as d×d_h is its transpose
-            block = w[name][head * head_dim:(head + 1) * head_dim]
-            if name in norms:  # what the dot product sees: diag(γ_h) P W^h
-                gain, projection = norms[name]
-                block = np.diag(gain[head]) @ projection @ block
-            return block.T
-
-        a = []
-        for h in range(heads):
-            kv = h // group
-            if repr_name == "qk":
-                a.append(rows("q", h) @ rows("k", kv).T)
-            elif repr_name == "ov":
-                w_o = w["o"][:, h * head_dim:(h + 1) * head_dim]  # d × d_h (o_proj columns)
-                a.append(w_o @ rows("v", kv).T)
-            else:
-                side = rows(repr_name, kv)
-                a.append(side @ side.T)
-        result.append(layer_metrics(i, a))
+        result.append(layer_metrics(i, head_forms(w, repr_name, heads, group, head_dim, norms)))
     return result
+
+
+def zamba2_projections(config, t, layer, adapters=True):
+    """Hybrid layer `layer`'s q, k, v and o, by transformers' Zamba2 rules: the k-th hybrid layer (k
+    its index among the "hybrid" entries of layers_block_type) uses shared block k % num_mem_blocks,
+    stored under any hybrid layer using that block, and adds its own adapter k: W + B·A for q, k, v
+    (when use_shared_attention_adapter and `adapters`). q, k, v act on 2·hidden_size inputs."""
+    hybrid = [i for i, kind in enumerate(config["layers_block_type"]) if kind == "hybrid"]
+    k, blocks = hybrid.index(layer), config.get("num_mem_blocks", 1)
+    holders = [i for j, i in enumerate(hybrid) if j % blocks == k % blocks]
+
+    def block(name):
+        keys = [f"model.layers.{i}.shared_transformer.self_attn.{name}" for i in holders]
+        return next(t[key] for key in keys if key in t)
+
+    w = {r: block(f"{r}_proj.weight") for r in "qkvo"}
+    if adapters and config.get("use_shared_attention_adapter"):
+        for r in "qkv":
+            b, a = (block(f"linear_{r}_adapter_list.{k}.{part}.weight") for part in (1, 0))
+            w[r] = w[r] + b @ a
+    return w
+
+
+def cmd_zamba2(path, repr_name, adapters=True):
+    """Zamba 2: one row per hybrid layer, under its own number; A_h over the 2·d input space."""
+    config, t = load_llama(path)
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("attention_head_dim") or 2 * config["hidden_size"] // heads
+    hybrid = [i for i, kind in enumerate(config["layers_block_type"]) if kind == "hybrid"]
+    return [layer_metrics(i, head_forms(zamba2_projections(config, t, i, adapters), repr_name,
+                                        heads, heads // kv_heads, head_dim)) for i in hybrid]
 
 
 # --- encoders and encoder-decoders: (stack, kind) → key-name regex (outer prefix, layer), the q/k/v/o
@@ -265,19 +308,7 @@ def cmd_encoder(path, series, repr_name):
     for i in sorted(blocks):
         w = {r: t[blocks[i] + role_name.format(roles.get(r, r))] for r in "qkv"}
         w["o"] = t[blocks[i] + out_name]
-
-        def rows(name, head):
-            return w[name][head * head_dim:(head + 1) * head_dim].T  # d × d_h
-
-        a = []
-        for h in range(heads):
-            if repr_name == "qk":
-                a.append(rows("q", h) @ rows("k", h).T)
-            elif repr_name == "ov":
-                a.append(w["o"][:, h * head_dim:(h + 1) * head_dim] @ rows("v", h).T)
-            else:
-                a.append(rows(repr_name, h) @ rows(repr_name, h).T)
-        result.append(layer_metrics(i, a))
+        result.append(layer_metrics(i, head_forms(w, repr_name, heads, 1, head_dim)))
     return result
 
 
@@ -291,6 +322,9 @@ def main():
     llama.add_argument("--repr", default="qk", choices=["qk", "ov", "k", "v"])
     llama.add_argument("--fold-input-norm", action="store_true",
                        help="fold input_layernorm's gain into q, k and v (as kvrank --fold-input-norm)")
+    zamba2 = sub.add_parser("zamba2")
+    zamba2.add_argument("path")
+    zamba2.add_argument("--repr", default="qk", choices=["qk", "ov", "k", "v"])
     encoder = sub.add_parser("encoder")
     encoder.add_argument("path")
     encoder.add_argument("--series", required=True, help='"STACK KIND", e.g. "decoder cross"')
@@ -298,6 +332,8 @@ def main():
     args = parser.parse_args()
     if args.command == "heads":
         layers = cmd_heads(args.npz)
+    elif args.command == "zamba2":
+        layers = cmd_zamba2(args.path, args.repr)
     elif args.command == "encoder":
         layers = cmd_encoder(args.path, args.series, args.repr)
     else:

@@ -168,37 +168,16 @@ class LayerProjections {
 
 HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
                           const DenseTensors& tensors, int layer, Repr repr) {
-  using Role = ProjectionRole;
   LayerProjections projections(checkpoint, layout, tensors, layer);
-  const int heads = layout.heads;
-  const int group = layout.heads / layout.kv_heads;
-  const Index head_dim = layout.head_dim;
-  HeadFactors factors;
-  switch (repr) {
-    case Repr::qk:  // QK-norm gains scale the rows the dot product sees (norm_gains.cpp)
-      factors.left = detail::row_block_side(
-          fold_qk_norm(checkpoint, layout, tensors, layer, Role::q, projections.get(Role::q)),
-          heads, head_dim, 1);
-      factors.right = detail::row_block_side(
-          fold_qk_norm(checkpoint, layout, tensors, layer, Role::k, projections.get(Role::k)),
-          heads, head_dim, group);
-      break;
-    case Repr::ov:
-      factors.left = detail::column_block_side(projections.get(Role::o), heads, head_dim);
-      factors.right = detail::row_block_side(projections.get(Role::v), heads, head_dim, group);
-      break;
-    case Repr::k:  // the cached key is the normalised one
-      factors.left = detail::row_block_side(
-          fold_qk_norm(checkpoint, layout, tensors, layer, Role::k, projections.get(Role::k)),
-          heads, head_dim, group);
-      factors.symmetric = true;
-      break;
-    case Repr::v:
-      factors.left = detail::row_block_side(projections.get(Role::v), heads, head_dim, group);
-      factors.symmetric = true;
-      break;
-  }
-  return factors;
+  // QK-norm gains scale the rows the dot product sees (norm_gains.cpp); the cached key is the
+  // normalised one, so `k` sees them too.
+  return projection_factors(
+      repr, layout.heads, layout.kv_heads, layout.head_dim, [&](ProjectionRole role) {
+        RowMatrixF rows = projections.get(role);
+        if (role == ProjectionRole::q || role == ProjectionRole::k)
+          return fold_qk_norm(checkpoint, layout, tensors, layer, role, std::move(rows));
+        return FoldedRows{std::move(rows)};
+      });
 }
 
 std::vector<std::string> dense_tensor_names(const DenseTensors& tensors, int layer) {

@@ -7,6 +7,7 @@
 // src/layout/family_<name>.cpp (or in layout.cpp for the simple llama-like ones).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -70,6 +71,12 @@ void set_basis(FactorSide& side, FoldedRows rows);
 /// transposes it once into basis rows.
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols);
 
+/// The factors of `repr` from one layer's canonical projections, each asked of `projection` only
+/// when `repr` needs it: q [H·d_h, n] and k [H_kv·d_h, n] as the dot product sees them, v
+/// [H_kv·d_h, n], o [d, H·d_h]. Query head h uses KV head h / (H / H_kv).
+HeadFactors projection_factors(Repr repr, int heads, int kv_heads, Index head_dim,
+                               const std::function<FoldedRows(ProjectionRole)>& projection);
+
 /// The check of load_gain from the tensor's metadata only (detection time: nothing is read).
 const TensorView& check_gain_shape(const Checkpoint& checkpoint, const std::string& name,
                                    Index size, const std::string& why);
@@ -94,6 +101,9 @@ inline FoldedRows fold_gain(const RowMatrixF& rows, const Gain& gain) {
 /// than the largest layer index of the tensors.
 void set_hybrid_layers(const Checkpoint& checkpoint, const std::vector<std::string>& templates,
                        int found, ModelLayout& layout);
+/// set_hybrid_layers without the tensor check, for a reader that stores a layer's attention
+/// tensors elsewhere (Zamba 2's shared blocks).
+void set_attention_layers(const Checkpoint& checkpoint, int found, ModelLayout& layout);
 
 // ---- families in their own files ---------------------------------------------------------------
 
@@ -110,6 +120,14 @@ ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& ove
 HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
                          const LrkvTensors& tensors, int layer, Repr repr);
 std::vector<std::string> lrkv_tensor_names(const LrkvTensors& tensors, int layer);
+
+// Zamba 2's shared attention blocks with per-layer adapters, src/layout/family_zamba2.cpp
+bool is_zamba2(const Checkpoint& checkpoint);
+ModelLayout detect_zamba2(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
+HeadFactors zamba2_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
+                           const SharedBlockTensors& tensors, int layer, Repr repr);
+std::vector<std::string> zamba2_tensor_names(const ModelLayout& layout,
+                                             const SharedBlockTensors& tensors, int layer);
 
 // Encoders and encoder-decoders (bert, vit, t5, whisper, clip), src/layout/family_encoders.cpp
 bool is_encoder_family(Family family) noexcept;

@@ -8,7 +8,7 @@ namespace kvrank {
 namespace {
 
 // family, name, synthesizable, MHA only, head_dim implied
-constexpr std::array<FamilyInfo, 23> kFamilies{{
+constexpr std::array<FamilyInfo, 24> kFamilies{{
     {Family::llama, "llama", true, false, false},
     {Family::gpt2, "gpt2", true, true, true},
     {Family::gpt_neox, "gpt_neox", true, true, true},
@@ -24,6 +24,7 @@ constexpr std::array<FamilyInfo, 23> kFamilies{{
     {Family::gpt_bigcode, "gpt_bigcode", false, false, true},
     {Family::internlm2, "internlm2", false, false, true},
     {Family::chatglm, "chatglm", false, false, false},
+    {Family::zamba2, "zamba2", false, false, false},  // head_dim: attention_head_dim = 2·d / H
     {Family::bert, "bert", false, true, true},
     {Family::vit, "vit", false, true, true},
     {Family::t5, "t5", false, true, false},  // d_kv · heads may differ from d_model

@@ -3,7 +3,9 @@
 // forms transformers' configurations use:
 //   layer_types        ["mamba", "attention", …]                      Granite 4.0 hybrid
 //                      ["linear_attention", …, "full_attention", …]   Qwen3-Next
-//   layers_block_type  the same list under its older name (Jamba's and Granite's property)
+//   layers_block_type  the same list under its older name (Jamba's and Granite's property);
+//                      ["mamba", "hybrid", …]: a hybrid layer is a Mamba layer that a shared
+//                      attention block precedes (Zamba 2)
 //   attn_layer_period, attn_layer_offset: layer i has attention when i % period == offset (Jamba)
 //   full_attention_interval n: layer i has attention when (i + 1) % n == 0 (Qwen3-Next)
 // The layer numbers reported are the model's own: a layer's index in these lists and in its tensor
@@ -30,9 +32,10 @@ struct LayerKind {
   std::string_view name;
   bool attention;
 };
-constexpr std::array<LayerKind, 5> kLayerKinds{{{"attention", true},
+constexpr std::array<LayerKind, 6> kLayerKinds{{{"attention", true},
                                                 {"full_attention", true},
                                                 {"sliding_attention", true},
+                                                {"hybrid", true},
                                                 {"mamba", false},
                                                 {"linear_attention", false}}};
 
@@ -109,22 +112,42 @@ LayerKinds layer_kinds(const Checkpoint& checkpoint, int found) {
   return ruled_kinds(checkpoint, layers);
 }
 
+/// The kinds, with layout.num_layers and layout.attention_layers set from them (num_hidden_layers,
+/// when config.json has it, must agree).
+LayerKinds set_layers(const Checkpoint& checkpoint, int found, ModelLayout& layout) {
+  LayerKinds kinds = layer_kinds(checkpoint, found);
+  const int layers = static_cast<int>(kinds.kinds.size());
+  if (const auto configured = config_int(checkpoint, "num_hidden_layers");
+      configured && *configured != layers)
+    throw Error(checkpoint.config_path().string(), kinds.key + " lists " + std::to_string(layers) +
+                                                       " layers, num_hidden_layers says " +
+                                                       std::to_string(*configured));
+  layout.num_layers = layers;
+  layout.attention_layers.clear();
+  for (int layer = 0; layer < layers; ++layer)
+    if (is_attention(kinds.kinds[layer])) layout.attention_layers.push_back(layer);
+  return kinds;
+}
+
+void check_some_attention(const Checkpoint& checkpoint, const LayerKinds& kinds,
+                          const ModelLayout& layout) {
+  if (layout.attention_layers.empty())
+    throw Error(checkpoint.config_path().string(), kinds.key + " names no attention layer");
+}
+
 }  // namespace
+
+void set_attention_layers(const Checkpoint& checkpoint, int found, ModelLayout& layout) {
+  check_some_attention(checkpoint, set_layers(checkpoint, found, layout), layout);
+}
 
 void set_hybrid_layers(const Checkpoint& checkpoint, const std::vector<std::string>& templates,
                        int found, ModelLayout& layout) {
-  const LayerKinds kinds = layer_kinds(checkpoint, found);
-  const int layers = static_cast<int>(kinds.kinds.size());
+  const LayerKinds kinds = set_layers(checkpoint, found, layout);
+  const int layers = layout.num_layers;
   const std::string file = checkpoint.config_path().string();
-  if (const auto configured = config_int(checkpoint, "num_hidden_layers");
-      configured && *configured != layers)
-    throw Error(file, kinds.key + " lists " + std::to_string(layers) +
-                          " layers, num_hidden_layers says " + std::to_string(*configured));
-  layout.num_layers = layers;
-  layout.attention_layers.clear();
   for (int layer = 0; layer < std::max(layers, found); ++layer) {
     const bool attention = layer < layers && is_attention(kinds.kinds[layer]);
-    if (attention) layout.attention_layers.push_back(layer);
     for (const std::string& name_template : templates) {
       const std::string name = layer_name(name_template, layer);
       const bool present = checkpoint.find(name) != nullptr;
@@ -141,7 +164,7 @@ void set_hybrid_layers(const Checkpoint& checkpoint, const std::vector<std::stri
                         " says layer " + std::to_string(layer) + " is " + kinds.kinds[layer] + ")");
     }
   }
-  if (layout.attention_layers.empty()) throw Error(file, kinds.key + " names no attention layer");
+  check_some_attention(checkpoint, kinds, layout);
 }
 
 }  // namespace kvrank::detail

@@ -1,6 +1,6 @@
 // Family detection and per-head factors for the dense layouts — llama-like, gpt2, gpt_neox, falcon,
-// phi3 and `--map` — plus the shared helpers of family_detail.hpp and the dispatch to the MLA, LRKV
-// and activation readers.
+// phi3 and `--map` — plus the shared helpers of family_detail.hpp and the dispatch to the MLA,
+// LRKV, Zamba 2 and activation readers.
 //
 // Every dense layout is described by data (DenseSpec): tensor-name templates with a "{i}" layer
 // slot, either one per projection (q, k, v, o) or a fused q/k/v tensor with its row order, and the
@@ -169,6 +169,30 @@ void set_basis(FactorSide& side, FoldedRows rows) {
 
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols) {
   return row_block_side(matrix.transpose(), heads, head_cols, 1);
+}
+
+HeadFactors projection_factors(Repr repr, int heads, int kv_heads, Index head_dim,
+                               const std::function<FoldedRows(ProjectionRole)>& projection) {
+  using Role = ProjectionRole;
+  const int group = heads / kv_heads;
+  HeadFactors factors;
+  switch (repr) {
+    case Repr::qk:
+      factors.left = row_block_side(projection(Role::q), heads, head_dim, 1);
+      factors.right = row_block_side(projection(Role::k), heads, head_dim, group);
+      break;
+    case Repr::ov:
+      factors.left = column_block_side(projection(Role::o).rows, heads, head_dim);
+      factors.right = row_block_side(projection(Role::v), heads, head_dim, group);
+      break;
+    case Repr::k:
+    case Repr::v:
+      factors.left =
+          row_block_side(projection(repr == Repr::k ? Role::k : Role::v), heads, head_dim, group);
+      factors.symmetric = true;
+      break;
+  }
+  return factors;
 }
 
 namespace {
@@ -367,6 +391,8 @@ std::vector<ModelLayout> detect_family(const Checkpoint& checkpoint,
       return {detail::detect_mla(checkpoint, overrides)};
     case Family::lrkv:
       return {detail::detect_lrkv(checkpoint, overrides)};
+    case Family::zamba2:
+      return {detail::detect_zamba2(checkpoint, overrides)};
     case Family::activations:
       return {detail::detect_activations(checkpoint, overrides)};
     default:
@@ -379,6 +405,7 @@ std::vector<ModelLayout> detect_by_tensors(const Checkpoint& checkpoint,
                                            const LayoutOverrides& overrides) {
   if (detail::is_mla(checkpoint)) return {detail::detect_mla(checkpoint, overrides)};
   if (detail::is_lrkv(checkpoint)) return {detail::detect_lrkv(checkpoint, overrides)};
+  if (detail::is_zamba2(checkpoint)) return {detail::detect_zamba2(checkpoint, overrides)};
   // Before the llama names: whisper's and clip's self_attn.k_proj would read as a decoder's.
   if (const std::optional<Family> encoder = detail::encoder_family_by_tensors(checkpoint))
     return detail::detect_encoder_series(checkpoint, overrides, *encoder);
@@ -393,7 +420,8 @@ std::vector<ModelLayout> detect_by_model_type(const Checkpoint& checkpoint,
   const std::optional<std::string> model_type = detail::model_type_of(checkpoint);
   const ModelTypeInfo* row = model_type ? model_type_named(*model_type) : nullptr;
   if (!row || detail::is_lrkv(checkpoint)) return detect_by_tensors(checkpoint, overrides);
-  const bool dense = !family_variant(row->family) && !detail::is_encoder_family(row->family);
+  const bool dense = !family_variant(row->family) && !detail::is_encoder_family(row->family) &&
+                     row->family != Family::zamba2;
   if (dense && !find_dense(checkpoint, row->family))
     return detect_by_tensors(checkpoint, overrides);
   return detect_family(checkpoint, overrides, {row->family, ""});
@@ -514,6 +542,9 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
                  },
                  [&](const ActivationTensors& tensors) {
                    return detail::activation_factors(checkpoint, layout, tensors, layer, repr);
+                 },
+                 [&](const SharedBlockTensors& tensors) {
+                   return detail::zamba2_factors(checkpoint, layout, tensors, layer, repr);
                  }},
       layout.tensors);
 }
@@ -538,6 +569,9 @@ std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer
           [&](const LrkvTensors& tensors) { return detail::lrkv_tensor_names(tensors, layer); },
           [&](const ActivationTensors& tensors) {
             return detail::activation_tensor_names(tensors, layer);
+          },
+          [&](const SharedBlockTensors& tensors) {
+            return detail::zamba2_tensor_names(layout, tensors, layer);
           }},
       layout.tensors);
 }

@@ -14,7 +14,7 @@ constexpr AttentionLayers kSomeLayers = AttentionLayers::from_config;
 // model_type, reader, norm gain, GGUF architecture and, where it is a LayerNorm, the QK norm
 // (`--family` accepts each model type). MoE variants differ from their dense model only in the
 // MLP. The order is that of the lists in help and error texts.
-constexpr std::array<ModelTypeInfo, 46> kModelTypes{{
+constexpr std::array<ModelTypeInfo, 47> kModelTypes{{
     {"llama", Family::llama, kWeight, "llama"},
     {"mistral", Family::llama, kWeight, ""},
     {"mixtral", Family::llama, kWeight, ""},
@@ -57,6 +57,9 @@ constexpr std::array<ModelTypeInfo, 46> kModelTypes{{
     {"granitemoehybrid", Family::llama, kWeight, "", NormKind::rms, kSomeLayers},
     {"qwen3_next", Family::llama, kOnePlus, "", NormKind::rms, kSomeLayers,
      QueryRows::query_then_gate},
+    // Zamba 2: a shared attention block before some Mamba layers, its own reader
+    // (family_zamba2.cpp).
+    {"zamba2", Family::zamba2, kWeight, "", NormKind::rms, kSomeLayers},
     // Encoders and encoder-decoders: one series per stack and kind of attention (layout.hpp).
     {"bert", Family::bert, kWeight, ""},
     {"roberta", Family::bert, kWeight, ""},  // bert's names under roberta.

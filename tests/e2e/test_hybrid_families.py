@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end: `kvrank analyze` on hybrids whose attention heads are in some layers only — Jamba
 (attn_layer_period / attn_layer_offset), Granite 4.0 hybrid (layer_types) and Qwen3-Next
-(full_attention_interval, gated q_proj, q_norm / k_norm of 1 + w) — written in their Hugging Face
-names by tests/writers/write_family_checkpoints.py (independent numpy), with NaN Mamba and
-linear-attention blocks in the other layers.
+(full_attention_interval, gated q_proj, q_norm / k_norm of 1 + w) and Zamba 2 (shared attention
+blocks with per-layer adapters, reference.py zamba2) — written in their Hugging Face names by
+tests/writers/write_family_checkpoints.py (independent numpy), with NaN Mamba and linear-attention
+blocks in the other layers.
 
 The attention layers are analysed under their own layer numbers and checked against
 `reference.py heads` on the writer's factors and `reference.py llama` reading the checkpoint; the
@@ -148,6 +149,115 @@ class HybridFamilies(unittest.TestCase):
             entry = checkpoint["checkpoints"][0]
             self.assertEqual(entry["attention_layers"], [2, 6])
             self.assertEqual([s["attention_layers"] for s in entry["series"]], [[2, 6]])
+
+
+def write_zamba2(tmp, seed, dtype="F32", **options):
+    out, ref = os.path.join(tmp, "zamba2"), os.path.join(tmp, "zamba2.ref")
+    tensors, config, hybrid = writer.write_zamba2(out, ref, dtype=dtype, seed=seed, **options)
+    return out, ref, tensors, config, hybrid
+
+
+def by_layer(model):
+    return {layer["layer"]: layer for layer in model["layers"]}
+
+
+class Zamba2(unittest.TestCase):
+    """Shared attention blocks (two, used in turn) with each hybrid layer's own adapters."""
+    assert_layers = HybridFamilies.assert_layers
+
+    def test_hybrid_layers_under_their_own_numbers_against_both_references(self):
+        for seed, dtype in enumerate(("F32", "BF16")):
+            with self.subTest(dtype=dtype), tempfile.TemporaryDirectory() as tmp:
+                out, ref, tensors, _, hybrid = write_zamba2(tmp, seed, dtype)
+                self.assertEqual(hybrid, [2, 4, 6, 7])
+                self.assertTrue(np.isnan(tensors["model.layers.0.mamba.in_proj.weight"]).all())
+                result, models = analyze(out, "--repr", ",".join(REPRS))
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual([model["repr"] for model in models], REPRS)
+                for model in models:
+                    where = f"zamba2 {dtype} {model['repr']}"
+                    self.assertEqual((model["family"], model["model_type"], model["heads"],
+                                      model["kv_heads"], model["head_dim"], model["d_model"],
+                                      model["num_layers"]),
+                                     ("zamba2", "zamba2", 4, 4, 6, 24, 8), where)
+                    self.assert_layers(model["layers"], reference.cmd_heads(
+                        os.path.join(ref, model["repr"] + ".npz")), where + " (writer factors)")
+                    self.assert_layers(model["layers"], reference.cmd_zamba2(out, model["repr"]),
+                                       where + " (reference reads the checkpoint)")
+
+    def test_tied_copies_under_later_layers_read_alike(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, tensors, _, _ = write_zamba2(tmp, 7, copies=True)
+            self.assertIn("model.layers.7.shared_transformer.self_attn.q_proj.weight", tensors)
+            _, with_copies = analyze(out, "--repr", "qk,ov")
+            out, _, _, _, _ = write_zamba2(tmp, 7)
+            _, stored_once = analyze(out, "--repr", "qk,ov")
+            self.assertEqual([m["layers"] for m in with_copies], [m["layers"] for m in stored_once])
+
+    def test_layers_selects_by_the_models_own_numbers(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, _, _, _ = write_zamba2(tmp, 3)
+            result, models = analyze(out, "--layers", "6-7")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual([layer["layer"] for layer in models[0]["layers"]], [6, 7])
+            result, _ = analyze(out, "--layers", "3")
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("--layers: layer 3 has no attention heads (the model's attention layers: "
+                          "2,4,6-7)", result.stderr)
+
+    def test_adapters_change_the_numbers(self):
+        """Layers 2 and 6 share block 0: their numbers differ only through their adapters."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, _, _, _ = write_zamba2(tmp, 4)
+            _, models = analyze(out, "--repr", ",".join(REPRS))
+            for model in models:
+                layers = by_layer(model)
+                ignored = {w["layer"]: w for w in reference.cmd_zamba2(out, model["repr"],
+                                                                       adapters=False)}
+                self.assertEqual(ignored[2]["erank"], ignored[6]["erank"])
+                for layer in (2, 4, 6, 7):
+                    self.assertFalse(harness.close(layers[layer]["erank"], ignored[layer]["erank"]),
+                                     f"{model['repr']} layer {layer}: the adapters changed nothing")
+                self.assertFalse(harness.close(layers[2]["erank"], layers[6]["erank"]))
+
+            out, _, tensors, _, _ = write_zamba2(tmp, 4, adapters=False)
+            self.assertFalse([name for name in tensors if ".self_attn.linear_" in name])
+            _, models = analyze(out, "--repr", ",".join(REPRS))
+            for model in models:  # without adapters a block's layers are the same heads
+                layers = by_layer(model)
+                self.assertEqual(layers[2], dict(layers[6], layer=2))
+                self.assertEqual(layers[4], dict(layers[7], layer=4))
+                self.assert_layers(model["layers"], reference.cmd_zamba2(out, model["repr"]),
+                                   "zamba2 without adapters " + model["repr"])
+
+    def expect_error(self, edit, *needles):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, tensors, config, _ = write_zamba2(tmp, 5)
+            edit(tensors, config)
+            writer.write_checkpoint(out, tensors, config, "F32")
+            result, _ = analyze(out)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+            for needle in needles:
+                self.assertIn(needle, result.stderr)
+
+    def test_a_missing_tensor_is_named(self):
+        block = "model.layers.{}.shared_transformer.self_attn."
+        adapter = block.format(4) + "linear_k_adapter_list.3.1.weight"  # layer 7's, in block 1
+        self.expect_error(lambda tensors, _: tensors.pop(adapter), adapter + ": no such tensor",
+                          "layer 7 uses block 1 of 2, with layers 4,7")
+        shared = block.format(2) + "v_proj.weight"
+        self.expect_error(lambda tensors, _: tensors.pop(shared), shared + ": no such tensor",
+                          "layer 2 uses block 0 of 2, with layers 2,6")
+
+        def block_in_a_mamba_layer(tensors, _):
+            tensors[block.format(3) + "q_proj.weight"] = tensors[block.format(2) + "q_proj.weight"]
+        self.expect_error(block_in_a_mamba_layer, block.format(3) + "q_proj.weight: layer 3 is no "
+                          "hybrid layer (layers_block_type")
+
+        def wrong_rank(_, config):
+            config["adapter_rank"] = 4
+        self.expect_error(wrong_rank, "linear_", "expected shape", "adapter_rank 4")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// Hybrids (Jamba, Granite 4.0 hybrid, Qwen3-Next): only the layers config.json names have
+// Hybrids (Jamba, Granite 4.0 hybrid, Qwen3-Next, Zamba 2): only the layers config.json names have
 // attention heads; their factors equal those tests/writers/write_family_checkpoints.py (independent
 // numpy) wrote the checkpoint from, under the model's own layer numbers.
 #include <string>
@@ -40,6 +40,26 @@ TEST_CASE("hybrids: the attention layers config.json names, read under their own
   test::check_factors_match_reference(dir, checkpoint, layout);
   CHECK_THROWS_WITH(layer_factors(checkpoint, layout, 0, Repr::qk),
                     Catch::Matchers::Contains("layer 0 has no attention heads"));
+}
+
+TEST_CASE("zamba2: each hybrid layer's effective heads, its shared block plus its own adapters",
+          "[hybrid]") {
+  TempDir dir;  // layers_block_type: hybrid at 2, 4, 6, 7; two blocks, each stored once
+  test::write_reference_checkpoint(dir, "write_family_checkpoints.py", "zamba2",
+                                   "--heads 4 --d-model 12");
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint, {});
+  CHECK(layout.family == Family::zamba2);
+  CHECK(layout.model_type == "zamba2");
+  CHECK(layout.num_layers == 8);
+  CHECK(layout.attention_layers == std::vector<int>{2, 4, 6, 7});
+  CHECK((layout.heads == 4 && layout.kv_heads == 4 && layout.head_dim == 6));
+  CHECK(layout.d_model == 24);  // q, k and v act on [hidden; embeddings]
+  const auto& tensors = std::get<SharedBlockTensors>(layout.tensors);
+  CHECK((tensors.blocks == 2 && tensors.adapter_rank == 3 && tensors.hidden_size == 12));
+  test::check_factors_match_reference(dir, checkpoint, layout);
+  CHECK_THROWS_WITH(layer_factors(checkpoint, layout, 3, Repr::qk),
+                    Catch::Matchers::Contains("layer 3 has no attention heads"));
 }
 
 TEST_CASE("every layer of a model that is no hybrid has attention", "[hybrid]") {

@@ -10,7 +10,9 @@ FAMILY: llama, gpt2, gpt_neox, falcon_new, falcon_mq, falcon_mha, phi3, map, kvo
 named families of MODERN (QK-norm gains, MoE experts, attention biases, Gemma 3's multimodal layout),
 and bloom, mpt, baichuan, qwen (v1), gpt_bigcode_mq/_mha, internlm2, chatglm, opt, phi (phi-2) and
 llama4 in their Hugging Face tensor names and config keys (fused_tensors, fused_config); the
-hybrids jamba, granitemoehybrid and qwen3_next (HYBRIDS: at least 8 layers, attention in some).
+hybrids jamba, granitemoehybrid and qwen3_next (HYBRIDS: at least 8 layers, attention in some)
+and zamba2 (ZAMBA2_LAYERS: shared attention blocks with per-layer adapters; --heads and --d-model
+only, d_model being hidden_size: its attention acts on 2·d_model, head_dim = 2·d_model / H).
 OUT_DIR receives config.json + model.safetensors (or, for kvonly, layers.{i}.{k,v}_proj.npy);
 REF_DIR receives qk.npz, ov.npz, k.npz, v.npz (layer{i}.L / layer{i}.R, [H, d, k], A_h = L_h R_hᵀ,
 computed from the per-head matrices AFTER rounding to --dtype, with the QK-norm gains applied to
@@ -574,6 +576,107 @@ def write_hybrid(family, out_dir, ref_dir, dtype="F32", seed=0, layers=8, heads=
     return tensors, config, attention
 
 
+# ---- zamba2: shared attention blocks with per-layer adapters, before some Mamba layers -----------
+# Zamba2Model (transformers' modeling_zamba2.py): layers_block_type "hybrid" / "mamba"; a hybrid
+# layer i is Zamba2HybridLayer(shared_transformer, linear, mamba_decoder), a mamba layer
+# Zamba2MambaDecoderLayer (mamba.*, input_layernorm). The num_mem_blocks Zamba2AttentionDecoderLayer
+# blocks are cycled over the hybrid layers: the k-th hybrid layer (k = its index in
+# hybrid_layer_ids, Zamba2Attention.layer_dic) uses block k % num_mem_blocks and, with
+# use_shared_attention_adapter, that block's linear_{q,k,v}_adapter_list[k] = Sequential(A [r, 2d],
+# B [2d, r]): query = q_proj(x) + B(A(x)), x = [hidden; embeddings] of width 2d; o_proj
+# [d, H·d_h] has no adapter. head_dim = attention_head_dim = 2d / H, and H_kv = H (the adapters'
+# 2d outputs are added to k and v). A saved checkpoint holds a block once, under its first hybrid
+# layer (module order; vLLM's Zamba2 load_weights looks q_proj up only there), with every adapter
+# of that block; `copies` also writes the tied copies under its later layers.
+ZAMBA2_LAYERS = ["mamba", "mamba", "hybrid", "mamba", "hybrid", "mamba", "hybrid", "hybrid"]
+
+
+def zamba2_block_tensors(base, m, adapters, d, rank):
+    """One block's tensors under `base` (…layers.{i}.shared_transformer.), with the adapters of
+    every hybrid layer k that uses it; NaN where kvrank must not read (MLP, norms)."""
+    attn = base + "self_attn."
+    tensors = {attn + f"{role}_proj.weight": np.concatenate(getattr(m, role)) for role in "qkv"}
+    tensors[attn + "o_proj.weight"] = np.concatenate(m.o, 1)
+    for k, (a, b) in adapters.items():
+        for role in "qkv":
+            tensors[f"{attn}linear_{role}_adapter_list.{k}.0.weight"] = a[role]
+            tensors[f"{attn}linear_{role}_adapter_list.{k}.1.weight"] = b[role]
+        for part, shape in ((0, (rank, d)), (1, (8 * d, rank))):
+            mlp_adapter = f"{base}feed_forward.gate_up_proj_adapter_list.{k}.{part}.weight"
+            tensors[mlp_adapter] = np.full(shape, np.nan)
+    tensors.update({base + "feed_forward.gate_up_proj.weight": np.full((8 * d, d), np.nan),
+                    base + "feed_forward.down_proj.weight": np.full((d, 4 * d), np.nan),
+                    base + "input_layernorm.weight": np.full(2 * d, np.nan),
+                    base + "pre_ff_layernorm.weight": np.full(d, np.nan)})
+    return tensors
+
+
+def zamba2_mamba_tensors(base, d):
+    """A Zamba2MambaDecoderLayer's tensors, all NaN: no attention heads."""
+    return {base + name: np.full(shape, np.nan) for name, shape in (
+        ("mamba.in_proj.weight", (4 * d, d)), ("mamba.conv1d.weight", (2 * d, 1, 4)),
+        ("mamba.A_log", (2,)), ("mamba.D", (2,)), ("mamba.dt_bias", (2,)),
+        ("mamba.norm.weight", (2 * d,)), ("mamba.out_proj.weight", (d, 2 * d)),
+        ("input_layernorm.weight", (d,)))}
+
+
+def write_zamba2(out_dir, ref_dir, dtype="F32", seed=0, heads=4, hidden=12, rank=3, blocks=2,
+                 adapters=True, copies=False):
+    """A Zamba 2 checkpoint over ZAMBA2_LAYERS; reference factors (layer{i}: i the model's own layer
+    number) of each hybrid layer's effective projections W + B·A. Returns (tensors, config, hybrid
+    layer numbers)."""
+    rng = np.random.default_rng(seed)
+    d_in, head_dim = 2 * hidden, 2 * hidden // heads
+    hybrid = [i for i, kind in enumerate(ZAMBA2_LAYERS) if kind == "hybrid"]
+    shared = []
+    for block in range(blocks):  # q, k, v act on [hidden; embeddings]; o_proj writes `hidden`
+        m = Heads(rng, block, heads, heads, head_dim, d_in, dtype)
+        m.o = round_to(make_heads(rng, heads, hidden, head_dim, block), dtype)
+        shared.append(m)
+    tensors = {"model.embed_tokens.weight": round_to(rng.standard_normal((16, hidden)), dtype),
+               "model.final_layernorm.weight": np.full(hidden, np.nan)}
+    seen = {}
+    owned = {block: {} for block in range(blocks)}  # block → {k: (A by role, B by role)}
+    for k, i in enumerate(hybrid):
+        m = copy.copy(shared[k % blocks])
+        if adapters:  # small next to the shared weights, as a LoRA is
+            a = {r: round_to(rng.standard_normal((rank, d_in)) / np.sqrt(d_in), dtype)
+                 for r in "qkv"}
+            b = {r: round_to(0.5 * rng.standard_normal((d_in, rank)) / np.sqrt(rank), dtype)
+                 for r in "qkv"}
+            owned[k % blocks][k] = (a, b)
+            for r in "qkv":
+                effective = np.concatenate(getattr(m, r)) + b[r] @ a[r]
+                setattr(m, r, list(effective.reshape(heads, head_dim, d_in)))
+        seen[i] = m
+    for k, i in enumerate(hybrid):
+        base = f"model.layers.{i}."
+        tensors.update(zamba2_mamba_tensors(base + "mamba_decoder.", hidden))
+        tensors[base + "linear.weight"] = np.full((hidden, hidden), np.nan)
+        if k < blocks or copies:
+            tensors.update(zamba2_block_tensors(base + "shared_transformer.", shared[k % blocks],
+                                                owned[k % blocks], hidden, rank))
+    for i, kind in enumerate(ZAMBA2_LAYERS):
+        if kind == "mamba":
+            tensors.update(zamba2_mamba_tensors(f"model.layers.{i}.", hidden))
+    config = {"model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": hidden,
+              "num_attention_heads": heads, "num_key_value_heads": heads,
+              "num_hidden_layers": len(ZAMBA2_LAYERS), "layers_block_type": ZAMBA2_LAYERS,
+              "hybrid_layer_ids": hybrid, "attention_hidden_size": d_in,
+              "attention_head_dim": head_dim, "num_mem_blocks": blocks,
+              "use_shared_attention_adapter": adapters, "use_shared_mlp_adapter": True,
+              "adapter_rank": rank, "use_mem_rope": True, "intermediate_size": 4 * hidden,
+              "mamba_expand": 2, "n_mamba_heads": 2}
+    os.makedirs(ref_dir, exist_ok=True)
+    for repr_name in ("qk", "ov", "k", "v"):
+        arrays = {}
+        for i, m in seen.items():
+            arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
+        np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
+    write_checkpoint(out_dir, tensors, config, dtype)
+    return tensors, config, hybrid
+
+
 def write_checkpoint(out_dir, tensors, config, dtype):
     os.makedirs(out_dir, exist_ok=True)
     write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype)
@@ -584,7 +687,7 @@ def write_checkpoint(out_dir, tensors, config, dtype):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=FAMILIES + list(HYBRIDS))
+    parser.add_argument("family", choices=FAMILIES + list(HYBRIDS) + ["zamba2"])
     parser.add_argument("out_dir")
     parser.add_argument("ref_dir")
     parser.add_argument("--dtype", default="F32", choices=["F32", "BF16", "F16"])
@@ -596,6 +699,9 @@ def main():
     parser.add_argument("--d-model", type=int, default=32)
     parser.add_argument("--no-prefix", action="store_true", help="gpt2 without 'transformer.'")
     args = parser.parse_args()
+    if args.family == "zamba2":  # its own geometry: H_kv = H, head_dim = 2·d / H
+        write_zamba2(args.out_dir, args.ref_dir, args.dtype, args.seed, args.heads, args.d_model)
+        return 0
     if args.family in HYBRIDS:
         write_hybrid(args.family, args.out_dir, args.ref_dir, args.dtype, args.seed,
                      max(args.layers, 8), args.heads, args.kv_heads, args.head_dim, args.d_model)

@@ -17,8 +17,8 @@ namespace kvrank {
 
 /// As reported in results ("family"): the reader of a model type (model_type.hpp) — llama also
 /// stands for the llama-named model types (mistral, qwen3, gemma3 …); deepseek_v3 is MLA with
-/// DeepSeek-V3's config; map / npy / activations are inputs named by a `--map` file, NPY arrays and
-/// captured activations.
+/// DeepSeek-V3's config; zamba2 reads Zamba 2's shared attention blocks; map / npy / activations
+/// are inputs named by a `--map` file, NPY arrays and captured activations.
 enum class Family {
   llama,
   gpt2,
@@ -35,6 +35,7 @@ enum class Family {
   gpt_bigcode,
   internlm2,
   chatglm,
+  zamba2,  // attention blocks shared by several layers, each with its own adapters
   // encoders and encoder-decoders: one layout per attention series (layout.hpp detect_series)
   bert,
   vit,

@@ -107,7 +107,20 @@ struct ActivationTensors {
   std::string prefix;
 };
 
-using FamilyTensors = std::variant<DenseTensors, MlaTensors, LrkvTensors, ActivationTensors>;
+/// Zamba 2: `num_mem_blocks` attention blocks shared by the hybrid layers in turn (the k-th
+/// hybrid layer uses block k % blocks), their tensors stored under a layer of that block:
+/// `prefix` + layer + ".shared_transformer.self_attn." + tensor. With adapters, the k-th hybrid
+/// layer adds its own low-rank B·A (`linear_{q,k,v}_adapter_list.{k}`) to the block's q, k and v.
+struct SharedBlockTensors {
+  std::string prefix;
+  int blocks = 1;
+  int adapter_rank = 0;  ///< 0: no adapters
+  int hidden_size = 0;   ///< o_proj's rows; q, k and v act on twice as many (d_model)
+  std::string source;    ///< where the geometry came from, for shape errors
+};
+
+using FamilyTensors =
+    std::variant<DenseTensors, MlaTensors, LrkvTensors, ActivationTensors, SharedBlockTensors>;
 
 /// A layout is the model's geometry (what results report, geometry.hpp) plus how to read it.
 struct ModelLayout : ModelGeometry {
@@ -121,8 +134,9 @@ struct ModelLayout : ModelGeometry {
   bool has_values = true;   ///< false when no v_proj: `ov` and `v` cannot be analysed
   /// What layer_factors() needs to find and read a layer; its alternative is the reader.
   FamilyTensors tensors = DenseTensors{};
-  /// Hybrids (Jamba, Granite 4.0 hybrid, Qwen3-Next): the layers that have attention heads, in
-  /// increasing order, as config.json says; empty when every layer 0 … num_layers − 1 has them.
+  /// Hybrids (Jamba, Granite 4.0 hybrid, Qwen3-Next, Zamba 2): the layers that have attention
+  /// heads, in increasing order, as config.json says; empty when every layer 0 … num_layers − 1 has
+  /// them.
   std::vector<int> attention_layers;
   /// Encoders and encoder-decoders (bert, t5, whisper, clip …): the attention series this layout
   /// reads, one layout per series (detect_series); empty for decoder-only models.
