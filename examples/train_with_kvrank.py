@@ -4,11 +4,12 @@ models of scripts/train_tiny.py with PyTorch and, every N steps, measures each l
 rank of the model in memory (kvrank.analyze_state_dict) from a training callback.
 
   PYTHONPATH=build/python python3 examples/train_with_kvrank.py --steps 300 --every 50 --out run/
-  build/kvrank plot run/trajectory.json -o run/trajectory.svg      # or: see run/trajectory.svg
+  build/kvrank plot run/trajectory.json --over-steps layers -o run/steps.svg
 
-Writes OUT/trajectory.json — one model per logged step, labelled "step N", in the result format
-of `kvrank analyze --format json` (so `kvrank plot` and `kvrank check` read it) — and
-OUT/trajectory.svg, the per-layer curves of every logged step. Needs Debian's python3-torch and
+Writes OUT/trajectory.json — one model per logged step, labelled "step N" and carrying its
+training step, in the result format of `kvrank analyze --format json` (so `kvrank plot`, also
+`--over-steps`, and `kvrank check` read it) — and OUT/trajectory.svg, each layer's metric against
+the training step. Needs Debian's python3-torch and
 the kvrank module (docs/python.md). Runs on one CPU thread by default (--threads).
 """
 import argparse
@@ -33,8 +34,8 @@ class ErankLogger:
     def __call__(self, step, model, last=False):
         if step % self.every != 0 and not last:
             return
-        result = kvrank.analyze_state_dict(model.state_dict(), self.config,
-                                           label=f"step {step}", repr=self.repr)
+        result = kvrank.analyze_state_dict(model.state_dict(), self.config, label=f"step {step}",
+                                           step=step, repr=self.repr)
         self.results.append(result)
         layers = result.to_dict()["models"][0]["layers"]
         print(f"step {step:5d}  erank per layer: "
@@ -94,7 +95,9 @@ def main():
     train(args, logger)
     trajectory = logger.trajectory()
     trajectory.save(out / "trajectory.json")
-    kvrank.plot(trajectory, out / "trajectory.svg", title=f"{args.variant}: erank during training")
+    # From the file, as `kvrank plot trajectory.json --over-steps layers` draws it.
+    kvrank.plot(out / "trajectory.json", out / "trajectory.svg", over_steps="layers",
+                title=f"{args.variant}: erank during training")
     print(f"{len(logger.results)} measurements in {time.time() - started:.0f}s: "
           f"{out / 'trajectory.json'}, {out / 'trajectory.svg'}")
 

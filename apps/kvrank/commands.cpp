@@ -20,6 +20,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
+#include "kvrank/base/usage.hpp"
 #include "kvrank/layout/layout.hpp"
 #include "kvrank/metric/compute.hpp"
 #include "kvrank/plot/figure_options.hpp"
@@ -273,14 +274,8 @@ class InputFailures {
 
 int run_analyze(const AnalyzeArgs& args) {
   const auto started = std::chrono::steady_clock::now();
-  if (args.labels.size() > args.paths.size()) {
-    throw kvrank::Error("", "--label given " + std::to_string(args.labels.size()) + " times for " +
-                                std::to_string(args.paths.size()) + " input(s)");
-  }
-  if (args.steps.size() > args.paths.size()) {
-    throw kvrank::Error("", "--step given " + std::to_string(args.steps.size()) + " times for " +
-                                std::to_string(args.paths.size()) + " input(s)");
-  }
+  kvrank::check_given_per_input("--label", args.labels.size(), args.paths.size());
+  kvrank::check_given_per_input("--step", args.steps.size(), args.paths.size());
   kvrank::check_thread_count(args.threads);
   const std::string format = output_format(args.format, args.output, "table");
   check_format_flags(args, format);
@@ -432,8 +427,7 @@ void write_figure(const std::string& svg, kvrank::FigureFormat format, const Plo
     destination.emit(svg);
     return;
   }
-  kvrank::render_figure(svg, format, args.dpi.value_or(kvrank::kDefaultPngDpi),
-                        *destination.file());
+  kvrank::render_figure(svg, format, kvrank::png_dpi(args.figure), *destination.file());
   destination.file()->commit();
 }
 
@@ -455,44 +449,20 @@ std::pair<std::string, std::optional<std::string>> titled_input(const std::strin
   return {argument.substr(0, equals), argument.substr(equals + 1)};
 }
 
-kvrank::PlotOptions plot_options(const PlotArgs& args) {
-  kvrank::PlotOptions options;
-  options.metric = kvrank::parse_curve(args.metric);
-  options.title = args.title;
-  if (!args.size.empty()) kvrank::apply_size_preset(options, args.size);
-  if (args.width) options.width_in = *args.width;
-  if (args.height) options.height_in = *args.height;
-  if (args.font_size) options.font_pt = *args.font_size;
-  options.columns = args.columns;
-  options.share_y = args.share_y;
-  if (!args.ylim.empty()) options.ylim = kvrank::parse_ylim(args.ylim);
-  options.legend = kvrank::parse_legend_place(args.legend);
-  if (!args.style_file.empty()) {
-    options.styles =
-        kvrank::parse_style_file(kvrank::read_json_object(args.style_file), args.style_file);
-  }
-  return options;
-}
-
 std::vector<kvrank::Panel> plot_panels(const PlotArgs& args) {
-  if (args.panel_titles.size() > args.inputs.size()) {
-    throw kvrank::Error("", "--panel-title given " + std::to_string(args.panel_titles.size()) +
-                                " times for " + std::to_string(args.inputs.size()) + " input(s)");
-  }
   std::vector<kvrank::Panel> panels;
-  for (std::size_t i = 0; i < args.inputs.size(); ++i) {
-    const auto [file, title] = titled_input(args.inputs[i]);
-    std::string panel_title = title.value_or(fs::path(file).stem().string());
-    if (i < args.panel_titles.size()) panel_title = args.panel_titles[i];
-    panels.push_back({panel_title, read_results(file), file});
+  for (const std::string& input : args.inputs) {
+    const auto [file, title] = titled_input(input);
+    panels.push_back({title.value_or(fs::path(file).stem().string()), read_results(file), file});
   }
+  kvrank::apply_panel_titles(panels, args.panel_titles);
   return panels;
 }
 
 std::vector<fs::path> plot_input_paths(const PlotArgs& args) {
   std::vector<fs::path> paths;
   for (const auto& input : args.inputs) paths.emplace_back(titled_input(input).first);
-  if (!args.style_file.empty()) paths.emplace_back(args.style_file);
+  if (!args.figure.style_file.empty()) paths.emplace_back(args.figure.style_file);
   return paths;
 }
 
@@ -501,7 +471,7 @@ std::string similarity_figure(const PlotArgs& args) {
   const auto models = read_results(file);
   const auto& model = pick_model(models, args.heatmap_model, file);
   try {
-    return kvrank::plot_heatmap_svg(model, *args.heatmap_layer, args.title);
+    return kvrank::plot_heatmap_svg(model, *args.heatmap_layer, args.figure.title);
   } catch (const kvrank::Error& e) {  // the plotter knows the model, not the file it came from
     throw kvrank::Error(file, e.what());
   }
@@ -512,12 +482,8 @@ std::string similarity_figure(const PlotArgs& args) {
 int run_plot(const PlotArgs& args) {
   const auto started = std::chrono::steady_clock::now();
   const kvrank::FigureFormat format = output_format(args.output);
-  const kvrank::PlotOptions options = plot_options(args);
-  if (!args.over_steps.empty() && args.inputs.size() != 1) {
-    throw kvrank::Error("",
-                        "--over-steps draws one result file (merge the checkpoints' results "
-                        "first: kvrank merge, or one analyze over all checkpoints)");
-  }
+  const kvrank::PlotOptions options = kvrank::plot_options(args.figure);
+  if (!args.over_steps.empty()) kvrank::check_step_plot_inputs(args.inputs.size());
   Destination destination(args.output, plot_input_paths(args));
   std::string svg;
   std::string drawn;

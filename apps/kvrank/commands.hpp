@@ -9,6 +9,7 @@
 
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/layout.hpp"
+#include "kvrank/plot/figure_options.hpp"
 #include "kvrank/synth/synth.hpp"
 
 namespace CLI {
@@ -80,19 +81,8 @@ struct CheckArgs {
 struct PlotArgs {
   std::vector<std::string> inputs;  ///< FILE or FILE=Panel title
   std::string output;
-  std::string metric = "erank";
-  std::string title;
+  kvrank::FigureSettings figure;
   std::vector<std::string> panel_titles;
-  std::string size;
-  std::optional<double> width;
-  std::optional<double> height;
-  std::optional<double> font_size;
-  std::optional<int> dpi;
-  int columns = 0;
-  bool share_y = false;
-  std::string ylim;
-  std::string legend = "below";
-  std::string style_file;
   std::string over_steps;
   std::optional<int> heatmap_layer;
   std::string heatmap_model;

@@ -133,41 +133,44 @@ std::vector<std::string> metric_names() {
 }
 
 CLI::App* add_plot(CLI::App& app, PlotArgs& args) {
+  kvrank::FigureSettings& figure = args.figure;
   auto* command = app.add_subcommand(
       "plot", "Draw rank curves (one panel per file and representation) as SVG, PNG or PDF");
   command->add_option("inputs", args.inputs, "Result JSON files (FILE or FILE=Panel title)")
       ->required();
   command->add_option("-o,--output", args.output, "Figure file: .svg, .png or .pdf (any case)")
       ->required();
-  command->add_option("--metric", args.metric, "Metric on the y axis")
+  command->add_option("--metric", figure.metric, "Metric on the y axis")
       ->check(CLI::IsMember(metric_names()))
       ->capture_default_str();
-  command->add_option("--title", args.title, "Figure title (default: none)");
+  command->add_option("--title", figure.title, "Figure title (default: none)");
   command->add_option(
       "--panel-title", args.panel_titles,
       "Title of each input's panel, in order (default: FILE=Title's title, else the "
       "file's name)");
   command
-      ->add_option("--size", args.size,
+      ->add_option("--size", figure.size,
                    "Paper preset: column (3.5 in, 8 pt) or page (7 in, 9 pt) (default: none, the "
                    "size follows the panels)")
       ->check(CLI::IsMember({"column", "page"}));
-  command->add_option("--width", args.width, "Figure width in inches (default: from the panels)")
-      ->check(CLI::Range(0.5, 100.0));
-  command->add_option("--height", args.height, "Figure height in inches (default: from the width)")
-      ->check(CLI::Range(0.5, 100.0));
-  command->add_option("--font-size", args.font_size, "Axis-label font size in points (default 10)")
-      ->check(CLI::Range(4.0, 48.0));
-  command->add_option("--dpi", args.dpi, "PNG resolution in pixels per inch (default 300)")
-      ->check(CLI::Range(10, 2400));
-  command->add_option("--cols", args.columns, "Panels per row (default: all in one row)")
-      ->check(CLI::Range(1, 1000));
-  command->add_flag("--share-y", args.share_y, "One y range for every panel");
-  command->add_option("--ylim", args.ylim, "Fixed y range LOW,HIGH (default: from the data)");
-  command->add_option("--legend", args.legend, "Legend place")
+  command->add_option("--width", figure.width, "Figure width in inches (default: from the panels)")
+      ->check(CLI::Range(kvrank::kMinFigureInches, kvrank::kMaxFigureInches));
+  command
+      ->add_option("--height", figure.height, "Figure height in inches (default: from the width)")
+      ->check(CLI::Range(kvrank::kMinFigureInches, kvrank::kMaxFigureInches));
+  command
+      ->add_option("--font-size", figure.font_size, "Axis-label font size in points (default 10)")
+      ->check(CLI::Range(kvrank::kMinFontPoints, kvrank::kMaxFontPoints));
+  command->add_option("--dpi", figure.dpi, "PNG resolution in pixels per inch (default 300)")
+      ->check(CLI::Range(kvrank::kMinPngDpi, kvrank::kMaxPngDpi));
+  command->add_option("--cols", figure.columns, "Panels per row (default: all in one row)")
+      ->check(CLI::Range(1, kvrank::kMaxPanelColumns));
+  command->add_flag("--share-y", figure.share_y, "One y range for every panel");
+  command->add_option("--ylim", figure.ylim, "Fixed y range LOW,HIGH (default: from the data)");
+  command->add_option("--legend", figure.legend, "Legend place")
       ->check(CLI::IsMember({"below", "right", "inside", "none"}))
       ->capture_default_str();
-  command->add_option("--style", args.style_file,
+  command->add_option("--style", figure.style_file,
                       "JSON file: label -> {colour, marker, dash}, the same look in every figure");
   command
       ->add_option("--over-steps", args.over_steps,

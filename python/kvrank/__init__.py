@@ -48,17 +48,20 @@ class Results:
         """The document of `kvrank analyze --format json`."""
         return json.loads(self._native.json_text())
 
-    def to_csv(self):
-        """The text of `kvrank analyze --format csv`."""
-        return self._native.csv_text()
+    def to_csv(self, summary=False, sep=","):
+        """The text of `kvrank analyze --format csv` (sep="\t": --format tsv); summary=True: one
+        row per model and representation, the means (--summary)."""
+        if sep not in (",", "\t"):
+            raise Error(f"to_csv: sep must be \",\" or \"\\t\", found {sep!r}")
+        return self._native.csv_text(bool(summary), sep)
 
-    def to_pandas(self):
-        """The CSV table as a DataFrame: one row per model × representation × layer (needs
-        pandas)."""
+    def to_pandas(self, summary=False):
+        """The CSV table as a DataFrame: one row per model × representation × layer, or with
+        summary=True per model × representation (needs pandas)."""
         import io
 
         import pandas
-        return pandas.read_csv(io.StringIO(self.to_csv()))
+        return pandas.read_csv(io.StringIO(self.to_csv(summary)))
 
     def save(self, path):
         """Writes the result JSON to `path` (atomically), for `kvrank plot` and `kvrank check`."""
@@ -84,7 +87,7 @@ def concat(results):
 
 
 def _layout(family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None,
-            activations=False):
+            activations=False, fold_input_norm=False):
     """The --family … --activations options, checked as the command line checks them."""
     layout = _kvrank.Layout()
     for name, value in (("--heads", heads), ("--kv-heads", kv_heads), ("--head-dim", head_dim)):
@@ -97,7 +100,23 @@ def _layout(family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy
     layout.map_file = None if map is None else os.fspath(map)
     layout.npy_bf16 = npy_dtype == "bf16"
     layout.activations = bool(activations)
+    layout.fold_input_norm = bool(fold_input_norm)
     return layout
+
+
+def _selection(repr, layers, layer_shard=None, attention="all"):
+    """The --repr, --layers, --layer-shard and --attention options."""
+    selection = _kvrank.Selection()
+    selection.reprs, selection.layers = _names(repr), _layers(layers)
+    selection.layer_shard, selection.attention = layer_shard, str(attention)
+    return selection
+
+
+def _step(value, option="--step"):
+    """A training step: a whole number ≥ 0 (as --step takes it)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise Error(f"{option}: expected a whole number ≥ 0, found {value!r}")
+    return value
 
 
 def _names(value):
@@ -121,47 +140,68 @@ def _paths(paths):
         [os.fspath(path) for path in paths]
 
 
-def analyze(paths, repr=None, layers=None, *, labels=None, layer_shard=None, similarity=False,
-            with_baseline=False, threads=0, family=None, heads=None, kv_heads=None,
-            head_dim=None, map=None, npy_dtype=None, activations=False, progress=None, note=None):
+def analyze(paths, repr=None, layers=None, *, labels=None, steps=None, attention="all",
+            layer_shard=None, similarity=False, with_baseline=False, threads=0, family=None,
+            heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None, activations=False,
+            fold_input_norm=False, progress=None, note=None):
     """`kvrank analyze` on checkpoints (paths or Hugging Face repo ids in the local hub cache).
 
     repr: "qk", "ov", "k", "v" or a list/comma list (default qk; k,v for K/V-only inputs);
     layers: "0-11,20" or a list of indices; labels: one per path (default: each one's name);
+    steps: the training step of each path, in order (--step; default: from checkpoint-N folder
+    names or trainer_state.json); attention: "all", "self" or "cross" (encoders);
     progress(label, done, total) is called after each layer; note(message) receives what the
     command line logs as info. The other options are the command line's. Returns Results."""
     native = _kvrank.analyze(
-        _paths(paths), [str(label) for label in (labels or [])], _names(repr), _layers(layers),
-        layer_shard, bool(similarity), bool(with_baseline), int(threads),
-        _layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations), progress, note)
+        _paths(paths), [str(label) for label in (labels or [])],
+        [_step(step) for step in (steps or [])], _selection(repr, layers, layer_shard, attention),
+        bool(similarity), bool(with_baseline), int(threads),
+        _layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations, fold_input_norm),
+        progress, note)
     return Results(native)
 
 
-def analyze_state_dict(state_dict, config=None, *, label="model", repr=None, layers=None,
-                       similarity=False, threads=0, family=None, heads=None, kv_heads=None,
-                       head_dim=None, map=None, activations=False, progress=None, note=None):
+def _config_json(config):
+    """The config as the JSON text the library parses; what JSON cannot hold (NaN, infinities,
+    objects) is the caller's error, so a kvrank.Error, not json's ValueError/TypeError."""
+    if config is None:
+        return None
+    if not isinstance(config, dict) and hasattr(config, "to_dict"):
+        config = config.to_dict()
+    try:
+        return json.dumps(config, allow_nan=False)
+    except (ValueError, TypeError) as error:
+        raise Error(f"config: not a JSON document ({error}): pass numbers, strings, lists and "
+                    f"dicts, with no NaN or infinity") from None
+
+
+def analyze_state_dict(state_dict, config=None, *, label="model", step=None, repr=None,
+                       layers=None, attention="all", layer_shard=None, similarity=False, threads=0, family=None,
+                       heads=None, kv_heads=None, head_dim=None, map=None, activations=False,
+                       fold_input_norm=False, progress=None, note=None):
     """`kvrank analyze` on tensors in memory: `state_dict` maps names (as in a checkpoint) to
     numpy arrays or CPU torch tensors (float32, float16, bfloat16, float64), `config` is a Hugging
     Face config (a dict, or an object with to_dict(), e.g. transformers' PretrainedConfig). The
     family is detected exactly as for files, and the tensors are read where they lie: nothing is
-    copied but one layer at a time, converted to float32 while it is analysed."""
+    copied but one layer at a time, converted to float32 while it is analysed. step: the training
+    step recorded in the result (--step), for `kvrank plot --over-steps`."""
     from ._tensors import memory_tensors
 
-    if config is not None and not isinstance(config, dict) and hasattr(config, "to_dict"):
-        config = config.to_dict()
-    config_json = None if config is None else json.dumps(config, allow_nan=False)
+    config_json = _config_json(config)
     tensors = memory_tensors(state_dict)  # views of the caller's memory, alive until we return
     native = _kvrank.analyze_state_dict(
-        tensors, config_json, str(label), _names(repr), _layers(layers), bool(similarity),
-        int(threads), _layout(family, heads, kv_heads, head_dim, map, None, activations),
+        tensors, config_json, str(label), None if step is None else _step(step),
+        _selection(repr, layers, layer_shard, attention), bool(similarity), int(threads),
+        _layout(family, heads, kv_heads, head_dim, map, None, activations, fold_input_norm),
         progress, note)
     return Results(native)
 
 
 def inspect(paths, *, family=None, heads=None, kv_heads=None, head_dim=None, map=None,
-            npy_dtype=None, activations=False):
+            npy_dtype=None, activations=False, fold_input_norm=False):
     """`kvrank inspect --format json` as a list of dicts, one per checkpoint."""
-    layout = _layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations)
+    layout = _layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations,
+                     fold_input_norm)
     return json.loads(_kvrank.inspect_json(_paths(paths), layout))
 
 
@@ -203,13 +243,28 @@ def check(current, baseline, *, metric="erank,erank_centered", abs_tol=0.05, rel
     return CheckResult(rows, table)
 
 
-def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=None):
-    """`kvrank plot`: one panel per input (a Results, a result JSON path, or a (title, Results)
-    pair), or with heatmap=LAYER the similarity matrix of one layer of `model` (a label; default
-    the first) of the first input. Returns the SVG text; with `output`, also writes it there
-    (PNG through rsvg-convert when the name ends in .png)."""
-    if isinstance(inputs, (str, os.PathLike, Results)):
-        inputs = [inputs]
+def _figure_settings(metric, title, size, width, height, font_size, dpi, cols, share_y, ylim,
+                     legend, style):
+    """The figure options of `kvrank plot`, checked by the library as the command line's are."""
+    settings = _kvrank.FigureSettings()
+    settings.metric, settings.title = str(metric), str(title)
+    settings.size = "" if size is None else str(size)
+    settings.width, settings.height, settings.font_size = width, height, font_size
+    settings.dpi, settings.columns, settings.share_y = dpi, int(cols or 0), bool(share_y)
+    if ylim is not None and not isinstance(ylim, str):
+        low, high = ylim
+        ylim = f"{float(low)!r},{float(high)!r}"
+    settings.ylim = ylim or ""
+    settings.legend = str(legend)
+    settings.style_file = "" if style is None else os.fspath(style)
+    return settings
+
+
+def _plot_panels(inputs):
+    """(title, Results) per input: a Results, a result JSON path, or a (title, Results) pair."""
+    if isinstance(inputs, (str, os.PathLike, Results)) or \
+            (isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[1], Results)):
+        inputs = [inputs]  # one input, not a list of them
     panels = []
     for item in inputs:
         if isinstance(item, tuple):
@@ -219,17 +274,43 @@ def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=N
         else:
             panels.append((os.path.splitext(os.path.basename(os.fspath(item)))[0],
                            Results.read(item)))
-    if heatmap is None:
-        svg = _kvrank.curves_svg([(name, r._native) for name, r in panels], metric, title)
+    return panels
+
+
+def _heatmap_svg(panels, layer, model, title):
+    name, results = panels[0]
+    labels = results.labels
+    if model is not None and model not in labels:
+        raise Error(f"{name}: has no model labelled \"{model}\"")
+    if not labels:
+        raise Error(f"{name}: holds no model")
+    index = labels.index(model) if model is not None else 0
+    return _kvrank.heatmap_svg(results._native, index, int(layer), title)
+
+
+def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=None,
+         over_steps=None, panel_titles=None, size=None, width=None, height=None, font_size=None,
+         dpi=None, cols=None, share_y=False, ylim=None, legend="below", style=None):
+    """`kvrank plot`: one panel per input (a Results, a result JSON path, or a (title, Results)
+    pair); with over_steps="layers", "mean" or "heatmap", the metric against the training step of
+    one input (its models need a step: analyze(steps=…), analyze_state_dict(step=…), or
+    checkpoint-N folders); with heatmap=LAYER the similarity matrix of one layer of `model` (a
+    label; default the first) of the first input. The figure options are the command line's:
+    panel_titles (a list), size ("column" or "page"), width/height (inches), font_size (points),
+    dpi (PNG), cols, share_y, ylim ("LOW,HIGH" or a pair), legend ("below", "right", "inside",
+    "none"), style (a style file). Returns the SVG text; with `output`, also writes it there (PNG
+    or PDF through rsvg-convert when the name ends in .png or .pdf)."""
+    panels = _plot_panels(inputs)
+    settings = _figure_settings(metric, title, size, width, height, font_size, dpi, cols, share_y,
+                                ylim, legend, style)
+    titles = [str(t) for t in (panel_titles or [])]
+    natives = [(name, r._native) for name, r in panels]
+    if heatmap is not None:
+        svg = _heatmap_svg(panels, heatmap, model, title)
+    elif over_steps is not None:
+        svg = _kvrank.steps_svg(natives, titles, str(over_steps), settings)
     else:
-        name, results = panels[0]
-        labels = results.labels
-        if model is not None and model not in labels:
-            raise Error(f"{name}: has no model labelled \"{model}\"")
-        if not labels:
-            raise Error(f"{name}: holds no model")
-        index = labels.index(model) if model is not None else 0
-        svg = _kvrank.heatmap_svg(results._native, index, int(heatmap), title)
+        svg = _kvrank.curves_svg(natives, titles, settings)
     if output is not None:
-        _kvrank.write_figure(svg, os.fspath(output))
+        _kvrank.write_figure(svg, os.fspath(output), settings)
     return svg

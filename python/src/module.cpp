@@ -9,9 +9,11 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvrank/analysis/analysis.hpp"
@@ -20,8 +22,10 @@
 #include "kvrank/base/atomic_file.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
+#include "kvrank/base/usage.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/metric/compute.hpp"
+#include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
@@ -51,6 +55,7 @@ struct Layout {
   std::optional<std::string> map_file;
   bool npy_bf16 = false;
   bool activations = false;
+  bool fold_input_norm = false;
 
   kvrank::LayoutOverrides overrides() const {
     kvrank::LayoutOverrides result;
@@ -60,6 +65,7 @@ struct Layout {
     result.head_dim = head_dim;
     if (map_file) result.map_file = fs::path(*map_file);
     result.activations = activations;
+    result.fold_input_norm = fold_input_norm;
     return result;
   }
   kvrank::OpenOptions open_options() const {
@@ -77,13 +83,21 @@ void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
+/// The options of the command line's analyze that select what is measured (--repr …
+/// --layer-shard), as the module takes them.
+struct Selection {
+  std::vector<std::string> reprs;
+  std::optional<std::string> layers;
+  std::optional<std::string> layer_shard;
+  std::string attention = "all";
+};
+
 /// The analysis options of the command line's analyze, from the module's arguments.
-kvrank::AnalyzeOptions analyze_options(const std::vector<std::string>& reprs,
-                                       const std::optional<std::string>& layers,
-                                       const std::optional<std::string>& layer_shard,
-                                       const Layout& layout) {
+kvrank::AnalyzeOptions analyze_options(const Selection& selection, const Layout& layout) {
+  const auto& [reprs, layers, layer_shard, attention] = selection;
   kvrank::AnalyzeOptions options;
   for (const std::string& name : reprs) options.reprs.push_back(kvrank::parse_repr(name));
+  options.attention = kvrank::parse_attention_choice(attention);
   if (layers) options.layers = kvrank::parse_layer_list(*layers);
   if (layer_shard) options.shard = kvrank::parse_layer_shard(*layer_shard);
   options.layout = layout.overrides();
@@ -102,12 +116,12 @@ Progress with_gil(const Progress& progress) {
 }
 
 Results analyze(const std::vector<std::string>& arguments, const std::vector<std::string>& labels,
-                const std::vector<std::string>& reprs, const std::optional<std::string>& layers,
-                const std::optional<std::string>& layer_shard, bool similarity, bool with_baseline,
-                int threads, const Layout& layout, const Progress& progress,
+                const std::vector<std::int64_t>& steps, const Selection& selection, bool similarity,
+                bool with_baseline, int threads, const Layout& layout, const Progress& progress,
                 const std::function<void(const std::string&)>& note) {
+  kvrank::check_given_per_input("--step", steps.size(), arguments.size());  // before any is read
   kvrank::check_thread_count(threads);
-  kvrank::AnalyzeOptions options = analyze_options(reprs, layers, layer_shard, layout);
+  kvrank::AnalyzeOptions options = analyze_options(selection, layout);
   options.note = note;
   const std::vector<kvrank::ModelInput> inputs =
       kvrank::resolve_models(arguments, labels, options.note);
@@ -118,7 +132,8 @@ Results analyze(const std::vector<std::string>& arguments, const std::vector<std
   {
     py::gil_scoped_release released;
     kvrank::set_compute_threads(threads);
-    results.models = kvrank::analyze_models(inputs, options, with_baseline, with_gil(progress));
+    results.models =
+        kvrank::analyze_models(inputs, options, steps, with_baseline, with_gil(progress));
   }
   if (note)
     for (const std::string& message : notes) note(message);
@@ -163,12 +178,13 @@ kvrank::TensorView memory_view(const MemoryTensor& tensor, const py::buffer_info
 
 Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
                            const std::optional<std::string>& config_json, const std::string& label,
-                           const std::vector<std::string>& reprs,
-                           const std::optional<std::string>& layers, bool similarity, int threads,
-                           const Layout& layout, const Progress& progress,
+                           std::optional<std::int64_t> step, const Selection& selection,
+                           bool similarity, int threads, const Layout& layout,
+                           const Progress& progress,
                            const std::function<void(const std::string&)>& note) {
   kvrank::check_thread_count(threads);
-  kvrank::AnalyzeOptions options = analyze_options(reprs, layers, std::nullopt, layout);
+  kvrank::AnalyzeOptions options = analyze_options(selection, layout);
+  options.step = step;                   // a model in memory has no checkpoint-N folder to tell it
   std::vector<py::buffer_info> buffers;  // hold the caller's buffers until the views are done
   std::vector<kvrank::TensorView> views;
   for (const MemoryTensor& tensor : tensors) {
@@ -230,14 +246,26 @@ py::tuple check(const std::vector<kvrank::ModelReport>& current,
   return py::make_tuple(rows, kvrank::format_violations(violations));
 }
 
+/// `kvrank plot`'s panels: (title, results) pairs, the title also naming the source in errors,
+/// then --panel-title.
+std::vector<kvrank::Panel> plot_panels(const std::vector<std::pair<std::string, Results>>& panels,
+                                       const std::vector<std::string>& panel_titles) {
+  std::vector<kvrank::Panel> converted;
+  for (const auto& [name, results] : panels) converted.push_back({name, results.models, name});
+  kvrank::apply_panel_titles(converted, panel_titles);
+  return converted;
+}
+
 /// Writes `svg` to `output` in the format its extension names (.svg, .png or .pdf, any case;
-/// PNG and PDF through rsvg-convert, PNG at the command line's default resolution).
-void write_figure(const std::string& svg, const std::string& output) {
+/// PNG and PDF through rsvg-convert, PNG at the settings' dpi).
+void write_figure(const std::string& svg, const std::string& output,
+                  const kvrank::FigureSettings& settings) {
   const kvrank::FigureFormat format = kvrank::figure_format(output);
+  const int dpi = kvrank::png_dpi(settings);
   py::gil_scoped_release released;
   kvrank::OutputFile file(output);
   if (format != kvrank::FigureFormat::svg) {
-    kvrank::render_figure(svg, format, kvrank::kDefaultPngDpi, file);
+    kvrank::render_figure(svg, format, dpi, file);
   } else {
     file.write(svg);
   }
@@ -263,7 +291,12 @@ PYBIND11_MODULE(_kvrank, m) {
                     return Results{read_results(path), true};
                   })
       .def("json_text", &Results::json_text)
-      .def("csv_text", [](const Results& r) { return kvrank::to_csv(r.models); })
+      .def(
+          "csv_text",
+          [](const Results& r, bool summary, char separator) {
+            return kvrank::to_csv(r.models, {.separator = separator, .summary = summary});
+          },
+          py::arg("summary"), py::arg("separator"))
       .def("table_text", [](const Results& r) { return kvrank::to_table(r.models); })
       .def("labels", [](const Results& r) {
         std::vector<std::string> labels;
@@ -279,13 +312,36 @@ PYBIND11_MODULE(_kvrank, m) {
       .def_readwrite("head_dim", &Layout::head_dim)
       .def_readwrite("map_file", &Layout::map_file)
       .def_readwrite("npy_bf16", &Layout::npy_bf16)
-      .def_readwrite("activations", &Layout::activations);
+      .def_readwrite("activations", &Layout::activations)
+      .def_readwrite("fold_input_norm", &Layout::fold_input_norm);
 
-  m.def("analyze", &analyze, py::arg("arguments"), py::arg("labels"), py::arg("reprs"),
-        py::arg("layers"), py::arg("layer_shard"), py::arg("similarity"), py::arg("with_baseline"),
-        py::arg("threads"), py::arg("layout"), py::arg("progress"), py::arg("note"));
+  py::class_<Selection>(m, "Selection")
+      .def(py::init<>())
+      .def_readwrite("reprs", &Selection::reprs)
+      .def_readwrite("layers", &Selection::layers)
+      .def_readwrite("layer_shard", &Selection::layer_shard)
+      .def_readwrite("attention", &Selection::attention);
+
+  py::class_<kvrank::FigureSettings>(m, "FigureSettings")
+      .def(py::init<>())
+      .def_readwrite("metric", &kvrank::FigureSettings::metric)
+      .def_readwrite("title", &kvrank::FigureSettings::title)
+      .def_readwrite("size", &kvrank::FigureSettings::size)
+      .def_readwrite("width", &kvrank::FigureSettings::width)
+      .def_readwrite("height", &kvrank::FigureSettings::height)
+      .def_readwrite("font_size", &kvrank::FigureSettings::font_size)
+      .def_readwrite("dpi", &kvrank::FigureSettings::dpi)
+      .def_readwrite("columns", &kvrank::FigureSettings::columns)
+      .def_readwrite("share_y", &kvrank::FigureSettings::share_y)
+      .def_readwrite("ylim", &kvrank::FigureSettings::ylim)
+      .def_readwrite("legend", &kvrank::FigureSettings::legend)
+      .def_readwrite("style_file", &kvrank::FigureSettings::style_file);
+
+  m.def("analyze", &analyze, py::arg("arguments"), py::arg("labels"), py::arg("steps"),
+        py::arg("selection"), py::arg("similarity"), py::arg("with_baseline"), py::arg("threads"),
+        py::arg("layout"), py::arg("progress"), py::arg("note"));
   m.def("analyze_state_dict", &analyze_state_dict, py::arg("tensors"), py::arg("config_json"),
-        py::arg("label"), py::arg("reprs"), py::arg("layers"), py::arg("similarity"),
+        py::arg("label"), py::arg("step"), py::arg("selection"), py::arg("similarity"),
         py::arg("threads"), py::arg("layout"), py::arg("progress"), py::arg("note"));
   m.def("inspect_json", &inspect_json, py::arg("arguments"), py::arg("layout"));
   m.def(
@@ -300,22 +356,30 @@ PYBIND11_MODULE(_kvrank, m) {
       py::arg("rel_tol"), py::arg("current_name"), py::arg("golden_name"));
   m.def(
       "curves_svg",
-      [](const std::vector<std::pair<std::string, Results>>& panels, const std::string& metric,
-         const std::string& title) {
-        std::vector<kvrank::Panel> converted;
-        for (const auto& [name, results] : panels)
-          converted.push_back({name, results.models, name});
-        return kvrank::plot_curves_svg(converted,
-                                       {.metric = kvrank::parse_curve(metric), .title = title});
+      [](const std::vector<std::pair<std::string, Results>>& panels,
+         const std::vector<std::string>& panel_titles, const kvrank::FigureSettings& settings) {
+        return kvrank::plot_curves_svg(plot_panels(panels, panel_titles),
+                                       kvrank::plot_options(settings));
       },
-      py::arg("panels"), py::arg("metric"), py::arg("title"));
+      py::arg("panels"), py::arg("panel_titles"), py::arg("settings"));
+  m.def(
+      "steps_svg",
+      [](const std::vector<std::pair<std::string, Results>>& panels,
+         const std::vector<std::string>& panel_titles, const std::string& kind,
+         const kvrank::FigureSettings& settings) {
+        kvrank::check_step_plot_inputs(panels.size());
+        return kvrank::plot_steps_svg(plot_panels(panels, panel_titles).front(),
+                                      kvrank::parse_step_plot(kind),
+                                      kvrank::plot_options(settings));
+      },
+      py::arg("panels"), py::arg("panel_titles"), py::arg("kind"), py::arg("settings"));
   m.def(
       "heatmap_svg",
       [](const Results& results, std::size_t model, int layer, const std::string& title) {
         return kvrank::plot_heatmap_svg(results.models.at(model), layer, title);
       },
       py::arg("results"), py::arg("model"), py::arg("layer"), py::arg("title"));
-  m.def("write_figure", &write_figure, py::arg("svg"), py::arg("output"));
+  m.def("write_figure", &write_figure, py::arg("svg"), py::arg("output"), py::arg("settings"));
   m.def(
       "write_text",
       [](const std::string& content, const std::string& output) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """examples/train_with_kvrank.py, briefly: a few training steps of a tiny model with PyTorch,
-measured from its callback; the trajectory it writes is a result file `kvrank plot` and
-`kvrank check` read, and its last measurement equals the command line on the same weights.
+measured from its callback; the trajectory it writes is a result file with the logged training
+steps, which `kvrank plot` (also --over-steps layers and heatmap) and `kvrank check` read, and its
+figure is `kvrank plot --over-steps layers`'.
 Skipped (exit 77) where Debian's python3-torch is absent.
 
   python3 python/tests/test_example.py build/kvrank   (ctest: python.test_example, PYTHONPATH set)
@@ -33,15 +34,26 @@ def main():
             sys.exit(f"the example failed:\n{proc.stdout}\n{proc.stderr}")
         trajectory = os.path.join(out, "trajectory.json")
         with open(trajectory) as f:
-            labels = [model["label"] for model in json.load(f)["models"]]
-        if labels != ["step 0", "step 3", "step 6"]:
-            sys.exit(f"unexpected measurements {labels}")
-        plot = harness.run("plot", trajectory, "-o", os.path.join(out, "cli.svg"))
+            models = json.load(f)["models"]
+        labels = [model["label"] for model in models]
+        steps = [model.get("step") for model in models]
+        if labels != ["step 0", "step 3", "step 6"] or steps != [0, 3, 6]:
+            sys.exit(f"unexpected measurements {labels}, steps {steps}")
+        # The example draws steps.svg's figure itself (kvrank.plot, over_steps="layers").
+        title = ["--title", "gqa: erank during training"]
+        for args in (["-o", "cli.svg"], ["--over-steps", "layers", *title, "-o", "steps.svg"],
+                     ["--over-steps", "heatmap", "-o", "heatmap.svg"]):
+            args[-1] = os.path.join(out, args[-1])
+            plot = harness.run("plot", trajectory, *args)
+            if plot.returncode != 0:
+                sys.exit(f"kvrank plot {' '.join(args[:-2])} refused the trajectory: {plot.stderr}")
         check = harness.run("check", trajectory, "--baseline", trajectory)
-        if plot.returncode != 0 or check.returncode != 0:
-            sys.exit(f"kvrank plot/check refused the trajectory: {plot.stderr}{check.stderr}")
-        if not os.path.getsize(os.path.join(out, "trajectory.svg")):
-            sys.exit("no trajectory.svg")
+        if check.returncode != 0:
+            sys.exit(f"kvrank check refused the trajectory: {check.stderr}")
+        with open(os.path.join(out, "steps.svg")) as cli, \
+                open(os.path.join(out, "trajectory.svg")) as example:
+            if cli.read() != example.read():
+                sys.exit("the example's trajectory.svg differs from kvrank plot --over-steps")
     print("test_example.py: the training example logs, saves and plots its trajectory: ok")
 
 

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/usage.hpp"
 
 namespace kvrank {
 namespace fs = std::filesystem;
@@ -201,9 +202,7 @@ std::vector<std::string> unique_labels(const std::vector<LabelChoice>& choices,
 std::vector<ModelInput> resolve_models(const std::vector<std::string>& arguments,
                                        const std::vector<std::string>& labels,
                                        const std::function<void(const std::string&)>& note) {
-  if (labels.size() > arguments.size())
-    throw Error("", "--label given " + std::to_string(labels.size()) + " times for " +
-                        std::to_string(arguments.size()) + " input(s)");
+  check_given_per_input("--label", labels.size(), arguments.size());
   std::vector<ModelInput> inputs;
   std::vector<LabelChoice> choices;
   for (std::size_t i = 0; i < arguments.size(); ++i) {

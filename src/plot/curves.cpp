@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/usage.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "plot/svg_detail.hpp"
 
@@ -64,6 +65,11 @@ LinePanel line_panel(const Panel& panel, const std::string& repr, const std::str
 }
 
 }  // namespace
+
+void apply_panel_titles(std::vector<Panel>& panels, const std::vector<std::string>& titles) {
+  check_given_per_input("--panel-title", titles.size(), panels.size());
+  for (std::size_t i = 0; i < titles.size(); ++i) panels[i].title = titles[i];
+}
 
 std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions& options) {
   const auto styles = model_styles(series_keys(panels), options);

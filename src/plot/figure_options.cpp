@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
 
 namespace kvrank {
 namespace {
@@ -98,7 +100,48 @@ SeriesStyle parse_series_style(const nlohmann::json& entry, const std::string& f
   return style;
 }
 
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+/// `value` when within [low, high]; otherwise the usage error of `option`.
+template <typename Number>
+Number in_range(std::string_view option, Number value, Number low, Number high) {
+  if (!(value >= low && value <= high))  // NaN is out of range too
+    throw Error("", std::string(option) + ": expected " + number_text(low) + " to " +
+                        number_text(high) + ", found " + number_text(value));
+  return value;
+}
+
 }  // namespace
+
+PlotOptions plot_options(const FigureSettings& settings) {
+  PlotOptions options;
+  options.metric = parse_curve(settings.metric);
+  options.title = settings.title;
+  if (!settings.size.empty()) apply_size_preset(options, settings.size);
+  if (settings.width)
+    options.width_in = in_range("--width", *settings.width, kMinFigureInches, kMaxFigureInches);
+  if (settings.height)
+    options.height_in = in_range("--height", *settings.height, kMinFigureInches, kMaxFigureInches);
+  if (settings.font_size)
+    options.font_pt = in_range("--font-size", *settings.font_size, kMinFontPoints, kMaxFontPoints);
+  if (settings.columns != 0)
+    options.columns = in_range("--cols", settings.columns, 1, kMaxPanelColumns);
+  options.share_y = settings.share_y;
+  if (!settings.ylim.empty()) options.ylim = parse_ylim(settings.ylim);
+  options.legend = parse_legend_place(settings.legend);
+  if (!settings.style_file.empty())
+    options.styles = parse_style_file(read_json_object(settings.style_file), settings.style_file);
+  return options;
+}
+
+int png_dpi(const FigureSettings& settings) {
+  if (!settings.dpi) return kDefaultPngDpi;
+  return in_range("--dpi", *settings.dpi, kMinPngDpi, kMaxPngDpi);
+}
 
 FigureFormat figure_format(const std::string& path) {
   const std::string extension = lower(std::filesystem::path(path).extension().string());

@@ -314,6 +314,13 @@ StepPlot parse_step_plot(std::string_view text) {
       "", "--over-steps: expected layers, mean or heatmap, found \"" + std::string(text) + "\"");
 }
 
+void check_step_plot_inputs(std::size_t inputs) {
+  if (inputs != 1)
+    throw Error("",
+                "--over-steps draws one result file (merge the checkpoints' results "
+                "first: kvrank merge, or one analyze over all checkpoints)");
+}
+
 std::string plot_steps_svg(const Panel& panel, StepPlot kind, const PlotOptions& options) {
   const std::vector<Run> runs = runs_of(panel);
   switch (kind) {

@@ -43,6 +43,42 @@ struct PlotOptions {
   std::map<std::string, SeriesStyle> styles{};  ///< by series label (model label, "Layer 3", run)
 };
 
+/// The figure options as `kvrank plot` takes them, text and numbers as given; plot_options()
+/// checks them and makes the PlotOptions. The command line and the Python module's plot() both
+/// go through it, so that the same options draw the same figure.
+struct FigureSettings {
+  std::string metric = "erank";     ///< a curve name (result_model.hpp)
+  std::string title;                ///< figure title
+  std::string size;                 ///< "column", "page", or empty
+  std::optional<double> width;      ///< inches
+  std::optional<double> height;     ///< inches
+  std::optional<double> font_size;  ///< points
+  std::optional<int> dpi;           ///< PNG pixels per inch; empty: kDefaultPngDpi
+  int columns = 0;                  ///< panels per row; 0: all in one row
+  bool share_y = false;             ///< one y range for every panel
+  std::string ylim;                 ///< "LOW,HIGH", or empty
+  std::string legend = "below";     ///< below, right, inside or none
+  std::string style_file;           ///< a style file's path (parse_style_file), or empty
+};
+
+/// The ranges plot_options() and png_dpi() accept (the command line's parser checks them first).
+inline constexpr double kMinFigureInches = 0.5;
+inline constexpr double kMaxFigureInches = 100;
+inline constexpr double kMinFontPoints = 4;
+inline constexpr double kMaxFontPoints = 48;
+inline constexpr int kMaxPanelColumns = 1000;
+inline constexpr int kMinPngDpi = 10;
+inline constexpr int kMaxPngDpi = 2400;
+/// The resolution of PNG figures unless told otherwise: print quality.
+inline constexpr int kDefaultPngDpi = 300;
+
+/// The PlotOptions of `settings` (reading the style file). Throws kvrank::Error naming the
+/// option (as --width, --ylim …) for a value out of range or not understood.
+PlotOptions plot_options(const FigureSettings& settings);
+
+/// settings.dpi, checked, or kDefaultPngDpi.
+int png_dpi(const FigureSettings& settings);
+
 /// The figure file formats, chosen by the output's extension (any case).
 enum class FigureFormat { svg, png, pdf };
 

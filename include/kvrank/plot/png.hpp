@@ -9,9 +9,6 @@
 
 namespace kvrank {
 
-/// The resolution of PNG figures unless told otherwise: print quality.
-inline constexpr int kDefaultPngDpi = 300;
-
 /// Renders `svg` as PNG (at `dpi` pixels per inch of the figure's size) or PDF (a page of the
 /// figure's size) into `output`; `format` must not be FigureFormat::svg. rsvg-convert is spawned
 /// with a fixed argument vector, never through a shell, and sees no file name: the SVG comes in

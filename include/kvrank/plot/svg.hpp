@@ -26,6 +26,10 @@ struct Panel {
   std::string source;  ///< the file the models came from, named in errors
 };
 
+/// `--panel-title`: titles[i] replaces the title of panels[i]. Throws kvrank::Error when there are
+/// more titles than panels.
+void apply_panel_titles(std::vector<Panel>& panels, const std::vector<std::string>& titles);
+
 /// Throws kvrank::Error for values too far apart to draw (naming the panel's source), and for a
 /// figure size too small for its panels. Any finite values and layer indices give a bounded
 /// figure.
@@ -37,6 +41,10 @@ std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions&
 enum class StepPlot { layers, mean, heatmap };
 
 StepPlot parse_step_plot(std::string_view text);
+
+/// The figures over training steps draw one result (its runs told apart by their labels): throws
+/// the usage error for `inputs` other than 1.
+void check_step_plot_inputs(std::size_t inputs);
 
 /// The models of `panel` grouped into runs (report/training_run.hpp) and ordered by step. Throws
 /// kvrank::Error naming the source when a model has no step (analyze it with --step, or from
