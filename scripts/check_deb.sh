@@ -6,6 +6,8 @@
 #   3. apt installs kvrank_*.deb there, resolving its Depends (from dpkg-shlibdeps); kvrank-dev's
 #      Depends must resolve too (apt --simulate: it would pull a compiler's worth of packages)
 #   4. `kvrank analyze data/tiny/*` inside the root must write the build tree's JSON byte for byte
+#   5. examples/erank builds against the files of kvrank-dev (unpacked here: its Depends, the
+#      compiler and the libraries, are this build machine's) and gives the command's numbers
 #   scripts/check_deb.sh [build]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -112,9 +114,35 @@ same_results() {
   echo "the installed .deb gives the build tree's results byte for byte (${#models[@]} models)" >&2
 }
 
+# The consumer example against kvrank-dev's own files: its kvrankConfig.cmake, headers and library
+# as the package installs them (under usr/ of the unpacked tree, as under /usr).
+development_package_builds_the_example() {
+  echo "-- examples/erank against the unpacked $(basename "$development_deb")" >&2
+  local unpacked=$work/dev consumer=$work/erank
+  rm -rf "$unpacked" "$consumer"
+  mkdir -p "$unpacked"
+  dpkg-deb -x "$development_deb" "$unpacked"
+  dpkg-deb -x "$runtime_deb" "$unpacked"
+  cmake -S examples/erank -B "$consumer" -DCMAKE_PREFIX_PATH="$(realpath "$unpacked")/usr" \
+    -DCMAKE_BUILD_TYPE=Release >"$work/erank.log" 2>&1 &&
+    cmake --build "$consumer" >>"$work/erank.log" 2>&1 ||
+    fail "examples/erank does not build against kvrank-dev; see $work/erank.log"
+  "$consumer/erank" data/tiny/mha >"$work/erank.txt"
+  "$build_dir/kvrank" analyze data/tiny/mha --format json -q -o "$work/mha.json"
+  python3 - "$work/erank.txt" "$work/mha.json" <<'CHECK' || fail "examples/erank's numbers differ from kvrank's"
+import json, sys
+printed = [line.split() for line in open(sys.argv[1])]
+layers = json.load(open(sys.argv[2]))["models"][0]["layers"]
+assert [int(p[0]) for p in printed] == [l["layer"] for l in layers], printed
+assert all(abs(float(p[1]) - l["erank"]) <= 1e-8 * l["erank"] for p, l in zip(printed, layers))
+CHECK
+  echo "examples/erank built against kvrank-dev gives the command's numbers" >&2
+}
+
 [[ -x $build_dir/kvrank ]] || fail "no $build_dir/kvrank; build first (scripts/build.sh $build_dir)"
 start=$SECONDS
 package
+development_package_builds_the_example
 fresh_root
 install_in_root
 same_results

@@ -3,6 +3,7 @@
 #   scripts/setup.sh          build and run kvrank (scripts/demo.sh)
 #   scripts/setup.sh --test   also what only the tests need (scripts/test.sh)
 #   scripts/setup.sh --train  also PyTorch (only for scripts/train_tiny.py)
+#   scripts/setup.sh --format only clang-format (scripts/test.sh format, CI's format job)
 set -euo pipefail
 
 # Building the command and the library, and running it.
@@ -27,6 +28,7 @@ packages=("${runtime_packages[@]}")
 case "${1:-}" in
   --test) packages+=("${test_packages[@]}") ;;
   --train) packages+=(python3-torch) ;;
+  --format) packages=(clang-format) ;;
 esac
 
 missing=()

@@ -11,7 +11,9 @@
 #   KVRANK_FUZZ_SECONDS=0 scripts/test.sh   # skip fuzzing (default 10 s per target: CI stays under 30 min)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --test
+# The format check alone needs clang-format only (CI's format job), every other step the test
+# packages.
+if [[ "$*" == format ]]; then scripts/setup.sh --format; else scripts/setup.sh --test; fi
 
 format() {
   echo "== format check" >&2

@@ -15,6 +15,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/memory_limit.hpp"
 #include "kvrank/base/text.hpp"
+#include "kvrank/base/version.hpp"
 #include "kvrank/layout/family.hpp"
 #include "kvrank/report/result_model.hpp"
 #include "terminal.hpp"
@@ -274,7 +275,7 @@ void refuse_empty_values(CLI::App& app) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kvrank — how many effectively different attention heads each layer has"};
-  app.set_version_flag("--version", std::string("kvrank ") + KVRANK_VERSION);
+  app.set_version_flag("--version", "kvrank " + std::string(kvrank::version()));
   app.require_subcommand(1);
   app.fallthrough();  // -q and -v also work after the subcommand
   bool quiet = false;

@@ -23,6 +23,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/usage.hpp"
+#include "kvrank/base/version.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/metric/compute.hpp"
 #include "kvrank/plot/figure_options.hpp"
@@ -276,7 +277,7 @@ void write_figure(const std::string& svg, const std::string& output,
 
 PYBIND11_MODULE(_kvrank, m) {
   m.doc() = "kvrank's C++ library (use the kvrank package, not this module)";
-  m.attr("__version__") = KVRANK_VERSION;
+  m.attr("__version__") = std::string(kvrank::version());
   py::register_exception<kvrank::Error>(m, "Error");
 
   py::class_<Results>(m, "Results")

@@ -101,8 +101,12 @@ void matmul_abt(const std::uint16_t* a, const std::uint16_t* b, float* dst, Inde
   const memory::desc a_desc({rows, depth}, memory::data_type::bf16, memory::dims{depth, 1});
   const memory::desc b_desc({depth, cols}, memory::data_type::bf16, memory::dims{1, depth});
   const memory::desc dst_desc({rows, cols}, memory::data_type::f32, memory::dims{ld, 1});
+#if DNNL_VERSION_MAJOR >= 3  // oneDNN 3 (Debian 13, Ubuntu 24.04) dropped the operation descriptor
+  const dnnl::matmul::primitive_desc descriptor(cpu_engine(), a_desc, b_desc, dst_desc);
+#else
   const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a_desc, b_desc, dst_desc),
                                                 cpu_engine());
+#endif
   // oneDNN takes non-const handles but does not write to the inputs.
   memory a_memory(a_desc, cpu_engine(), const_cast<std::uint16_t*>(a));
   memory b_memory(b_desc, cpu_engine(), const_cast<std::uint16_t*>(b));

@@ -9,6 +9,7 @@
 
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/version.hpp"
 
 namespace kvrank {
 
@@ -108,7 +109,7 @@ json to_json(const std::vector<ModelReport>& models, const ReportOptions& option
   for (const ModelReport& model : models) model_array.push_back(model_to_json(model, options));
   return {
       {"schema_version", kSchemaVersion},
-      {"tool", {{"name", "kvrank"}, {"version", KVRANK_VERSION}}},
+      {"tool", {{"name", "kvrank"}, {"version", version()}}},
       {"models", std::move(model_array)},
   };
 }

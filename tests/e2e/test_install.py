@@ -110,6 +110,9 @@ class InstallTest(harness.TestCase):
                 line = ";".join(item for item in links.group(1).split(";") if not link_only(item))
             leaked = [name for name in PRIVATE_DEPENDENCIES if name in line]
             self.assertEqual(leaked, [], f"{targets}: {line.strip()}")
+        # The version is a function (kvrank/base/version.hpp), not a definition in the consumer's
+        # flags.
+        self.assertNotIn("KVRANK_VERSION", text, f"{targets} defines KVRANK_VERSION for consumers")
 
     def test_find_package_consumer_matches_the_reference(self):
         compiler, flags = consumer_flags(self.cache)

@@ -8,6 +8,7 @@
 
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/version.hpp"
 #include "kvrank/report/result_files.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
@@ -246,9 +247,9 @@ TEST_CASE("merge: parts of another schema or kvrank version are refused", "[merg
   }
   SECTION("tool version") {
     second.document["tool"]["version"] = "99.0";
-    CHECK(merge_error({first, second}) ==
-          "b.json: written by kvrank 99.0, but a.json by kvrank " KVRANK_VERSION
-          ": merge parts written by one kvrank version");
+    CHECK(merge_error({first, second}) == "b.json: written by kvrank 99.0, but a.json by kvrank " +
+                                              std::string(version()) +
+                                              ": merge parts written by one kvrank version");
   }
   SECTION("no tool") {
     second.document.erase("tool");

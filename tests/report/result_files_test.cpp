@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/version.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 
@@ -135,7 +136,7 @@ TEST_CASE("to_json writes every key of the result schema", "[report]") {
   const json document = to_json(sample_reports());
   CHECK(keys_of(document) == std::set<std::string>{"schema_version", "tool", "models"});
   CHECK(document["schema_version"] == 2);
-  CHECK(document["tool"] == json({{"name", "kvrank"}, {"version", KVRANK_VERSION}}));
+  CHECK(document["tool"] == json({{"name", "kvrank"}, {"version", version()}}));
   const json& model = document["models"][0];
   CHECK(keys_of(model) == std::set<std::string>{"label", "path", "step", "source", "dtype",
                                                 "options", "family", "model_type", "variant",
