@@ -74,6 +74,19 @@ def close(a, b, rel=REL, abs_tol=ABS):
     return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_tol)
 
 
+def assert_both_references(assert_layers, model, ref_dir, from_checkpoint, where):
+    """kvrank's layers of one result model against both references: the writer's own per-head
+    factors (reference.py heads on REF_DIR/<repr>.npz) and the reference reading the checkpoint
+    itself (`from_checkpoint(repr)`, e.g. reference.cmd_llama). `assert_layers(got, want, where)`
+    is the test's comparison."""
+    import reference  # scripts/reference.py, on sys.path above
+    repr_name = model["repr"]
+    assert_layers(model["layers"], reference.cmd_heads(os.path.join(ref_dir, repr_name + ".npz")),
+                  where + " (writer factors)")
+    assert_layers(model["layers"], from_checkpoint(repr_name),
+                  where + " (reference reads the checkpoint)")
+
+
 def shared_fixture(name):
     """../shared/fixtures/<name>, or None where it is absent."""
     path = os.path.join(SHARED_FIXTURES, name)

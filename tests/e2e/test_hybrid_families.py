@@ -40,6 +40,30 @@ def analyze(*args):
     return result, (json.loads(result.stdout)["models"] if result.returncode == 0 else None)
 
 
+def assert_layers_select(test, out, layers, selected, attention_layers):
+    """--layers LAYERS reads the model's own layer numbers `selected`; layer 3, a Mamba layer in
+    every writer's model, is refused naming the attention layers."""
+    result, models = analyze(out, "--layers", layers)
+    test.assertEqual(result.returncode, 0, result.stderr)
+    test.assertEqual([layer["layer"] for layer in models[0]["layers"]], selected)
+    result, _ = analyze(out, "--layers", "3")
+    test.assertEqual(result.returncode, 2, result.stderr)
+    test.assertIn("--layers: layer 3 has no attention heads (the model's attention layers: "
+                  f"{attention_layers})", result.stderr)
+
+
+def assert_edit_refused(test, out, tensors, config, edit, needles):
+    """Rewrites the checkpoint `out` after edit(tensors, config): analyze must exit 2 with one line
+    on stderr holding every needle."""
+    edit(tensors, config)
+    writer.write_checkpoint(out, tensors, config, "F32")
+    result, _ = analyze(out)
+    test.assertEqual(result.returncode, 2, result.stderr)
+    test.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+    for needle in needles:
+        test.assertIn(needle, result.stderr)
+
+
 class HybridFamilies(unittest.TestCase):
     def assert_layers(self, got, want, where):
         self.assertEqual([g["layer"] for g in got], [w["layer"] for w in want], where)
@@ -64,10 +88,9 @@ class HybridFamilies(unittest.TestCase):
                                           model["kv_heads"], model["head_dim"], model["num_layers"]),
                                          ("llama", family, 4, 2, 6, 8), where)
                         self.assertEqual([layer["layer"] for layer in model["layers"]], attention)
-                        self.assert_layers(model["layers"], reference.cmd_heads(
-                            os.path.join(ref, model["repr"] + ".npz")), where + " (writer factors)")
-                        self.assert_layers(model["layers"], reference.cmd_llama(out, model["repr"]),
-                                           where + " (reference reads the checkpoint)")
+                        from_checkpoint = lambda r: reference.cmd_llama(out, r)  # noqa: E731
+                        harness.assert_both_references(self.assert_layers, model, ref,
+                                                       from_checkpoint, where)
                     checked += 1
         print(f"hybrids: {checked} family × dtype checkpoints match both references")
 
@@ -75,13 +98,7 @@ class HybridFamilies(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out, _, _, _, attention = write(tmp, "jamba", seed=3)
             self.assertEqual(attention, [2, 6])
-            result, models = analyze(out, "--layers", "6")
-            self.assertEqual(result.returncode, 0, result.stderr)
-            self.assertEqual([layer["layer"] for layer in models[0]["layers"]], [6])
-            result, _ = analyze(out, "--layers", "3")
-            self.assertEqual(result.returncode, 2, result.stderr)
-            self.assertIn("--layers: layer 3 has no attention heads (the model's attention layers: "
-                          "2,6)", result.stderr)
+            assert_layers_select(self, out, "6", [6], "2,6")
 
     def test_the_gate_rows_of_qwen3_next_are_not_read(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -101,13 +118,7 @@ class HybridFamilies(unittest.TestCase):
     def expect_error(self, family, edit, *needles):
         with tempfile.TemporaryDirectory() as tmp:
             out, _, tensors, config, _ = write(tmp, family, seed=5)
-            edit(tensors, config)
-            writer.write_checkpoint(out, tensors, config, "F32")
-            result, _ = analyze(out)
-            self.assertEqual(result.returncode, 2, result.stderr)
-            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
-            for needle in needles:
-                self.assertIn(needle, result.stderr)
+            assert_edit_refused(self, out, tensors, config, edit, needles)
 
     def test_a_config_that_disagrees_with_the_tensors_names_the_tensor(self):
         def call_layer_4_mamba(_, config):
@@ -180,10 +191,9 @@ class Zamba2(unittest.TestCase):
                                       model["kv_heads"], model["head_dim"], model["d_model"],
                                       model["num_layers"]),
                                      ("zamba2", "zamba2", 4, 4, 6, 24, 8), where)
-                    self.assert_layers(model["layers"], reference.cmd_heads(
-                        os.path.join(ref, model["repr"] + ".npz")), where + " (writer factors)")
-                    self.assert_layers(model["layers"], reference.cmd_zamba2(out, model["repr"]),
-                                       where + " (reference reads the checkpoint)")
+                    from_checkpoint = lambda r: reference.cmd_zamba2(out, r)  # noqa: E731
+                    harness.assert_both_references(self.assert_layers, model, ref,
+                                                   from_checkpoint, where)
 
     def test_tied_copies_under_later_layers_read_alike(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -197,13 +207,7 @@ class Zamba2(unittest.TestCase):
     def test_layers_selects_by_the_models_own_numbers(self):
         with tempfile.TemporaryDirectory() as tmp:
             out, _, _, _, _ = write_zamba2(tmp, 3)
-            result, models = analyze(out, "--layers", "6-7")
-            self.assertEqual(result.returncode, 0, result.stderr)
-            self.assertEqual([layer["layer"] for layer in models[0]["layers"]], [6, 7])
-            result, _ = analyze(out, "--layers", "3")
-            self.assertEqual(result.returncode, 2, result.stderr)
-            self.assertIn("--layers: layer 3 has no attention heads (the model's attention layers: "
-                          "2,4,6-7)", result.stderr)
+            assert_layers_select(self, out, "6-7", [6, 7], "2,4,6-7")
 
     def test_adapters_change_the_numbers(self):
         """Layers 2 and 6 share block 0: their numbers differ only through their adapters."""
@@ -233,13 +237,7 @@ class Zamba2(unittest.TestCase):
     def expect_error(self, edit, *needles):
         with tempfile.TemporaryDirectory() as tmp:
             out, _, tensors, config, _ = write_zamba2(tmp, 5)
-            edit(tensors, config)
-            writer.write_checkpoint(out, tensors, config, "F32")
-            result, _ = analyze(out)
-            self.assertEqual(result.returncode, 2, result.stderr)
-            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
-            for needle in needles:
-                self.assertIn(needle, result.stderr)
+            assert_edit_refused(self, out, tensors, config, edit, needles)
 
     def test_a_missing_tensor_is_named(self):
         block = "model.layers.{}.shared_transformer.self_attn."

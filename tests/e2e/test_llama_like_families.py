@@ -80,10 +80,9 @@ class ModernFamilies(unittest.TestCase):
                                           model["kv_heads"], model["head_dim"], model["d_model"],
                                           model["num_layers"]),
                                          ("llama", "gqa", 8, 4, 12, 32, 3), where)
-                        self.assert_layers(model["layers"], reference.cmd_heads(
-                            os.path.join(ref, model["repr"] + ".npz")), where + " (writer factors)")
-                        self.assert_layers(model["layers"], reference.cmd_llama(out, model["repr"]),
-                                           where + " (reference reads the checkpoint)")
+                        from_checkpoint = lambda r: reference.cmd_llama(out, r)  # noqa: E731
+                        harness.assert_both_references(self.assert_layers, model, ref,
+                                                       from_checkpoint, where)
                     checked += 1
         print(f"modern families: {checked} family × dtype checkpoints match both references")
 

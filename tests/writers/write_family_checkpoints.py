@@ -120,6 +120,17 @@ def write_safetensors_entries(path, entries):
 
 # ---- per-head matrices ---------------------------------------------------------------------------
 
+def save_reference_factors(ref_dir, layers):
+    """ref_dir/{qk,ov,k,v}.npz: each layer's per-head factors ("layer{i}.L", "layer{i}.R") as the
+    writer built them, for reference.py heads; `layers` maps a layer number to its matrices."""
+    os.makedirs(ref_dir, exist_ok=True)
+    for repr_name in ("qk", "ov", "k", "v"):
+        arrays = {}
+        for i, m in layers.items():
+            arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
+        np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
+
+
 def make_heads(rng, count, rows, cols, layer):
     """count matrices [rows, cols]; in layer l the first (l % 3) + 1 heads after head 0 are made
     close to head 0 (one of them an exact multiple), so erank is well below the head count."""
@@ -475,11 +486,7 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
                                                                head_dim, dtype)
             centred = MODERN[family]["qk_norm"] in ("heads", "per_head")  # LayerNorms
             norms[i], seen[i] = (q_stored, k_stored), m.with_gains(q_gain, k_gain, centred)
-    for repr_name in ("qk", "ov", "k", "v"):
-        arrays = {}
-        for i, m in enumerate(seen):
-            arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
-        np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
+    save_reference_factors(ref_dir, dict(enumerate(seen)))
 
     if family == "kvonly":  # NPY files of k_proj / v_proj only; no config, no queries
         for i, m in enumerate(per_layer):
@@ -566,12 +573,7 @@ def write_hybrid(family, out_dir, ref_dir, dtype="F32", seed=0, layers=8, heads=
     config.update(spec.get("config", {}))
     if family == "granitemoehybrid":
         config["layer_types"] = ["attention" if i in attention else "mamba" for i in range(layers)]
-    os.makedirs(ref_dir, exist_ok=True)
-    for repr_name in ("qk", "ov", "k", "v"):
-        arrays = {}
-        for i, m in seen.items():
-            arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
-        np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
+    save_reference_factors(ref_dir, seen)
     write_checkpoint(out_dir, tensors, config, dtype)
     return tensors, config, attention
 
@@ -667,12 +669,7 @@ def write_zamba2(out_dir, ref_dir, dtype="F32", seed=0, heads=4, hidden=12, rank
               "use_shared_attention_adapter": adapters, "use_shared_mlp_adapter": True,
               "adapter_rank": rank, "use_mem_rope": True, "intermediate_size": 4 * hidden,
               "mamba_expand": 2, "n_mamba_heads": 2}
-    os.makedirs(ref_dir, exist_ok=True)
-    for repr_name in ("qk", "ov", "k", "v"):
-        arrays = {}
-        for i, m in seen.items():
-            arrays[f"layer{i}.L"], arrays[f"layer{i}.R"] = m.factors(repr_name)
-        np.savez(os.path.join(ref_dir, f"{repr_name}.npz"), **arrays)
+    save_reference_factors(ref_dir, seen)
     write_checkpoint(out_dir, tensors, config, dtype)
     return tensors, config, hybrid
 
