@@ -5,7 +5,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -74,8 +73,7 @@ constexpr FormatExtension kFormatExtensions[] = {
 
 /// The format -o's extension names (.json, .csv, .tsv, .txt, in any case); nullopt for any other.
 std::optional<std::string> format_of_extension(const std::string& output) {
-  std::string extension = fs::path(output).extension().string();
-  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string extension = kvrank::ascii_lower(fs::path(output).extension().string());
   for (const auto& known : kFormatExtensions)
     if (extension == known.extension) return known.format;
   return std::nullopt;

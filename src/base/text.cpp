@@ -116,4 +116,10 @@ std::string excerpt(std::string_view text, std::size_t limit) {
   return out;
 }
 
+std::string ascii_lower(std::string text) {
+  for (char& c : text)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return text;
+}
+
 }  // namespace kvrank

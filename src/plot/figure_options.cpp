@@ -9,15 +9,10 @@
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
+#include "kvrank/base/text.hpp"
 
 namespace kvrank {
 namespace {
-
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 std::string_view trim_spaces(std::string_view text) {
   const std::size_t first = text.find_first_not_of(' ');
@@ -144,7 +139,7 @@ int png_dpi(const FigureSettings& settings) {
 }
 
 FigureFormat figure_format(const std::string& path) {
-  const std::string extension = lower(std::filesystem::path(path).extension().string());
+  const std::string extension = ascii_lower(std::filesystem::path(path).extension().string());
   if (extension == ".svg") return FigureFormat::svg;
   if (extension == ".png") return FigureFormat::png;
   if (extension == ".pdf") return FigureFormat::pdf;

@@ -87,5 +87,11 @@ TEST_CASE("excerpt quotes at most 60 bytes of a value, cut at a character bounda
   CHECK(excerpt(std::string(1000, '\x7f')).size() <= 60 + std::string("... (1000 bytes)").size());
 }
 
+TEST_CASE("ascii_lower lowers ASCII letters only", "[text]") {
+  CHECK(ascii_lower(".JSON") == ".json");
+  CHECK(ascii_lower("Out.Svg") == "out.svg");
+  CHECK(ascii_lower("\xC3\x89.PNG") == "\xC3\x89.png");  // UTF-8 bytes stay as they are
+}
+
 }  // namespace
 }  // namespace kvrank

@@ -43,4 +43,7 @@ inline constexpr std::size_t kExcerptBytes = 60;
 ///   excerpt(std::string(1000, 'a')) == std::string(60, 'a') + "... (1000 bytes)"
 std::string excerpt(std::string_view text, std::size_t limit = kExcerptBytes);
 
+/// `text` with ASCII letters in lower case (file extensions: ".JSON" names JSON too).
+std::string ascii_lower(std::string text);
+
 }  // namespace kvrank
