@@ -59,7 +59,7 @@ std::string name_of(const ActivationTensors& tensors, int layer, const char* whi
   return tensors.prefix + std::to_string(layer) + "." + which;
 }
 
-std::string shape_text(const CaptureShape& shape) {
+std::string capture_shape_text(const CaptureShape& shape) {
   return std::to_string(shape.tokens) + " tokens, " + std::to_string(shape.heads) + " heads of " +
          std::to_string(shape.head_dim);
 }
@@ -97,12 +97,13 @@ FactorSide capture_side(const Checkpoint& checkpoint, const ModelLayout& layout,
     throw Error(tensor.file, tensor.name,
                 "expected " + std::to_string(like->tokens) + " tokens and head_dim " +
                     std::to_string(like->head_dim) + " (as " + name_of(tensors, layer, "q") +
-                    "), found " + shape_text(shape) + " (shape " + tensor.shape_string() + ")");
+                    "), found " + capture_shape_text(shape) + " (shape " + tensor.shape_string() +
+                    ")");
   }
   if (shape.heads <= 0 || layout.heads % shape.heads != 0) {
     throw Error(tensor.file, tensor.name,
                 "expected a head count dividing the " + std::to_string(layout.heads) +
-                    " query heads, found " + shape_text(shape) + " (shape " +
+                    " query heads, found " + capture_shape_text(shape) + " (shape " +
                     tensor.shape_string() + ")");
   }
   return row_block_side(head_columns(tensor, shape), layout.heads, shape.head_dim,

@@ -33,6 +33,11 @@ std::optional<std::string> model_type_of(const Checkpoint& checkpoint);
 /// Whether the checkpoint is a GGUF file (its config was synthesized from GGUF metadata).
 bool is_gguf(const Checkpoint& checkpoint);
 
+/// "<prefix><layer>.self_attn.": where a layer's attention tensors are named (MLA, LRKV).
+inline std::string self_attn_prefix(const std::string& prefix, int layer) {
+  return prefix + std::to_string(layer) + ".self_attn.";
+}
+
 /// Throws kvrank::Error naming the tensor unless it is a [rows, cols] matrix.
 void check_matrix_shape(const TensorView& tensor, Index rows, Index cols, const std::string& why);
 

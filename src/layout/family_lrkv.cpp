@@ -25,7 +25,7 @@ namespace kvrank::detail {
 
 namespace {
 
-constexpr const char* kMarker = ".self_attn.k_lora_a.weight";
+constexpr const char* kLrkvMarker = ".self_attn.k_lora_a.weight";
 
 struct LrkvDims {
   std::string prefix;
@@ -34,10 +34,6 @@ struct LrkvDims {
   int rank = 0;
   int d_model = 0;
 };
-
-std::string attn_prefix(const std::string& prefix, int layer) {
-  return prefix + std::to_string(layer) + ".self_attn.";
-}
 
 std::string dims_text(const LrkvDims& dims) {
   return "from config: num_attention_heads " + std::to_string(dims.heads) + ", head_dim " +
@@ -49,7 +45,7 @@ std::string dims_text(const LrkvDims& dims) {
 // "k" or "v".
 FactorSide low_rank_side(const Checkpoint& checkpoint, const LrkvDims& dims, int layer,
                          const std::string& which) {
-  const std::string attn = attn_prefix(dims.prefix, layer);
+  const std::string attn = self_attn_prefix(dims.prefix, layer);
   const std::string why = dims_text(dims);
   const Index d_h = dims.head_dim;
   const Index r = dims.rank;
@@ -79,15 +75,15 @@ FactorSide low_rank_side(const Checkpoint& checkpoint, const LrkvDims& dims, int
 
 FactorSide query_side(const Checkpoint& checkpoint, const LrkvDims& dims, int layer) {
   return row_block_side(
-      load_dequantized(checkpoint, attn_prefix(dims.prefix, layer) + "q_proj.weight",
+      load_dequantized(checkpoint, self_attn_prefix(dims.prefix, layer) + "q_proj.weight",
                        Index{dims.heads} * dims.head_dim, dims.d_model, dims_text(dims)),
       dims.heads, dims.head_dim, 1);
 }
 
 FactorSide output_side(const Checkpoint& checkpoint, const LrkvDims& dims, int layer) {
   return column_block_side(
-      load_dequantized(checkpoint, attn_prefix(dims.prefix, layer) + "o_proj.weight", dims.d_model,
-                       Index{dims.heads} * dims.head_dim, dims_text(dims)),
+      load_dequantized(checkpoint, self_attn_prefix(dims.prefix, layer) + "o_proj.weight",
+                       dims.d_model, Index{dims.heads} * dims.head_dim, dims_text(dims)),
       dims.heads, dims.head_dim);
 }
 
@@ -114,17 +110,17 @@ int divide(const TensorView& tensor, int total, int parts, const std::string& wh
 
 bool is_lrkv(const Checkpoint& checkpoint) {
   if (config_string(checkpoint, "attention_variant") == "lrkv") return true;
-  return scan_layers(checkpoint, kMarker).count > 0;
+  return scan_layers(checkpoint, kLrkvMarker).count > 0;
 }
 
 ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  const LayerScan scan = scan_layers(checkpoint, kMarker);
+  const LayerScan scan = scan_layers(checkpoint, kLrkvMarker);
   if (scan.count == 0) {
     throw Error(checkpoint.path().string(),
                 "LRKV checkpoint without low-rank key tensors: expected names like "
                 "model.layers.0.self_attn.k_lora_a.weight");
   }
-  const std::string attn = attn_prefix(scan.prefix, 0);
+  const std::string attn = self_attn_prefix(scan.prefix, 0);
   const TensorView& k_shared = checkpoint.at(attn + "k_shared_proj.weight");
   const TensorView& k_lora_a = checkpoint.at(attn + "k_lora_a.weight");
   const TensorView& k_lora_b = checkpoint.at(attn + "k_lora_b.weight");
@@ -163,7 +159,7 @@ ModelLayout detect_lrkv(const Checkpoint& checkpoint, const LayoutOverrides& ove
   layout.d_model = dims.d_model;
   layout.num_layers =
       checked_layer_count(checkpoint, scan.count, config_int(checkpoint, "num_hidden_layers"),
-                          scan.prefix + std::to_string(scan.count) + kMarker);
+                          scan.prefix + std::to_string(scan.count) + kLrkvMarker);
   layout.lrkv_rank = dims.rank;
   layout.has_queries = checkpoint.find(attn + "q_proj.weight") != nullptr;
   layout.has_outputs = checkpoint.find(attn + "o_proj.weight") != nullptr;
@@ -202,7 +198,7 @@ HeadFactors lrkv_factors(const Checkpoint& checkpoint, const ModelLayout& layout
 }
 
 std::vector<std::string> lrkv_tensor_names(const LrkvTensors& tensors, int layer) {
-  const std::string attn = attn_prefix(tensors.prefix, layer);
+  const std::string attn = self_attn_prefix(tensors.prefix, layer);
   std::vector<std::string> names;
   for (const char* weight : {"q_proj", "o_proj", "k_shared_proj", "v_shared_proj", "k_lora_a",
                              "k_lora_b", "v_lora_a", "v_lora_b"}) {

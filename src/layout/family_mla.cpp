@@ -29,7 +29,7 @@ namespace kvrank::detail {
 
 namespace {
 
-constexpr const char* kMarker = ".self_attn.kv_a_proj_with_mqa.weight";
+constexpr const char* kMlaMarker = ".self_attn.kv_a_proj_with_mqa.weight";
 
 struct MlaDims {
   std::string prefix;
@@ -41,10 +41,6 @@ struct MlaDims {
   int v_dim = 0;
   int d_model = 0;
 };
-
-std::string attn_prefix(const std::string& prefix, int layer) {
-  return prefix + std::to_string(layer) + ".self_attn.";
-}
 
 MlaDims dims_of(const ModelLayout& layout, const MlaTensors& tensors) {
   MlaDims dims;
@@ -97,7 +93,7 @@ std::string dims_text(const MlaDims& dims) {
 
 // Rows [diag(γ_kv)·kv_a[:c]; kv_a[c:]] — the latent (and rope) basis both K and V live in.
 FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
-  const std::string attn = attn_prefix(dims.prefix, layer);
+  const std::string attn = self_attn_prefix(dims.prefix, layer);
   const std::string why = dims_text(dims);
   const RowMatrixF kv_a = load_dequantized(checkpoint, attn + "kv_a_proj_with_mqa.weight",
                                            dims.kv_lora + dims.rope, dims.d_model, why);
@@ -105,7 +101,7 @@ FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int l
 }
 
 RowMatrixF load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
-  return load_dequantized(checkpoint, attn_prefix(dims.prefix, layer) + "kv_b_proj.weight",
+  return load_dequantized(checkpoint, self_attn_prefix(dims.prefix, layer) + "kv_b_proj.weight",
                           Index{dims.heads} * (dims.nope + dims.v_dim), dims.kv_lora,
                           dims_text(dims));
 }
@@ -145,7 +141,7 @@ FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
 
 // Queries: row blocks of q_proj, or with q_lora C_h = q_b_hᵀ on the basis diag(γ_q)·q_a.
 FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
-  const std::string attn = attn_prefix(dims.prefix, layer);
+  const std::string attn = self_attn_prefix(dims.prefix, layer);
   const std::string why = dims_text(dims);
   const Index head_cols = dims.nope + dims.rope;
   const Index rows = Index{dims.heads} * head_cols;
@@ -172,8 +168,8 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
 
 FactorSide output_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
   return column_block_side(
-      load_dequantized(checkpoint, attn_prefix(dims.prefix, layer) + "o_proj.weight", dims.d_model,
-                       Index{dims.heads} * dims.v_dim, dims_text(dims)),
+      load_dequantized(checkpoint, self_attn_prefix(dims.prefix, layer) + "o_proj.weight",
+                       dims.d_model, Index{dims.heads} * dims.v_dim, dims_text(dims)),
       dims.heads, dims.v_dim);
 }
 
@@ -194,17 +190,17 @@ bool is_mla(const Checkpoint& checkpoint) {
   const ModelTypeInfo* row = model_type ? model_type_named(*model_type) : nullptr;
   if (row && family_variant(row->family) == Variant::mla) return true;
   if (config_int(checkpoint, "kv_lora_rank")) return true;
-  return scan_layers(checkpoint, kMarker).count > 0;
+  return scan_layers(checkpoint, kMlaMarker).count > 0;
 }
 
 ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  const LayerScan scan = scan_layers(checkpoint, kMarker);
+  const LayerScan scan = scan_layers(checkpoint, kMlaMarker);
   if (scan.count == 0) {
     throw Error(checkpoint.path().string(),
                 "MLA checkpoint without attention tensors: expected names like "
                 "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
   }
-  const std::string attn = attn_prefix(scan.prefix, 0);
+  const std::string attn = self_attn_prefix(scan.prefix, 0);
   const TensorView& kv_a = checkpoint.at(attn + "kv_a_proj_with_mqa.weight");
   const TensorView* q_proj = checkpoint.find(attn + "q_proj.weight");
   const TensorView* q_a = checkpoint.find(attn + "q_a_proj.weight");
@@ -269,7 +265,7 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
   // num_hidden_layers decoder layers; they are left out.
   layout.num_layers =
       checked_layer_count(checkpoint, scan.count, config_int(checkpoint, "num_hidden_layers"),
-                          scan.prefix + std::to_string(scan.count) + kMarker,
+                          scan.prefix + std::to_string(scan.count) + kMlaMarker,
                           config_int(checkpoint, "num_nextn_predict_layers").value_or(0));
   layout.mla_kv_lora_rank = dims.kv_lora;
   layout.has_queries = q_proj || q_a || q_b;
@@ -305,7 +301,7 @@ HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
 }
 
 std::vector<std::string> mla_tensor_names(const MlaTensors& tensors, int layer) {
-  const std::string attn = attn_prefix(tensors.prefix, layer);
+  const std::string attn = self_attn_prefix(tensors.prefix, layer);
   std::vector<std::string> names;
   for (const char* weight :
        {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}) {

@@ -30,7 +30,7 @@ namespace kvrank::detail {
 namespace {
 
 constexpr const char* kBlock = ".shared_transformer.self_attn.";
-constexpr const char* kMarker = ".shared_transformer.self_attn.q_proj.weight";
+constexpr const char* kZamba2Marker = ".shared_transformer.self_attn.q_proj.weight";
 
 /// The k of hybrid layer `layer`: its position among the attention layers (transformers' layer_dic
 /// over hybrid_layer_ids), which picks its block (k % blocks) and its adapters.
@@ -168,7 +168,7 @@ void set_geometry(const Checkpoint& checkpoint, const LayoutOverrides& overrides
 void check_no_block_outside(const Checkpoint& checkpoint, const ModelLayout& layout,
                             const std::string& prefix) {
   for (const TensorView& tensor : checkpoint.tensors()) {
-    const std::optional<int> layer = template_layer(tensor, prefix, kMarker);
+    const std::optional<int> layer = template_layer(tensor, prefix, kZamba2Marker);
     if (layer && !has_attention(layout, *layer))
       throw Error(checkpoint.path().string(), tensor.name,
                   "layer " + std::to_string(*layer) + " is no hybrid layer (layers_block_type in " +
@@ -178,10 +178,12 @@ void check_no_block_outside(const Checkpoint& checkpoint, const ModelLayout& lay
 
 }  // namespace
 
-bool is_zamba2(const Checkpoint& checkpoint) { return scan_layers(checkpoint, kMarker).count > 0; }
+bool is_zamba2(const Checkpoint& checkpoint) {
+  return scan_layers(checkpoint, kZamba2Marker).count > 0;
+}
 
 ModelLayout detect_zamba2(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  const LayerScan scan = scan_layers(checkpoint, kMarker);
+  const LayerScan scan = scan_layers(checkpoint, kZamba2Marker);
   if (scan.count == 0)
     throw Error(checkpoint.path().string(),
                 "Zamba 2 checkpoint without shared attention blocks: expected names like "

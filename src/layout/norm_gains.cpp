@@ -32,7 +32,7 @@
 namespace kvrank {
 namespace {
 
-std::string shape_text(Index size) { return "[" + std::to_string(size) + "]"; }
+std::string vector_shape_text(Index size) { return "[" + std::to_string(size) + "]"; }
 
 constexpr const char* kInputGainWhy = "the pre-attention norm: one gain per hidden unit";
 
@@ -44,9 +44,9 @@ const TensorView& check_gain_shape(const Checkpoint& checkpoint, const std::stri
                                    Index size, const std::string& why) {
   const TensorView& tensor = checkpoint.at(name);
   if (tensor.shape.size() != 1 || tensor.shape[0] != size) {
-    throw Error(
-        tensor.file, name,
-        "expected shape " + shape_text(size) + " (" + why + "), found " + tensor.shape_string());
+    throw Error(tensor.file, name,
+                "expected shape " + vector_shape_text(size) + " (" + why + "), found " +
+                    tensor.shape_string());
   }
   return tensor;
 }
@@ -121,9 +121,9 @@ std::vector<float> applied_gain(std::vector<float> stored, NormGain rule) {
 
 /// Why a QK-norm gain has the shapes it may have, for shape errors.
 std::string qk_gain_reason(int count, Index head_dim, const char* heads_word) {
-  return "one gain per head dimension shared by all heads, " + shape_text(head_dim) +
+  return "one gain per head dimension shared by all heads, " + vector_shape_text(head_dim) +
          ", or one per row of the projection, " + std::to_string(count) + " " + heads_word +
-         " × head_dim " + std::to_string(head_dim) + " = " + shape_text(count * head_dim);
+         " × head_dim " + std::to_string(head_dim) + " = " + vector_shape_text(count * head_dim);
 }
 
 /// A QK-norm gain of one tensor: [head_dim] or [count·head_dim]; a LayerNorm's may also be
@@ -140,9 +140,10 @@ void check_qk_gain_shape(const TensorView& tensor, int count, Index head_dim,
           ? ", or [" + std::to_string(count) + ", " + std::to_string(head_dim) + "] (per head)"
           : "";
   throw Error(tensor.file, tensor.name,
-              "expected shape " + shape_text(head_dim) + " or " + shape_text(count * head_dim) +
-                  " (" + qk_gain_reason(count, head_dim, heads_word) + ")" + per_head_text +
-                  ", found " + tensor.shape_string());
+              "expected shape " + vector_shape_text(head_dim) + " or " +
+                  vector_shape_text(count * head_dim) + " (" +
+                  qk_gain_reason(count, head_dim, heads_word) + ")" + per_head_text + ", found " +
+                  tensor.shape_string());
 }
 
 constexpr std::string_view kHeadSlot = "{h}";

@@ -65,7 +65,7 @@ std::uint32_t bits_of(float value) noexcept { return std::bit_cast<std::uint32_t
 constexpr Index kTile = 256;
 
 /// Whether a loop over `count` floats is worth a parallel region (as diversity.cpp's rule).
-bool worth_threads(Index count) { return count >= (Index(1) << 20); }
+bool long_enough_for_threads(Index count) { return count >= (Index(1) << 20); }
 
 /// The high halves of `rows` into `out` (row-major, same shape); false when some value has a
 /// non-zero low half (not a bf16), in which case `out` holds garbage. A float32 basis is usually
@@ -78,7 +78,7 @@ bool pack_bf16(const RowMatrixF& rows, std::vector<std::uint16_t>& out) {
   if (low != 0) return false;
   out.resize(static_cast<std::size_t>(count));
   std::uint16_t* packed = out.data();
-#pragma omp parallel for reduction(| : low) schedule(static) if (worth_threads(count))
+#pragma omp parallel for reduction(| : low) schedule(static) if (long_enough_for_threads(count))
   for (Index i = 0; i < count; ++i) {
     const std::uint32_t bits = bits_of(in[i]);
     low |= bits & kLowHalf;
