@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/heap.hpp"
 #include "kvrank/base/memory_limit.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/base/version.hpp"
@@ -274,6 +275,7 @@ void refuse_empty_values(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kvrank::reuse_freed_memory();  // layer after layer, the same large buffers (heap.hpp)
   CLI::App app{"kvrank — how many effectively different attention heads each layer has"};
   app.set_version_flag("--version", "kvrank " + std::string(kvrank::version()));
   app.require_subcommand(1);

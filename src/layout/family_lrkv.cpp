@@ -65,8 +65,7 @@ FactorSide low_rank_side(const Checkpoint& checkpoint, const LrkvDims& dims, int
   for (Index h = 0; h < heads; ++h) {
     std::vector<CoeffBlock> blocks{CoeffBlock::identity(0, d_h)};
     if (r > 0) {
-      blocks.push_back(
-          {d_h + h * r, 0, lora_b.middleRows(h * d_h, d_h).transpose().cast<double>(), 0});
+      blocks.push_back(CoeffBlock::dense(d_h + h * r, 0, lora_b.middleRows(h * d_h, d_h)));
     }
     side.heads.push_back(std::move(blocks));
   }

@@ -106,6 +106,14 @@ RowMatrixF load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int laye
                           dims_text(dims));
 }
 
+// A head whose coefficients are one dense block from basis row 0, given as the projection's rows
+// (its transpose). Moved in: a braced list would copy it (its elements are const).
+std::vector<CoeffBlock> single_block(RowMatrixF rows) {
+  std::vector<CoeffBlock> blocks;
+  blocks.push_back(CoeffBlock::dense(0, 0, std::move(rows)));
+  return blocks;
+}
+
 // Effective keys: C_h = kv_b_h,Kᵀ on the latent rows, identity on the rope rows.
 FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
   const RowMatrixF kv_b = load_kv_b(checkpoint, dims, layer);
@@ -116,7 +124,7 @@ FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer
     std::vector<CoeffBlock> blocks;
     if (dims.nope > 0) {
       const Index first = Index{h} * (dims.nope + dims.v_dim);
-      blocks.push_back({0, 0, kv_b.middleRows(first, dims.nope).transpose().cast<double>(), 0});
+      blocks.push_back(CoeffBlock::dense(0, 0, kv_b.middleRows(first, dims.nope)));
     }
     if (dims.rope > 0) blocks.push_back(CoeffBlock::identity(dims.kv_lora, dims.rope, dims.nope));
     side.heads.push_back(std::move(blocks));
@@ -133,8 +141,7 @@ FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
   side.head_cols = dims.v_dim;
   for (int h = 0; h < dims.heads; ++h) {
     const Index first = Index{h} * (dims.nope + dims.v_dim) + dims.nope;
-    side.heads.push_back(
-        {CoeffBlock{0, 0, kv_b.middleRows(first, dims.v_dim).transpose().cast<double>(), 0}});
+    side.heads.push_back(single_block(kv_b.middleRows(first, dims.v_dim)));
   }
   return side;
 }
@@ -160,8 +167,7 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
                       load_gain(checkpoint, attn + "q_a_layernorm.weight", dims.q_lora, lora_why)));
   side.head_cols = head_cols;
   for (int h = 0; h < dims.heads; ++h) {
-    side.heads.push_back(
-        {CoeffBlock{0, 0, q_b.middleRows(h * head_cols, head_cols).transpose().cast<double>(), 0}});
+    side.heads.push_back(single_block(q_b.middleRows(h * head_cols, head_cols)));
   }
   return side;
 }

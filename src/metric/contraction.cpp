@@ -46,7 +46,7 @@ constexpr double kMaxCoordinateFloats = 2e9;
 
 /// The basis row of a head that is one identity block covering all its columns, −1 otherwise.
 Index simple_row(const std::vector<CoeffBlock>& blocks, Index head_cols) {
-  if (blocks.size() == 1 && blocks[0].block.size() == 0 && blocks[0].head_col == 0 &&
+  if (blocks.size() == 1 && blocks[0].is_identity() && blocks[0].head_col == 0 &&
       blocks[0].identity_size == head_cols) {
     return blocks[0].basis_row;
   }
@@ -76,8 +76,8 @@ double pairwise_side_cost(const FactorSide& side) {
     for (const CoeffBlock& block : blocks) {
       const double rows = static_cast<double>(block.rows());
       const double cols = static_cast<double>(block.cols());
-      per_pair += kDoubleWeight * (block.block.size() ? cols * rows * k : rows * k);
-      gc += kDoubleWeight * (block.block.size() ? m * rows * cols : m * cols);
+      per_pair += kDoubleWeight * (block.is_identity() ? rows * k : cols * rows * k);
+      gc += kDoubleWeight * (block.is_identity() ? m * cols : m * rows * cols);
     }
   }
   return sq(m) * n / 2 + gc + heads * (heads + 1) / 2 * per_pair / std::max(heads, 1.0);
@@ -95,7 +95,7 @@ double coordinate_cost(const FactorSide& side, Coordinates how) {
       const double cols = static_cast<double>(block.cols());
       const double width =
           how == Coordinates::raw ? n : static_cast<double>(block.basis_row) + rows / 2;
-      cost += block.block.size() ? cols * rows * width : cols * (how == Coordinates::raw ? n : m);
+      cost += block.is_identity() ? cols * (how == Coordinates::raw ? n : m) : cols * rows * width;
     }
   }
   return cost;
@@ -185,11 +185,11 @@ class SideCoordinates {
     float* out = storage_.data() + (h * k_ + block.head_col) * ld_;
     const Index first = block.basis_row;
     const Index count = block.rows();
-    if (block.block.size() == 0) {
+    if (block.is_identity()) {
       StridedMapF(out, count, dim_, Eigen::OuterStride<>(ld_)) += rows.middleRows(first, count);
       return;
     }
-    const RowMatrixF coeffs_t = block.block.transpose().cast<float>();  // cols × count
+    const RowMatrixF& coeffs_t = block.transposed;  // cols × count
     const Index cols = coeffs_t.rows();
     if (!lower) {
       gemm(false, cols, dim_, count, coeffs_t.data(), count, rows.data() + first * ld_, ld_, 1.0f,

@@ -136,7 +136,7 @@ class SideGram {
     gc_.resize(heads);
     for (Index h = 0; h < heads; ++h) {
       const auto& blocks = side.heads[h];
-      if (blocks.size() == 1 && blocks[0].block.size() == 0 && blocks[0].head_col == 0 &&
+      if (blocks.size() == 1 && blocks[0].is_identity() && blocks[0].head_col == 0 &&
           blocks[0].identity_size == k_) {
         simple_row_[h] = blocks[0].basis_row;
       }
@@ -159,10 +159,11 @@ class SideGram {
     MatrixD out = MatrixD::Zero(k_, k_);
     for (const CoeffBlock& block : side_.heads[i]) {
       const MatrixD rows = gc_rows(j, block.basis_row, block.rows());
-      if (block.block.size() == 0) {
+      if (block.is_identity()) {
         out.middleRows(block.head_col, block.rows()) += rows;
       } else {
-        out.middleRows(block.head_col, block.cols()).noalias() += block.block.transpose() * rows;
+        out.middleRows(block.head_col, block.cols()).noalias() +=
+            block.transposed.cast<double>() * rows;
       }
     }
     return out;
@@ -174,10 +175,11 @@ class SideGram {
     MatrixD out = MatrixD::Zero(gram_.rows(), k_);
     for (const CoeffBlock& block : blocks) {
       const auto columns = gram_.middleCols(block.basis_row, block.rows()).cast<double>();
-      if (block.block.size() == 0) {
+      if (block.is_identity()) {
         out.middleCols(block.head_col, block.cols()) += columns;
       } else {
-        out.middleCols(block.head_col, block.cols()).noalias() += columns * block.block;
+        out.middleCols(block.head_col, block.cols()).noalias() +=
+            columns * block.transposed.transpose().cast<double>();
       }
     }
     return out;

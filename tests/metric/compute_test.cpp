@@ -42,7 +42,7 @@ HeadFactors latent_factors(Index heads, Index latent, Index d, Index k, std::mt1
     for (Index h = 0; h < heads; ++h) {
       MatrixD block(latent, k);
       for (Index i = 0; i < block.size(); ++i) block.data()[i] = normal(rng);
-      out.heads.push_back({CoeffBlock{0, 0, block, 0}});
+      out.heads.push_back({CoeffBlock::dense(0, 0, block.transpose().cast<float>())});
     }
     return out;
   };

@@ -64,7 +64,8 @@ Heads explicit_heads(const FactorSide& side) {
   for (const auto& blocks : side.heads) {
     MatrixD l = MatrixD::Zero(side.basis.cols(), side.head_cols);
     for (const CoeffBlock& b : blocks) {
-      MatrixD coeff = b.block.size() ? b.block : MatrixD::Identity(b.rows(), b.cols());
+      const MatrixD coeff = b.is_identity() ? MatrixD(MatrixD::Identity(b.rows(), b.cols()))
+                                            : MatrixD(b.transposed.transpose().cast<double>());
       l.middleCols(b.head_col, b.cols()) += basis_t.middleCols(b.basis_row, b.rows()) * coeff;
     }
     out.push_back(l);
@@ -234,7 +235,7 @@ TEST_CASE("rank-one heads have head_erank 1", "[diversity]") {
   HeadFactors f;
   f.left.basis = u;
   f.left.head_cols = k;
-  f.left.heads.push_back({CoeffBlock{0, 0, v.cast<double>(), 0}});
+  f.left.heads.push_back({CoeffBlock::dense(0, 0, v.transpose())});
   f.right.basis = integer_rows(k, d, rng);
   f.right.head_cols = k;
   f.right.heads.push_back({CoeffBlock::identity(0, k)});
@@ -373,9 +374,9 @@ namespace {
 /// column offset.
 HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937& rng) {
   std::normal_distribution<double> normal;
-  auto random_block = [&](Index rows, Index cols) {
-    MatrixD m(rows, cols);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+  auto random_block = [&](Index rows, Index cols) {  // its transpose, as CoeffBlock keeps it
+    RowMatrixF m(cols, rows);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<float>(normal(rng));
     return m;
   };
   HeadFactors f;
@@ -384,7 +385,7 @@ HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937&
   f.left.head_cols = k;
   for (Index h = 0; h < heads; ++h) {
     f.left.heads.push_back(
-        {CoeffBlock::identity(0, k), CoeffBlock{k + h * r, 0, random_block(r, k), 0}});
+        {CoeffBlock::identity(0, k), CoeffBlock::dense(k + h * r, 0, random_block(r, k))});
   }
   // Right (MLA key side): latent rows, C_h = dense (latent × (k-2)) at column 0 + identity on two
   // shared rope rows at column k-2.
@@ -392,8 +393,8 @@ HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937&
   f.right.basis = uniform_rows(latent + 2, d, rng);
   f.right.head_cols = k;
   for (Index h = 0; h < heads; ++h) {
-    f.right.heads.push_back(
-        {CoeffBlock{0, 0, random_block(latent, k - 2), 0}, CoeffBlock::identity(latent, 2, k - 2)});
+    f.right.heads.push_back({CoeffBlock::dense(0, 0, random_block(latent, k - 2)),
+                             CoeffBlock::identity(latent, 2, k - 2)});
   }
   return f;
 }
@@ -526,7 +527,7 @@ TEST_CASE("the contraction is chosen for latent heads and not for plain slices",
     for (int h = 0; h < 16; ++h) {
       MatrixD block(128, 32);
       for (Index i = 0; i < block.size(); ++i) block.data()[i] = normal(rng);
-      side->heads.push_back({CoeffBlock{0, 0, block, 0}});
+      side->heads.push_back({CoeffBlock::dense(0, 0, block.transpose().cast<float>())});
     }
   }
   CHECK(detail::choose_contraction(f, Contraction::automatic).has_value());

@@ -355,7 +355,7 @@ TEST_CASE("gram backend: layer metrics agree between onednn-f32 and f32 to 1e-6"
     for (int h = 0; h < 12; ++h) {
       MatrixD block(96, 24);
       for (Index i = 0; i < block.size(); ++i) block.data()[i] = normal(rng);
-      side->heads.push_back({CoeffBlock{0, 0, block, 0}});
+      side->heads.push_back({CoeffBlock::dense(0, 0, block.transpose().cast<float>())});
     }
   }
   const HeadFactors dense = bf16_layer(rng);

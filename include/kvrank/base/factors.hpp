@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "kvrank/base/eigen.hpp"
@@ -26,18 +27,26 @@
 namespace kvrank {
 
 /// One block of a sparse coefficient matrix C_h: rows [basis_row, basis_row + rows) and columns
-/// [head_col, head_col + cols) of C_h hold `block` — or the identity when `block` is empty (then
-/// rows == cols == `identity_size`).
+/// [head_col, head_col + cols) of C_h hold a dense block — or the identity when `transposed` is
+/// empty (then rows == cols == `identity_size`). A dense block is stored transposed and in float32,
+/// the way checkpoints hold it: row j of `transposed` is head column j's coefficients over the
+/// basis rows, e.g. query head h's rows of DeepSeek's q_b_proj as they are — no per-head
+/// conversion.
 struct CoeffBlock {
   Index basis_row = 0;
   Index head_col = 0;
-  MatrixD block;            ///< rows × cols; empty means identity
-  Index identity_size = 0;  ///< used when block is empty
+  RowMatrixF transposed;    ///< cols × rows (the block's transpose); empty means identity
+  Index identity_size = 0;  ///< used when `transposed` is empty
 
-  Index rows() const noexcept { return block.size() ? block.rows() : identity_size; }
-  Index cols() const noexcept { return block.size() ? block.cols() : identity_size; }
+  Index rows() const noexcept { return transposed.size() ? transposed.cols() : identity_size; }
+  Index cols() const noexcept { return transposed.size() ? transposed.rows() : identity_size; }
+  bool is_identity() const noexcept { return transposed.size() == 0; }
   static CoeffBlock identity(Index basis_row, Index size, Index head_col = 0) {
-    return {basis_row, head_col, MatrixD(), size};
+    return {basis_row, head_col, RowMatrixF(), size};
+  }
+  /// A dense block given by its transpose (cols × rows).
+  static CoeffBlock dense(Index basis_row, Index head_col, RowMatrixF transposed) {
+    return {basis_row, head_col, std::move(transposed), 0};
   }
 };
 
