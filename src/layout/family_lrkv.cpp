@@ -12,6 +12,7 @@
 // Config: "attention_variant": "lrkv" and "lrkv_rank" (inferred from k_lora_a when absent);
 // num_attention_heads, hidden_size and head_dim are inferred from the tensors when absent.
 // Reported: variant "lrkv", kv_heads = H (each head has its own effective key), lrkv_rank = r.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,8 +55,8 @@ FactorSide low_rank_side(const Checkpoint& checkpoint, const LrkvDims& dims, int
       load_dequantized(checkpoint, attn + which + "_shared_proj.weight", d_h, dims.d_model, why);
   const RowMatrixF lora_a =
       load_dequantized(checkpoint, attn + which + "_lora_a.weight", heads * r, dims.d_model, why);
-  const RowMatrixF lora_b =
-      load_dequantized(checkpoint, attn + which + "_lora_b.weight", heads * d_h, r, why);
+  const auto lora_b = std::make_shared<const RowMatrixF>(
+      load_dequantized(checkpoint, attn + which + "_lora_b.weight", heads * d_h, r, why));
 
   FactorSide side;
   side.basis.resize(d_h + heads * r, dims.d_model);
@@ -65,7 +66,7 @@ FactorSide low_rank_side(const Checkpoint& checkpoint, const LrkvDims& dims, int
   for (Index h = 0; h < heads; ++h) {
     std::vector<CoeffBlock> blocks{CoeffBlock::identity(0, d_h)};
     if (r > 0) {
-      blocks.push_back(CoeffBlock::dense(d_h + h * r, 0, lora_b.middleRows(h * d_h, d_h)));
+      blocks.push_back(CoeffBlock::rows_of(lora_b, h * d_h, d_h, d_h + h * r));
     }
     side.heads.push_back(std::move(blocks));
   }

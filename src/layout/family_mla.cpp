@@ -16,6 +16,7 @@
 //
 // Reported geometry: heads = kv_heads = H (every head has its own effective key and value, even
 // though one latent per token is cached — mla_kv_lora_rank reports that), head_dim = n + r.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,23 +101,23 @@ FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int l
   return fold_gain(kv_a, load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why));
 }
 
-RowMatrixF load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
-  return load_dequantized(checkpoint, self_attn_prefix(dims.prefix, layer) + "kv_b_proj.weight",
-                          Index{dims.heads} * (dims.nope + dims.v_dim), dims.kv_lora,
-                          dims_text(dims));
+using SharedRows = std::shared_ptr<const RowMatrixF>;
+
+// A head whose coefficients are one dense block from basis row 0: rows [first, first + count) of
+// the projection, shared by all heads (CoeffBlock::rows_of: not copied).
+std::vector<CoeffBlock> single_block(const SharedRows& projection, Index first, Index count) {
+  return {CoeffBlock::rows_of(projection, first, count, 0)};
 }
 
-// A head whose coefficients are one dense block from basis row 0, given as the projection's rows
-// (its transpose). Moved in: a braced list would copy it (its elements are const).
-std::vector<CoeffBlock> single_block(RowMatrixF rows) {
-  std::vector<CoeffBlock> blocks;
-  blocks.push_back(CoeffBlock::dense(0, 0, std::move(rows)));
-  return blocks;
+SharedRows load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
+  return std::make_shared<const RowMatrixF>(load_dequantized(
+      checkpoint, self_attn_prefix(dims.prefix, layer) + "kv_b_proj.weight",
+      Index{dims.heads} * (dims.nope + dims.v_dim), dims.kv_lora, dims_text(dims)));
 }
 
 // Effective keys: C_h = kv_b_h,Kᵀ on the latent rows, identity on the rope rows.
 FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
-  const RowMatrixF kv_b = load_kv_b(checkpoint, dims, layer);
+  const SharedRows kv_b = load_kv_b(checkpoint, dims, layer);
   FactorSide side;
   set_basis(side, latent_basis(checkpoint, dims, layer));
   side.head_cols = dims.nope + dims.rope;
@@ -124,7 +125,7 @@ FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer
     std::vector<CoeffBlock> blocks;
     if (dims.nope > 0) {
       const Index first = Index{h} * (dims.nope + dims.v_dim);
-      blocks.push_back(CoeffBlock::dense(0, 0, kv_b.middleRows(first, dims.nope)));
+      blocks.push_back(CoeffBlock::rows_of(kv_b, first, dims.nope, 0));
     }
     if (dims.rope > 0) blocks.push_back(CoeffBlock::identity(dims.kv_lora, dims.rope, dims.nope));
     side.heads.push_back(std::move(blocks));
@@ -134,14 +135,14 @@ FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer
 
 // Effective values: C_h = kv_b_h,Vᵀ on the latent rows (the rope rows carry no value).
 FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
-  const RowMatrixF kv_b = load_kv_b(checkpoint, dims, layer);
+  const SharedRows kv_b = load_kv_b(checkpoint, dims, layer);
   FactorSide side;
   set_basis(side, latent_basis(checkpoint, dims, layer));
   side.basis.conservativeResize(dims.kv_lora, Eigen::NoChange);  // the latent rows only
   side.head_cols = dims.v_dim;
   for (int h = 0; h < dims.heads; ++h) {
     const Index first = Index{h} * (dims.nope + dims.v_dim) + dims.nope;
-    side.heads.push_back(single_block(kv_b.middleRows(first, dims.v_dim)));
+    side.heads.push_back(single_block(kv_b, first, dims.v_dim));
   }
   return side;
 }
@@ -158,8 +159,8 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
         head_cols, 1);
   }
   const std::string lora_why = why + ", q_lora_rank " + std::to_string(dims.q_lora);
-  const RowMatrixF q_b =
-      load_dequantized(checkpoint, attn + "q_b_proj.weight", rows, dims.q_lora, lora_why);
+  const SharedRows q_b = std::make_shared<const RowMatrixF>(
+      load_dequantized(checkpoint, attn + "q_b_proj.weight", rows, dims.q_lora, lora_why));
   FactorSide side;
   set_basis(side,
             fold_gain(load_dequantized(checkpoint, attn + "q_a_proj.weight", dims.q_lora,
@@ -167,7 +168,7 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
                       load_gain(checkpoint, attn + "q_a_layernorm.weight", dims.q_lora, lora_why)));
   side.head_cols = head_cols;
   for (int h = 0; h < dims.heads; ++h) {
-    side.heads.push_back(single_block(q_b.middleRows(h * head_cols, head_cols)));
+    side.heads.push_back(single_block(q_b, h * head_cols, head_cols));
   }
   return side;
 }

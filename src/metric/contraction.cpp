@@ -189,7 +189,7 @@ class SideCoordinates {
       StridedMapF(out, count, dim_, Eigen::OuterStride<>(ld_)) += rows.middleRows(first, count);
       return;
     }
-    const RowMatrixF& coeffs_t = block.transposed;  // cols × count
+    const ConstRowMapF coeffs_t = block.transposed();  // cols × count
     const Index cols = coeffs_t.rows();
     if (!lower) {
       gemm(false, cols, dim_, count, coeffs_t.data(), count, rows.data() + first * ld_, ld_, 1.0f,

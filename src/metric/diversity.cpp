@@ -163,7 +163,7 @@ class SideGram {
         out.middleRows(block.head_col, block.rows()) += rows;
       } else {
         out.middleRows(block.head_col, block.cols()).noalias() +=
-            block.transposed.cast<double>() * rows;
+            block.transposed().cast<double>() * rows;
       }
     }
     return out;
@@ -179,7 +179,7 @@ class SideGram {
         out.middleCols(block.head_col, block.cols()) += columns;
       } else {
         out.middleCols(block.head_col, block.cols()).noalias() +=
-            columns * block.transposed.transpose().cast<double>();
+            columns * block.transposed().transpose().cast<double>();
       }
     }
     return out;

@@ -2,7 +2,6 @@
 #pragma once
 #if __has_include(<catch2/catch_all.hpp>)
 #include <catch2/catch_all.hpp>
-
 #include <cstddef>
 #include <string>
 #define KVRANK_CATCH_V3 1

@@ -24,7 +24,7 @@ inline MatrixD expand_head(const FactorSide& side, int head) {
     if (block.is_identity())
       target.setIdentity();
     else
-      target = block.transposed.transpose().cast<double>();
+      target = block.transposed().transpose().cast<double>();
   }
   return std::ldexp(1.0, side.exponent) * side.basis.cast<double>().transpose() * coeff;
 }

@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -27,26 +28,40 @@
 namespace kvrank {
 
 /// One block of a sparse coefficient matrix C_h: rows [basis_row, basis_row + rows) and columns
-/// [head_col, head_col + cols) of C_h hold a dense block — or the identity when `transposed` is
-/// empty (then rows == cols == `identity_size`). A dense block is stored transposed and in float32,
-/// the way checkpoints hold it: row j of `transposed` is head column j's coefficients over the
-/// basis rows, e.g. query head h's rows of DeepSeek's q_b_proj as they are — no per-head
-/// conversion.
+/// [head_col, head_col + cols) of C_h hold a dense block — or the identity (then rows == cols ==
+/// `identity_size`). A dense block is kept transposed and in float32, the way checkpoints hold it,
+/// and without a copy: `cols` consecutive rows of a projection matrix that the heads share (query
+/// head h's rows of DeepSeek's q_b_proj; row j is head column j's coefficients over the basis
+/// rows).
 struct CoeffBlock {
   Index basis_row = 0;
   Index head_col = 0;
-  RowMatrixF transposed;    ///< cols × rows (the block's transpose); empty means identity
-  Index identity_size = 0;  ///< used when `transposed` is empty
+  Index identity_size = 0;                   ///< used when `source` is null
+  std::shared_ptr<const RowMatrixF> source;  ///< rows [source_row, source_row + cols) hold Cᵀ
+  Index source_row = 0;
+  Index source_rows = 0;  ///< the block's cols
 
-  Index rows() const noexcept { return transposed.size() ? transposed.cols() : identity_size; }
-  Index cols() const noexcept { return transposed.size() ? transposed.rows() : identity_size; }
-  bool is_identity() const noexcept { return transposed.size() == 0; }
-  static CoeffBlock identity(Index basis_row, Index size, Index head_col = 0) {
-    return {basis_row, head_col, RowMatrixF(), size};
+  bool is_identity() const noexcept { return source == nullptr; }
+  Index rows() const noexcept { return source ? source->cols() : identity_size; }
+  Index cols() const noexcept { return source ? source_rows : identity_size; }
+  /// The dense block's transpose, cols × rows (not for an identity block).
+  ConstRowMapF transposed() const {
+    return ConstRowMapF(source->data() + source_row * source->cols(), source_rows, source->cols());
   }
-  /// A dense block given by its transpose (cols × rows).
+
+  static CoeffBlock identity(Index basis_row, Index size, Index head_col = 0) {
+    return {basis_row, head_col, size, nullptr, 0, 0};
+  }
+  /// Rows [first, first + count) of `source` as the transpose of a dense block (count × rows).
+  static CoeffBlock rows_of(std::shared_ptr<const RowMatrixF> source, Index first, Index count,
+                            Index basis_row, Index head_col = 0) {
+    return {basis_row, head_col, 0, std::move(source), first, count};
+  }
+  /// A dense block given by its own transpose (cols × rows).
   static CoeffBlock dense(Index basis_row, Index head_col, RowMatrixF transposed) {
-    return {basis_row, head_col, std::move(transposed), 0};
+    const Index count = transposed.rows();
+    return rows_of(std::make_shared<const RowMatrixF>(std::move(transposed)), 0, count, basis_row,
+                   head_col);
   }
 };
 
