@@ -111,7 +111,7 @@ for shape in "${shapes[@]}"; do
   timed "${analyze[@]}" --threads 1
   kvrank_1=$seconds
   timed "${analyze[@]}" --threads "$threads" --layers 0
-  rss_one=$rss_mb
+  rss_one=$rss_mb one_layer_s=$seconds
   # shellcheck disable=SC2086
   floor_s=$(fastest_floor --layers "$layers" $floor_flags --threads "$threads")
   # shellcheck disable=SC2086
@@ -131,7 +131,10 @@ for shape in "${shapes[@]}"; do
   gemm_cell="—"
   if [[ $contraction_gmacs != - ]]; then  # a layer against one GEMM of its multiply-adds
     gemm_s=$("$build/bench/kvrank_bench_floor" --gemm-gmacs "$contraction_gmacs" --threads "$threads")
-    gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×"
+    # The first layer also pays start-up and fresh pages; the ones after it reuse the freed memory
+    # (heap.hpp), so a long model's layers cost what the second one does.
+    steady=$(awk -v a="$kvrank_s" -v b="$one_layer_s" -v l="$layers" 'BEGIN { printf "%.2f", (a - b) / (l - 1) }')
+    gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×; a layer after the first $steady s, $(ratio "$steady" "$gemm_s")×"
   fi
   rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $(kernels "$ckpt") |")
   # Progress only: the row itself is printed once, in the table on stdout.
