@@ -127,7 +127,8 @@ TEST_CASE("curves: marker positions are a linear map of layer and value", "[svg]
   const ModelReport falling = model("falling", "mha", 12, 5.0, -0.2);
   const json svg = parse_svg(plot_curves_svg({{"p", {rising, falling}, ""}}, {}));
   // Fit y = a + b·value on two markers of one model, then predict all markers of both.
-  const json& r = series_named(svg, "rising")["markers"];
+  // Copies: GCC 14's -Wdangling-reference cannot see that the reference is into `svg`.
+  const json r = series_named(svg, "rising")["markers"];
   const double b = (r[11][1].get<double>() - r[0][1].get<double>()) /
                    (rising.layers[11].erank - rising.layers[0].erank);
   const double a = r[0][1].get<double>() - b * rising.layers[0].erank;
@@ -135,7 +136,7 @@ TEST_CASE("curves: marker positions are a linear map of layer and value", "[svg]
   CHECK(b < 0);  // SVG y grows downwards: a larger rank is higher up
   CHECK(dx > 0);
   for (const auto& [report, name] : {std::pair{rising, "rising"}, std::pair{falling, "falling"}}) {
-    const json& markers = series_named(svg, name)["markers"];
+    const json markers = series_named(svg, name)["markers"];
     for (int i = 0; i < 12; ++i) {
       CHECK(markers[i][0].get<double>() == Approx(r[0][0].get<double>() + dx * i).margin(0.02));
       CHECK(markers[i][1].get<double>() == Approx(a + b * report.layers[i].erank).margin(0.02));
