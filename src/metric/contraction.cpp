@@ -44,18 +44,10 @@ constexpr double kMaxCoordinateFloats = 2e9;
 
 // ---- heads and costs -----------------------------------------------------------------------
 
-/// The basis row of a head that is one identity block covering all its columns, −1 otherwise.
-Index simple_row(const std::vector<CoeffBlock>& blocks, Index head_cols) {
-  if (blocks.size() == 1 && blocks[0].is_identity() && blocks[0].head_col == 0 &&
-      blocks[0].identity_size == head_cols) {
-    return blocks[0].basis_row;
-  }
-  return -1;
-}
-
 bool all_simple(const FactorSide& side) {
-  return std::all_of(side.heads.begin(), side.heads.end(),
-                     [&](const auto& blocks) { return simple_row(blocks, side.head_cols) >= 0; });
+  return std::all_of(side.heads.begin(), side.heads.end(), [&](const auto& blocks) {
+    return identity_slice_row(blocks, side.head_cols) >= 0;
+  });
 }
 
 double sq(double x) { return x * x; }
@@ -69,7 +61,7 @@ double pairwise_side_cost(const FactorSide& side) {
   double per_pair = 0;  // a pair's C_iᵀ (G C_j), taken as the mean over heads
   double gc = 0;        // G·C_h for the heads that need it
   for (const auto& blocks : side.heads) {
-    if (simple_row(blocks, side.head_cols) >= 0) {
+    if (identity_slice_row(blocks, side.head_cols) >= 0) {
       per_pair += sq(k);
       continue;
     }
@@ -155,7 +147,8 @@ class SideCoordinates {
       // The heads' own rows of the basis: nothing to compute or copy.
       base_ = side.basis.data();
       ld_ = dim_;
-      for (const auto& blocks : side.heads) offsets_.push_back(simple_row(blocks, k_) * ld_);
+      for (const auto& blocks : side.heads)
+        offsets_.push_back(identity_slice_row(blocks, k_) * ld_);
       return;
     }
     LatentFactor factor;

@@ -132,15 +132,9 @@ class SideGram {
       gram_float(std::ldexp(1.0f, -gram_exponent_) * side.basis, gram_);
     }
     const Index heads = static_cast<Index>(side.heads.size());
-    simple_row_.assign(heads, -1);
+    simple_row_.resize(heads);
     gc_.resize(heads);
-    for (Index h = 0; h < heads; ++h) {
-      const auto& blocks = side.heads[h];
-      if (blocks.size() == 1 && blocks[0].is_identity() && blocks[0].head_col == 0 &&
-          blocks[0].identity_size == k_) {
-        simple_row_[h] = blocks[0].basis_row;
-      }
-    }
+    for (Index h = 0; h < heads; ++h) simple_row_[h] = identity_slice_row(side.heads[h], k_);
 #pragma omp parallel for schedule(dynamic)
     for (Index h = 0; h < heads; ++h) {
       if (simple_row_[h] < 0) gc_[h] = gram_times_coeffs(side.heads[h]);
@@ -163,7 +157,7 @@ class SideGram {
         out.middleRows(block.head_col, block.rows()) += rows;
       } else {
         out.middleRows(block.head_col, block.cols()).noalias() +=
-            block.transposed().cast<double>() * rows;
+            block.in_double().transpose() * rows;
       }
     }
     return out;
@@ -178,8 +172,7 @@ class SideGram {
       if (block.is_identity()) {
         out.middleCols(block.head_col, block.cols()) += columns;
       } else {
-        out.middleCols(block.head_col, block.cols()).noalias() +=
-            columns * block.transposed().transpose().cast<double>();
+        out.middleCols(block.head_col, block.cols()).noalias() += columns * block.in_double();
       }
     }
     return out;

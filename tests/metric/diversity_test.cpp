@@ -64,9 +64,8 @@ Heads explicit_heads(const FactorSide& side) {
   for (const auto& blocks : side.heads) {
     MatrixD l = MatrixD::Zero(side.basis.cols(), side.head_cols);
     for (const CoeffBlock& b : blocks) {
-      const MatrixD coeff = b.is_identity() ? MatrixD(MatrixD::Identity(b.rows(), b.cols()))
-                                            : MatrixD(b.transposed().transpose().cast<double>());
-      l.middleCols(b.head_col, b.cols()) += basis_t.middleCols(b.basis_row, b.rows()) * coeff;
+      l.middleCols(b.head_col, b.cols()) +=
+          basis_t.middleCols(b.basis_row, b.rows()) * b.in_double();
     }
     out.push_back(l);
   }

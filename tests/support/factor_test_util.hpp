@@ -20,11 +20,7 @@ namespace kvrank::test {
 inline MatrixD expand_head(const FactorSide& side, int head) {
   MatrixD coeff = MatrixD::Zero(side.basis.rows(), side.head_cols);
   for (const CoeffBlock& block : side.heads.at(static_cast<std::size_t>(head))) {
-    auto target = coeff.block(block.basis_row, block.head_col, block.rows(), block.cols());
-    if (block.is_identity())
-      target.setIdentity();
-    else
-      target = block.transposed().transpose().cast<double>();
+    coeff.block(block.basis_row, block.head_col, block.rows(), block.cols()) = block.in_double();
   }
   return std::ldexp(1.0, side.exponent) * side.basis.cast<double>().transpose() * coeff;
 }

@@ -48,6 +48,11 @@ struct CoeffBlock {
   ConstRowMapF transposed() const {
     return ConstRowMapF(source->data() + source_row * source->cols(), source_rows, source->cols());
   }
+  /// The block itself, rows × cols, in double (the identity for an identity block).
+  MatrixD in_double() const {
+    if (is_identity()) return MatrixD::Identity(identity_size, identity_size);
+    return transposed().transpose().cast<double>();
+  }
 
   static CoeffBlock identity(Index basis_row, Index size, Index head_col = 0) {
     return {basis_row, head_col, size, nullptr, 0, 0};
@@ -64,6 +69,16 @@ struct CoeffBlock {
                    head_col);
   }
 };
+
+/// The basis row where a head's columns start when the head is a plain slice of the basis — one
+/// identity block covering all `head_cols` columns (MHA/GQA/MQA) — and −1 otherwise.
+inline Index identity_slice_row(const std::vector<CoeffBlock>& blocks, Index head_cols) {
+  if (blocks.size() == 1 && blocks[0].is_identity() && blocks[0].head_col == 0 &&
+      blocks[0].identity_size == head_cols) {
+    return blocks[0].basis_row;
+  }
+  return -1;
+}
 
 /// Bases whose largest entry lies within 2^±kSafeScaleExponent are used as they are; others are
 /// scaled by a power of two first (exact), so float32 products neither overflow nor underflow.
