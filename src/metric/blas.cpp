@@ -25,6 +25,8 @@ void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const i
 void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, double* a,
             const int* lda, double* b, const int* ldb, double* w, double* work, const int* lwork,
             int* info, std::size_t jobz_len, std::size_t uplo_len);
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info,
+             std::size_t uplo_len);
 }
 #endif
 #ifdef KVRANK_HAVE_DNNL
@@ -104,6 +106,14 @@ void set_thread_count(int threads) {
   openblas_set_num_threads(threads);
 #endif
   (void)threads;
+}
+
+int available_threads() {
+#ifdef _OPENMP
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
 }
 
 std::optional<std::string> openblas_kernels() {
@@ -268,6 +278,24 @@ std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric) {
   return {solver.eigenvalues().begin(), solver.eigenvalues().end()};
 }
 
+bool cholesky_lower(MatrixD& matrix) {
+  const int n = static_cast<int>(matrix.rows());
+  if (n == 0) return true;
+#ifdef KVRANK_HAVE_OPENBLAS
+  // OpenBLAS's own dpotrf is blocked and threaded; Eigen's LLT runs on one thread.
+  int info = 0;
+  dpotrf_("L", &n, matrix.data(), &n, &info, 1);
+  if (info != 0) return false;
+  matrix.triangularView<Eigen::StrictlyUpper>().setZero();
+  return true;
+#else
+  Eigen::LLT<MatrixD> cholesky(matrix);
+  if (cholesky.info() != Eigen::Success) return false;
+  matrix = cholesky.matrixL();
+  return true;
+#endif
+}
+
 std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const MatrixD& q) {
   const int n = static_cast<int>(p.rows());
   if (n == 0) return std::vector<double>{};
@@ -288,11 +316,11 @@ std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const
   if (info == 0) return values;
   if (info > n) return std::nullopt;  // P is not positive definite
 #endif
-  Eigen::LLT<MatrixD> cholesky(p);
-  if (cholesky.info() != Eigen::Success) return std::nullopt;
+  MatrixD f = p;
+  if (!cholesky_lower(f)) return std::nullopt;
   // Fᵀ Q F with F lower triangular: two triangular products.
-  const MatrixD q_f = q * cholesky.matrixL();
-  return symmetric_eigenvalues(cholesky.matrixU() * q_f);
+  const MatrixD q_f = q * f.triangularView<Eigen::Lower>();
+  return symmetric_eigenvalues(f.transpose().triangularView<Eigen::Upper>() * q_f);
 }
 
 }  // namespace kvrank::detail

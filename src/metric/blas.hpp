@@ -24,6 +24,8 @@ int default_thread_count();
 int blas_buffers_held();
 /// Sets the threads of the BLAS and of OpenMP (at least 1).
 void set_thread_count(int threads);
+/// The threads a parallel region started now would get (1 inside one, and without OpenMP).
+int available_threads();
 
 /// OpenBLAS's build and the kernels it picked ("OpenBLAS 0.3.21 ..., Haswell kernels"), nullopt
 /// without OpenBLAS.
@@ -65,6 +67,11 @@ MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda);
 /// A · Aᵀ for A (rows × inner, lda) accumulated in double (the entries of A are float32), both
 /// triangles: for the small per-head products whose rank must survive round-off.
 MatrixD syrk_in_double(Index rows, Index inner, const float* a, Index lda);
+
+/// Replaces a symmetric positive definite matrix (lower triangle read) by its lower Cholesky
+/// factor L (L Lᵀ = the matrix, zeros above the diagonal); false, leaving it unspecified, when the
+/// matrix is not positive definite.
+bool cholesky_lower(MatrixD& matrix);
 
 /// Eigenvalues of a symmetric matrix, ascending.
 std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric);

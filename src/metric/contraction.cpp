@@ -124,10 +124,8 @@ LatentFactor latent_factor(const RowMatrixF& basis) {
   MatrixF gram_f;
   float_gram(basis, gram_f);
   const MatrixD gram = gram_f.cast<double>();
-  Eigen::LLT<MatrixD> cholesky(gram);
-  if (cholesky.info() == Eigen::Success) {
-    return {RowMatrixF(cholesky.matrixL().toDenseMatrix().cast<float>()), true};
-  }
+  MatrixD lower = gram;
+  if (cholesky_lower(lower)) return {RowMatrixF(lower.cast<float>()), true};
   Eigen::LDLT<MatrixD> ldlt(gram);  // G = Pᵀ L D Lᵀ P
   const VectorD root_d = ldlt.vectorD().cwiseMax(0.0).cwiseSqrt();
   MatrixD l = ldlt.matrixL();

@@ -21,6 +21,7 @@
 #include <Eigen/Cholesky>
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -57,7 +58,7 @@ void zero_round_off(std::vector<double>& values, double scale) {
 
 /// Whether a loop of about `work` flops is worth a parallel region: a fork/join costs microseconds
 /// (much more on a loaded machine, where idle threads spin), small layers run faster serially.
-[[maybe_unused]] bool worth_threads(Index work) { return work >= (Index(1) << 22); }
+bool worth_threads(Index work) { return work >= (Index(1) << 22); }
 
 /// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
 /// matches, which spares the page faults of a fresh allocation per layer), both triangles filled.
@@ -191,6 +192,45 @@ class SideGram {
   std::vector<Index> simple_row_;  ///< basis row of a single-identity head, −1 otherwise
   std::vector<MatrixD> gc_;        ///< G·C_h for the other heads
 };
+
+/// Whether the two sides' Grams are better formed at the same time, each SYRK on one thread, than
+/// one after the other on all threads. A SYRK of a few hundred rows scales poorly over threads (the
+/// 128M shape's 768 × 768: 1.36× on 2), two independent ones scale fully; so on two threads
+/// whenever the sides are of similar size, and on more only when the SYRKs are too small for the
+/// BLAS's own threads (which side by side would leave idle).
+bool grams_side_by_side(const RowMatrixF& left, const RowMatrixF& right) {
+  const int threads = detail::available_threads();
+  if (threads < 2 || !detail::blas_nests_in_openmp()) return false;
+  auto work = [](const RowMatrixF& basis) { return basis.rows() * basis.rows() * basis.cols(); };
+  const Index larger = std::max(work(left), work(right));
+  const Index smaller = std::min(work(left), work(right));
+  constexpr Index kSmallSyrk = Index(1) << 30;  // below it a SYRK gains little from more threads
+  return worth_threads(smaller) && 2 * smaller >= larger && (threads == 2 || larger < kSmallSyrk);
+}
+
+/// Runs `first` and `second` at the same time on two threads of the pool, BLAS single-threaded
+/// inside each (blas_nests_in_openmp); rethrows the first one's exception, then the second's.
+template <typename First, typename Second>
+void side_by_side(First&& first, Second&& second) {
+  std::exception_ptr failures[2];
+#pragma omp parallel sections num_threads(2)
+  {
+#pragma omp section
+    try {
+      first();
+    } catch (...) {
+      failures[0] = std::current_exception();
+    }
+#pragma omp section
+    try {
+      second();
+    } catch (...) {
+      failures[1] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+}
 
 /// ⟨A_i, A_j⟩_F for all pairs (H × H, symmetric).
 MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index heads) {
@@ -363,13 +403,22 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
           factors.symmetric ? std::nullopt : std::optional<MatrixD>(contracted.right_self[h])};
     });
   } else {
-    const SideGram left(factors.left, left_scale, workspace.left_gram);
+    std::optional<SideGram> left;
     std::optional<SideGram> right;
-    if (!factors.symmetric) right.emplace(factors.right, right_scale, workspace.right_gram);
-    inner = head_inner_products(left, right ? &*right : nullptr, heads);
-    const int norm_exponent = left.exponent() + (right ? right->exponent() : left.exponent());
+    auto form_left = [&] { left.emplace(factors.left, left_scale, workspace.left_gram); };
+    auto form_right = [&] { right.emplace(factors.right, right_scale, workspace.right_gram); };
+    if (factors.symmetric) {
+      form_left();
+    } else if (grams_side_by_side(factors.left.basis, factors.right.basis)) {
+      side_by_side(form_left, form_right);
+    } else {
+      form_left();
+      form_right();
+    }
+    inner = head_inner_products(*left, right ? &*right : nullptr, heads);
+    const int norm_exponent = left->exponent() + (right ? right->exponent() : left->exponent());
     per_head(inner, norm_exponent, [&](Index h) {
-      return std::pair{left.cross(h, h),
+      return std::pair{left->cross(h, h),
                        right ? std::optional<MatrixD>(right->cross(h, h)) : std::nullopt};
     });
   }

@@ -97,7 +97,8 @@ TEST_CASE("a workspace reused across layers of different shapes gives fresh resu
 }
 
 // The shapes are large enough that every threaded loop of a layer runs threaded (per-head
-// eigenproblems, the basis scale scan, the contraction's heads): 1 and 2 threads must agree.
+// eigenproblems, the basis scale scan, the contraction's heads, and the two sides' Grams formed
+// side by side, a SYRK on each thread): 1 and 2 threads must agree.
 TEST_CASE("threaded per-layer work equals the serial run", "[compute]") {
   std::mt19937 rng(18);
   const HeadFactors dense = dense_factors(8, 4096, 128, rng);
