@@ -124,6 +124,14 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
                                     " (models are matched by label)");
     }
     const ModelReport& cur_model = *found->second;
+    // A label names a checkpoint; the same label at another training step is another checkpoint
+    // (a step unknown on either side — null — cannot tell, and is compared).
+    if (cur_model.step && gold_model.step && *cur_model.step != *gold_model.step) {
+      throw Error(current_file, describe(key, with_repr) + " is at step " +
+                                    std::to_string(*cur_model.step) + " but at step " +
+                                    std::to_string(*gold_model.step) + " in " + golden_file +
+                                    " (a label names one checkpoint)");
+    }
     const auto cur_layers = index_layers(cur_model.layers);
     const auto gold_layers = index_layers(gold_model.layers);
     if (cur_layers.size() != gold_layers.size() ||

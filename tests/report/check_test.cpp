@@ -132,6 +132,15 @@ TEST_CASE("result sets that do not correspond are an error naming both files", "
   CHECK(error_of(other_layers, golden) ==
         "current.json: model \"Standard MHA\" has layers 0-4,9 but golden.json has layers 0-5");
 
+  auto other_step = golden;
+  other_step[1].step = 2000;
+  auto golden_steps = golden;
+  golden_steps[1].step = 1000;
+  CHECK(error_of(other_step, golden_steps) ==
+        "current.json: model \"GQA\" is at step 2000 but at step 1000 in golden.json (a label "
+        "names one checkpoint)");
+  CHECK(check_reports(other_step, golden, {}, "current.json", "golden.json").empty());  // null
+
   const std::vector<ModelReport> duplicate = {golden[0], golden[0], golden[1]};
   CHECK(error_of(duplicate, golden) ==
         "current.json: two models labelled \"Standard MHA\" with repr qk (labels must be unique "
