@@ -35,6 +35,16 @@ constexpr const char* kLoggingFooter =
     "-q/--quiet (errors and warnings only, no progress) and -v/--verbose (more detail) go before "
     "or after the subcommand.";
 
+/// --format and -o of the commands that write result tables (analyze, baseline).
+void add_result_output(CLI::App& command, std::string& format, std::string& output) {
+  command
+      .add_option("--format", format,
+                  "Output format (default: from -o's extension .json/.csv/.tsv/.txt, else table)")
+      ->check(CLI::IsMember({"table", "json", "csv", "tsv"}));
+  command.add_option("-o,--output", output,
+                     "Write to FILE (atomically; default: stdout); its extension sets the format");
+}
+
 CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   auto* command = app.add_subcommand("analyze", "Per-layer effective rank of attention heads");
   command
@@ -61,12 +71,7 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   command->add_option("--layer-shard", args.layer_shard,
                       "Only slice I (0-based) of N of those layers, e.g. 2/8 (see merge; "
                       "default: all of them)");
-  command
-      ->add_option("--format", args.format,
-                   "Output format (default: from -o's extension .json/.csv/.tsv/.txt, else table)")
-      ->check(CLI::IsMember({"table", "json", "csv", "tsv"}));
-  command->add_option("-o,--output", args.output,
-                      "Write to FILE (atomically; default: stdout); its extension sets the format");
+  add_result_output(*command, args.format, args.output);
   command->add_flag("--similarity", args.similarity,
                     "Include each layer's H×H similarity matrix (JSON only)");
   command->add_flag("--summary", args.summary,
@@ -206,12 +211,7 @@ CLI::App* add_baseline(CLI::App& app, BaselineArgs& args) {
   command->add_option("--heads", args.heads, "Heads per layer")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command
-      ->add_option("--format", args.format,
-                   "Output format (default: from -o's extension .json/.csv/.tsv/.txt, else table)")
-      ->check(CLI::IsMember({"table", "json", "csv", "tsv"}));
-  command->add_option("-o,--output", args.output,
-                      "Write to FILE (atomically; default: stdout); its extension sets the format");
+  add_result_output(*command, args.format, args.output);
   return command;
 }
 

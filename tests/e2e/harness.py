@@ -87,6 +87,16 @@ def assert_both_references(assert_layers, model, ref_dir, from_checkpoint, where
                   where + " (reference reads the checkpoint)")
 
 
+def assert_models_match_references(test, models, ref_dir, from_checkpoint, what, **geometry):
+    """The result models of one checkpoint (one per representation): each one's geometry fields as
+    given (`family="llama", heads=8`, …) and its layers against both references
+    (assert_both_references, compared by `test.assert_layers`)."""
+    for model in models:
+        where = f"{what} {model['repr']}"
+        test.assertEqual({key: model[key] for key in geometry}, geometry, where)
+        assert_both_references(test.assert_layers, model, ref_dir, from_checkpoint, where)
+
+
 def shared_fixture(name):
     """../shared/fixtures/<name>, or None where it is absent."""
     path = os.path.join(SHARED_FIXTURES, name)

@@ -83,14 +83,11 @@ class HybridFamilies(unittest.TestCase):
                     result, models = analyze(out, "--repr", ",".join(REPRS))
                     self.assertEqual(result.returncode, 0, result.stderr)
                     for model in models:
-                        where = f"{family} {dtype} {model['repr']}"
-                        self.assertEqual((model["family"], model["model_type"], model["heads"],
-                                          model["kv_heads"], model["head_dim"], model["num_layers"]),
-                                         ("llama", family, 4, 2, 6, 8), where)
                         self.assertEqual([layer["layer"] for layer in model["layers"]], attention)
-                        from_checkpoint = lambda r: reference.cmd_llama(out, r)  # noqa: E731
-                        harness.assert_both_references(self.assert_layers, model, ref,
-                                                       from_checkpoint, where)
+                    harness.assert_models_match_references(
+                        self, models, ref, lambda r: reference.cmd_llama(out, r),
+                        f"{family} {dtype}", family="llama", model_type=family, heads=4,
+                        kv_heads=2, head_dim=6, num_layers=8)
                     checked += 1
         print(f"hybrids: {checked} family × dtype checkpoints match both references")
 
@@ -185,15 +182,10 @@ class Zamba2(unittest.TestCase):
                 result, models = analyze(out, "--repr", ",".join(REPRS))
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertEqual([model["repr"] for model in models], REPRS)
-                for model in models:
-                    where = f"zamba2 {dtype} {model['repr']}"
-                    self.assertEqual((model["family"], model["model_type"], model["heads"],
-                                      model["kv_heads"], model["head_dim"], model["d_model"],
-                                      model["num_layers"]),
-                                     ("zamba2", "zamba2", 4, 4, 6, 24, 8), where)
-                    from_checkpoint = lambda r: reference.cmd_zamba2(out, r)  # noqa: E731
-                    harness.assert_both_references(self.assert_layers, model, ref,
-                                                   from_checkpoint, where)
+                harness.assert_models_match_references(
+                    self, models, ref, lambda r: reference.cmd_zamba2(out, r), f"zamba2 {dtype}",
+                    family="zamba2", model_type="zamba2", heads=4, kv_heads=4, head_dim=6,
+                    d_model=24, num_layers=8)
 
     def test_tied_copies_under_later_layers_read_alike(self):
         with tempfile.TemporaryDirectory() as tmp:

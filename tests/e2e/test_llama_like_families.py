@@ -74,15 +74,10 @@ class ModernFamilies(unittest.TestCase):
                     self.assertEqual(result.returncode, 0, result.stderr)
                     models = json.loads(result.stdout)["models"]
                     self.assertEqual([m["repr"] for m in models], REPRS)
-                    for model in models:
-                        where = f"{family} {dtype} {model['repr']}"
-                        self.assertEqual((model["family"], model["variant"], model["heads"],
-                                          model["kv_heads"], model["head_dim"], model["d_model"],
-                                          model["num_layers"]),
-                                         ("llama", "gqa", 8, 4, 12, 32, 3), where)
-                        from_checkpoint = lambda r: reference.cmd_llama(out, r)  # noqa: E731
-                        harness.assert_both_references(self.assert_layers, model, ref,
-                                                       from_checkpoint, where)
+                    harness.assert_models_match_references(
+                        self, models, ref, lambda r: reference.cmd_llama(out, r),
+                        f"{family} {dtype}", family="llama", variant="gqa", heads=8, kv_heads=4,
+                        head_dim=12, d_model=32, num_layers=3)
                     checked += 1
         print(f"modern families: {checked} family × dtype checkpoints match both references")
 
