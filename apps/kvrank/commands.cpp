@@ -279,6 +279,8 @@ int run_analyze(const AnalyzeArgs& args) {
   check_format_flags(args, format);
   kvrank::AnalyzeOptions options;
   options.note = [](const std::string& message) { spdlog::info("{}", message); };
+  // Only the JSON result holds each head's own rank: a table or CSV spares its eigenproblems.
+  options.head_ranks = format == "json" ? kvrank::HeadRanks::computed : kvrank::HeadRanks::skipped;
   // Every argument is resolved (and every label fixed) before any model is read or -o is claimed.
   InputFailures failures(args.keep_going);
   std::vector<kvrank::ModelInput> inputs;

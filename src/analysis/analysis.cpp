@@ -224,8 +224,9 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
       if (options.check_cancelled) options.check_cancelled();
       // Layer-major: each layer's tensors are read once for all representations, then released.
       for (std::size_t r = 0; r < run.reprs.size(); ++r) {
-        LayerMetrics metrics = analyze_layer(
-            layer_factors(checkpoint, *run.layout, layer, run.reprs[r]), workspaces[r]);
+        LayerMetrics metrics =
+            analyze_layer(layer_factors(checkpoint, *run.layout, layer, run.reprs[r]),
+                          workspaces[r], Contraction::automatic, options.head_ranks);
         metrics.layer = layer;
         reports[run.first_report + r].layers.push_back(std::move(metrics));
       }

@@ -257,18 +257,19 @@ std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Co
 }
 
 ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
-                               ComputeWorkspace& workspace) {
+                               ComputeWorkspace& workspace, HeadRanks head_ranks) {
   const Index heads = factors.num_heads();
   const Index k = factors.left.head_cols;
+  const bool self = head_ranks == HeadRanks::computed;
   const SideCoordinates left(factors.left, plan.left, workspace.left_coordinates);
   ContractedHeads out;
-  out.left_self = self_products(left, heads, k);
+  if (self) out.left_self = self_products(left, heads, k);
   if (factors.symmetric) {
     out.inner = chunked_inner_products(left, left, heads, k, workspace.contracted_rows);
     return out;
   }
   const SideCoordinates right(factors.right, plan.right, workspace.right_coordinates);
-  out.right_self = self_products(right, heads, k);
+  if (self) out.right_self = self_products(right, heads, k);
   out.inner = chunked_inner_products(left, right, heads, k, workspace.contracted_rows);
   return out;
 }

@@ -27,7 +27,7 @@ struct ContractionPlan {
 std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Contraction how);
 
 /// What analyze_layer needs from a contraction: all ⟨A_i, A_j⟩_F and, per head, L_hᵀL_h and (when
-/// not symmetric) R_hᵀR_h.
+/// not symmetric) R_hᵀR_h — those only for the heads' own ranks (empty with HeadRanks::skipped).
 struct ContractedHeads {
   MatrixD inner;
   std::vector<MatrixD> left_self;
@@ -36,7 +36,7 @@ struct ContractedHeads {
 
 /// The contraction of `plan`, in the buffers of `workspace` (see compute.hpp).
 ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
-                               ComputeWorkspace& workspace);
+                               ComputeWorkspace& workspace, HeadRanks head_ranks);
 
 /// The float32 Gram of diversity.cpp (rows · rowsᵀ, both triangles), shared with the contraction.
 void float_gram(const RowMatrixF& basis, MatrixF& gram);

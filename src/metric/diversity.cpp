@@ -358,8 +358,8 @@ LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how) {
   return analyze_layer(factors, workspace, how);
 }
 
-LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspace,
-                           Contraction how) {
+LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspace, Contraction how,
+                           HeadRanks head_ranks) {
   const Index heads = factors.num_heads();
   check_side(factors.left, heads, "left");
   if (!factors.symmetric) {
@@ -369,17 +369,18 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     }
   }
 
-  std::vector<double> head_erank(heads, 0.0);
+  const bool with_ranks = head_ranks == HeadRanks::computed;
+  std::vector<double> head_erank(with_ranks ? heads : 0, 0.0);
   std::vector<double> head_norm(heads, 0.0);
   // `self(h)` gives head h's L_hᵀL_h and R_hᵀR_h (null when symmetric) for its singular values;
   // ‖A_h‖ scales by 2^norm_exponent when the bases were scaled before their Grams.
   auto per_head = [&](const MatrixD& inner, int norm_exponent, const auto& self) {
     [[maybe_unused]] const Index k = factors.left.head_cols;  // only in the OpenMP clause
-#pragma omp parallel for schedule(dynamic) if (worth_threads(heads * k * k * k) && \
+#pragma omp parallel for schedule(dynamic) if (with_ranks && worth_threads(heads * k * k * k) && \
                                                detail::blas_nests_in_openmp())
     for (Index h = 0; h < heads; ++h) {
       head_norm[h] = std::ldexp(std::sqrt(std::max(inner(h, h), 0.0)), norm_exponent);
-      if (!(inner(h, h) > 0)) continue;
+      if (!with_ranks || !(inner(h, h) > 0)) continue;
       const auto [p, q] = self(h);
       head_erank[h] = effective_rank(singular_values(p, q ? &*q : nullptr));
     }
@@ -394,7 +395,8 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
   if (plan) {
-    const detail::ContractedHeads contracted = detail::contract_heads(factors, *plan, workspace);
+    const detail::ContractedHeads contracted =
+        detail::contract_heads(factors, *plan, workspace, head_ranks);
     inner = contracted.inner;
     const FactorSide& right = factors.symmetric ? factors.left : factors.right;
     per_head(inner, factors.left.exponent + right.exponent, [&](Index h) {

@@ -453,7 +453,8 @@ namespace {
 /// explicit (double) factors.
 void check_contraction(const HeadFactors& f, const detail::ContractionPlan& plan) {
   ComputeWorkspace workspace;
-  const detail::ContractedHeads got = detail::contract_heads(f, plan, workspace);
+  const detail::ContractedHeads got =
+      detail::contract_heads(f, plan, workspace, HeadRanks::computed);
   const Heads left = explicit_heads(f.left);
   const Heads right = f.symmetric ? left : explicit_heads(f.right);
   const Index heads = f.num_heads();
@@ -513,6 +514,30 @@ TEST_CASE("the latent contraction gives the pairwise metrics", "[diversity]") {
   check_paths_agree(f);
   f.symmetric = true;
   check_paths_agree(f);
+}
+
+TEST_CASE("skipping the heads' own ranks leaves every other number as it was", "[diversity]") {
+  std::mt19937 rng(26);
+  const HeadFactors latent = sparse_factors(7, 48, 6, 2, rng);
+  const HeadFactors dense = factors_of(random_heads(6, 40, 5, rng), random_heads(6, 40, 5, rng));
+  for (const Contraction how : {Contraction::pairwise, Contraction::latent}) {
+    for (const HeadFactors* f : {&latent, &dense}) {
+      ComputeWorkspace workspace;
+      const LayerMetrics with = analyze_layer(*f, workspace, how, HeadRanks::computed);
+      const LayerMetrics without = analyze_layer(*f, workspace, how, HeadRanks::skipped);
+      REQUIRE(with.head_erank.size() == static_cast<std::size_t>(f->num_heads()));
+      CHECK(without.head_erank.empty());
+      // The same products in the same order: equal bit for bit.
+      CHECK(with.erank == without.erank);
+      CHECK(with.erank_centered == without.erank_centered);
+      CHECK(with.mean_similarity == without.mean_similarity);
+      CHECK(with.eigenvalues == without.eigenvalues);
+      CHECK(with.eigenvalues_centered == without.eigenvalues_centered);
+      CHECK(with.similarity == without.similarity);
+      CHECK(with.head_norm == without.head_norm);
+      CHECK(with.zero_heads == without.zero_heads);
+    }
+  }
 }
 
 TEST_CASE("the contraction is chosen for latent heads and not for plain slices", "[diversity]") {

@@ -26,6 +26,9 @@ struct AnalyzeOptions {
   /// model with no series of the kind chosen is an error (cross on a decoder-only model).
   AttentionChoice attention = AttentionChoice::all;
   OpenOptions open;
+  /// Whether each head's own effective rank is computed (diversity.hpp): the JSON result holds
+  /// it; a caller that writes only tables or CSV skips it, and LayerMetrics::head_erank is empty.
+  HeadRanks head_ranks = HeadRanks::computed;
   /// The training step recorded in every report (`--step`); empty: checkpoint_step(path).
   std::optional<std::int64_t> step;
   /// Called after each layer: (layer position, layer count). May be empty.

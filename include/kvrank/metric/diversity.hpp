@@ -45,7 +45,8 @@ struct LayerMetrics {
   int pcs_90 = 1;
   std::vector<double> eigenvalues;           ///< of S, descending, clipped at 0
   std::vector<double> eigenvalues_centered;  ///< of J S J, descending, clipped at 0
-  std::vector<double> head_erank;            ///< per head (all H, zero heads → 0)
+  std::vector<double> head_erank;            ///< per head (all H, zero heads → 0); empty when
+                                             ///< not asked for (HeadRanks::skipped)
   std::vector<double> head_norm;             ///< ‖A_h‖_F per head (all H)
   std::vector<int> zero_heads;               ///< heads with ‖A_h‖_F = 0, left out of S
   MatrixD similarity;                        ///< S over the kept heads
@@ -68,13 +69,19 @@ LayerMetrics similarity_metrics(const MatrixD& similarity);
 ///  - automatic: latent when some heads are not plain slices and it is estimated cheaper.
 enum class Contraction { automatic, pairwise, latent };
 
+/// Whether analyze_layer computes each head's own effective rank (LayerMetrics::head_erank). It
+/// takes an eigenproblem per head (d_h × d_h; for MLA also each head's self products), about a
+/// third of a small model's time, and only the JSON result holds it: a table or CSV skips it.
+enum class HeadRanks { computed, skipped };
+
 /// The full pipeline for one layer: Grams, S, metrics, per-head effective ranks and norms.
 LayerMetrics analyze_layer(const HeadFactors& factors, Contraction how = Contraction::automatic);
 
 /// The same, with the Gram buffers of `workspace` (compute.hpp): a loop over layers passes the
 /// same workspace to each, so that layers of one shape reuse one allocation.
 LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspace,
-                           Contraction how = Contraction::automatic);
+                           Contraction how = Contraction::automatic,
+                           HeadRanks head_ranks = HeadRanks::computed);
 
 /// G = basis · basisᵀ (m×m) in float32 through SYRK, returned in double (both triangles filled).
 MatrixD basis_gram(const RowMatrixF& basis);
