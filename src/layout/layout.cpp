@@ -462,8 +462,11 @@ Repr parse_repr(std::string_view name) {
                       name_list(kReprs) + ")");
 }
 
-std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
-                                       const LayoutOverrides& overrides) {
+namespace {
+
+/// detect_series() before its check of --fold-input-norm.
+std::vector<ModelLayout> detect_any_series(const Checkpoint& checkpoint,
+                                           const LayoutOverrides& overrides) {
   if (overrides.activations) return {detail::detect_activations(checkpoint, overrides)};
   std::optional<FamilyChoice> choice;
   if (overrides.family) choice = parse_family_choice(*overrides.family);
@@ -471,10 +474,19 @@ std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
     if (!overrides.map_file) throw Error("", "--family map needs --map FILE");
     return {map_layout(checkpoint, overrides)};
   }
-  std::vector<ModelLayout> series = choice ? detect_family(checkpoint, overrides, *choice)
-                                           : detect_by_model_type(checkpoint, overrides);
+  return choice ? detect_family(checkpoint, overrides, *choice)
+                : detect_by_model_type(checkpoint, overrides);
+}
+
+}  // namespace
+
+std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
+                                       const LayoutOverrides& overrides) {
+  std::vector<ModelLayout> series = detect_any_series(checkpoint, overrides);
   const ModelLayout& first = series.front();
-  const bool foldable = std::holds_alternative<DenseTensors>(first.tensors) && !first.attention;
+  // The gain is found by the dense readers' names: a --map names no norm, activations have none.
+  const bool foldable = std::holds_alternative<DenseTensors>(first.tensors) && !first.attention &&
+                        first.family != Family::map && first.family != Family::activations;
   if (overrides.fold_input_norm && !foldable)
     throw Error(checkpoint.path().string(),
                 "--fold-input-norm is supported for the dense layouts, not for " +

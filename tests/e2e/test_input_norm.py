@@ -150,6 +150,18 @@ class InputNormTest(unittest.TestCase):
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("--fold-input-norm is supported for the dense layouts", result.stderr)
 
+    def test_fold_input_norm_is_refused_with_a_map(self):
+        """A --map file names no norm gain: refused, where it used to be ignored silently."""
+        src = os.path.join(self.dir, "mapped")
+        family_writer.write_family("map", src, src, layers=1, heads=4, kv_heads=2, head_dim=8)
+        map_file = os.path.join(src, "map.json")
+        self.assertEqual(harness.run("analyze", src, "--map", map_file).returncode, 0)
+        result = harness.run("analyze", src, "--map", map_file, "--fold-input-norm")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--fold-input-norm is supported for the dense layouts, not for map",
+                      result.stderr)
+        self.assertEqual(result.stdout, "")
+
 
 if __name__ == "__main__":
     harness.main_unittest()
