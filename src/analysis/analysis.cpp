@@ -150,6 +150,7 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   report.geometry = layout;  // the layout's ModelGeometry part
   report.repr = std::string(repr_name(repr));
   report.attention = layout.attention;
+  report.attention_layers = layout.attention_layers;
   return report;
 }
 

@@ -140,8 +140,10 @@ void require_layer_count(const ModelReport& model, const std::string& file) {
                   " is out of range (kvrank reads 0 to " + std::to_string(kMaxLayers) + " layers)");
 }
 
-/// The layers one analyze run would have analysed: all, or the --layers selection.
+/// The layers one analyze run would have analysed: all (a hybrid's attention layers), or the
+/// --layers selection.
 std::vector<int> expected_layers(const ModelReport& model, const MergeOptions& options) {
+  if (!options.layers && !model.attention_layers.empty()) return model.attention_layers;
   if (!options.layers) {
     std::vector<int> layers;
     for (int layer = 0; layer < model.geometry.num_layers; ++layer) layers.push_back(layer);
@@ -159,13 +161,16 @@ void require_expected_layers(const ModelEntry& entry, const MergeOptions& option
   const ModelReport& model = entry.report;
   const std::string name = model_name(model);
   const std::vector<int> expected = expected_layers(model, options);
+  const std::string unexpected = options.layers
+                                     ? " is not in --layers " + format_layer_list(expected)
+                                 : model.attention_layers.empty()
+                                     ? " is out of range (the model has " + layer_count(model) + ")"
+                                     : " has no attention heads (the model's attention layers: " +
+                                           format_layer_list(expected) + ")";
   std::vector<int> held;
   for (const auto& [layer, file] : entry.layer_files) {
     if (!std::binary_search(expected.begin(), expected.end(), layer))
-      throw Error(file, name + ": layer " + std::to_string(layer) +
-                            (options.layers
-                                 ? " is not in --layers " + format_layer_list(expected)
-                                 : " is out of range (the model has " + layer_count(model) + ")"));
+      throw Error(file, name + ": layer " + std::to_string(layer) + unexpected);
     held.push_back(layer);
   }
   std::vector<int> missing;

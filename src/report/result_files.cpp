@@ -98,6 +98,7 @@ json model_to_json(const ModelReport& model, const ReportOptions& options) {
   if (model.attention)
     out["attention"] = {{"stack", stack_name(model.attention->stack)},
                         {"kind", kind_name(model.attention->kind)}};
+  if (!model.attention_layers.empty()) out["attention_layers"] = model.attention_layers;
   return out;
 }
 
@@ -352,6 +353,21 @@ std::optional<AttentionSeries> attention_from_json(const FieldReader& model) {
                          named_value(reader, "kind", &kind_named, kind_list())};
 }
 
+/// The optional "attention_layers" of a hybrid (absent or null: every layer has heads): layer
+/// numbers, increasing, each below num_layers.
+std::vector<int> attention_layers_from_json(const FieldReader& model, int num_layers) {
+  if (!model.has("attention_layers") || model.field("attention_layers").is_null()) return {};
+  std::vector<int> layers = model.integers("attention_layers");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] < 0 || layers[i] >= num_layers || (i > 0 && layers[i] <= layers[i - 1]))
+      model.fail(model.place("attention_layers"),
+                 "expected increasing layer numbers from 0 to num_layers − 1 (" +
+                     std::to_string(num_layers - 1) + "), found " + std::to_string(layers[i]) +
+                     " at [" + std::to_string(i) + "]");
+  }
+  return layers;
+}
+
 ModelReport model_from_json(const json& value, const std::string& where, const std::string& file,
                             int version) {
   const FieldReader reader(value, where, file);
@@ -369,6 +385,7 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   model.geometry = geometry_from_json(reader);
   model.repr = reader.string("repr");
   model.attention = attention_from_json(reader);
+  model.attention_layers = attention_layers_from_json(reader, model.geometry.num_layers);
   const json& layers = reader.array("layers");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     model.layers.push_back(

@@ -97,6 +97,27 @@ class HybridFamilies(unittest.TestCase):
             self.assertEqual(attention, [2, 6])
             assert_layers_select(self, out, "6", [6], "2,6")
 
+    def test_layer_shards_merge_without_layers(self):
+        """The result names a hybrid's attention layers, so merge knows which layers the shards
+        of one run must hold — and the merge is byte for byte the one run's file."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, _, _, attention = write(tmp, "granitemoehybrid", seed=6)
+            one_run = harness.run("analyze", out, "--format", "json", "--threads", "1")
+            self.assertEqual(one_run.returncode, 0, one_run.stderr)
+            self.assertEqual(json.loads(one_run.stdout)["models"][0]["attention_layers"], attention)
+            parts = []
+            for index in range(3):
+                parts.append(os.path.join(tmp, f"part{index}.json"))
+                shard = harness.run("analyze", out, "--layer-shard", f"{index}/3", "--threads", "1",
+                                    "-o", parts[-1])
+                self.assertEqual(shard.returncode, 0, shard.stderr)
+            merged = harness.run("merge", *parts)
+            self.assertEqual(merged.returncode, 0, merged.stderr)
+            self.assertEqual(merged.stdout, one_run.stdout)
+            missing = harness.run("merge", *parts[:2])
+            self.assertEqual(missing.returncode, 2)
+            self.assertIn("in no part", missing.stderr)
+
     def test_the_gate_rows_of_qwen3_next_are_not_read(self):
         with tempfile.TemporaryDirectory() as tmp:
             out, _, tensors, config, attention = write(tmp, "qwen3_next", seed=4)

@@ -163,6 +163,23 @@ TEST_CASE("merge: a layer beyond num_layers is refused", "[merge]") {
         "a.json: model \"A\" (repr qk): layer 4 is out of range (the model has 4 layers (0-3))");
 }
 
+TEST_CASE("merge: a hybrid's shards merge to its attention layers without --layers", "[merge]") {
+  auto hybrid = [](const std::vector<int>& layers) {
+    ModelReport model = make_model("H", layers, 8);
+    model.attention_layers = {2, 4, 6, 7};
+    return model;
+  };
+  const json merged =
+      merge_results({part("a.json", {hybrid({2, 4})}), part("b.json", {hybrid({6, 7})})});
+  CHECK(merged.dump(2) == to_json({hybrid({2, 4, 6, 7})}).dump(2));
+  CHECK(merged["models"][0]["attention_layers"] == json({2, 4, 6, 7}));
+  CHECK(merge_error({part("a.json", {hybrid({2, 4})}), part("b.json", {hybrid({6})})}) ==
+        "model \"H\" (repr qk): layer 7 is in no part (the parts hold 2,4,6 of 2,4,6-7)");
+  CHECK(merge_error({part("a.json", {hybrid({2, 3, 4, 6, 7})})}) ==
+        "a.json: model \"H\" (repr qk): layer 3 has no attention heads (the model's attention "
+        "layers: 2,4,6-7)");
+}
+
 TEST_CASE("merge: a num_layers beyond what kvrank reads is refused before the layers are listed",
           "[merge]") {
   // 2^31 − 1 claimed layers built a list of 8 GB before anything was checked (bad_alloc, exit 3).

@@ -109,6 +109,7 @@ void require_same_models(const std::vector<ModelReport>& a, const std::vector<Mo
     CHECK(a[m].source == b[m].source);
     CHECK(a[m].geometry == b[m].geometry);
     CHECK(a[m].repr == b[m].repr);
+    CHECK(a[m].attention_layers == b[m].attention_layers);
     CHECK(a[m].summary.erank_mean == b[m].summary.erank_mean);
     CHECK(a[m].summary.erank_centered_mean == b[m].summary.erank_centered_mean);
     CHECK(a[m].summary.erank_pct_mean == b[m].summary.erank_pct_mean);
@@ -243,6 +244,34 @@ TEST_CASE("reports_from_json names the file and the place of a bad field", "[rep
   CHECK(error_of(models_not_array) == "golden.json: models: expected an array, found an object");
 
   CHECK(error_of(json::array()) == "golden.json: expected an object, found an array");
+}
+
+TEST_CASE("a hybrid's attention layers are written, read back and checked", "[report]") {
+  std::vector<ModelReport> reports = sample_reports();
+  reports[1].geometry.num_layers = 8;
+  reports[1].attention_layers = {0, 5};
+  const json document = to_json(reports);
+  CHECK_FALSE(document["models"][0].contains("attention_layers"));  // every layer has heads
+  CHECK(document["models"][1]["attention_layers"] == json({0, 5}));
+  require_same_models(reports, reports_from_json(json::parse(document.dump()), "r.json"), false);
+
+  json null_layers = document;
+  null_layers["models"][1]["attention_layers"] = nullptr;
+  CHECK(reports_from_json(null_layers, "r.json")[1].attention_layers.empty());
+  json beyond = document;
+  beyond["models"][1]["attention_layers"] = {0, 8};
+  CHECK(error_of(beyond) ==
+        "golden.json: models[1].attention_layers: expected increasing layer numbers from 0 to "
+        "num_layers − 1 (7), found 8 at [1]");
+  json unordered = document;
+  unordered["models"][1]["attention_layers"] = {5, 0};
+  CHECK(error_of(unordered) ==
+        "golden.json: models[1].attention_layers: expected increasing layer numbers from 0 to "
+        "num_layers − 1 (7), found 0 at [1]");
+  json not_numbers = document;
+  not_numbers["models"][1]["attention_layers"] = {"5"};
+  CHECK(error_of(not_numbers) ==
+        "golden.json: models[1].attention_layers[0]: expected an integer, found a string");
 }
 
 TEST_CASE("reports_from_json checks every similarity row before allocating heads² values",

@@ -64,6 +64,10 @@ struct ModelReport {
   /// The attention series of an encoder or encoder-decoder model (JSON "attention"); empty for
   /// decoder-only models and in older files, and then not written.
   std::optional<AttentionSeries> attention;
+  /// A hybrid's layers that have attention heads (Jamba, Zamba 2 …), increasing, in the model's
+  /// own numbers (JSON "attention_layers"); empty when every layer has them, and then not written.
+  /// `merge` expects these layers from the parts of one run.
+  std::vector<int> attention_layers;
   std::vector<LayerMetrics> layers;
   Summary summary;
 };
