@@ -145,7 +145,8 @@ for shape in "${shapes[@]}"; do
     steady=$(awk -v a="$kvrank_s" -v b="$one_layer_s" -v l="$layers" 'BEGIN { printf "%.2f", (a - b) / (l - 1) }')
     gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×; a layer after the first $steady s, $(ratio "$steady" "$gemm_s")×"
   fi
-  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $(kernels "$ckpt") |")
+  kernels_used=$(kernels "$ckpt")
+  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
   # A table (or CSV) holds no per-head ranks, so analyze skips their eigenproblems (diversity.hpp).
   echo "[$name] kvrank analyze, table output" >&2
   timed "$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt" --threads "$threads"
@@ -154,7 +155,7 @@ for shape in "${shapes[@]}"; do
   table_1=$seconds
   table_numpy="—"
   [[ $numpy_layers == "-" ]] || table_numpy="$(ratio "$numpy_s" "$table_s")×"
-  rows+=("| $name, table output (no per-head ranks) | $table_s | $floor_s | $(ratio "$table_s" "$floor_s") | $table_1 | $floor_1 | $(ratio "$table_1" "$floor_1") | $(ratio "$table_1" "$table_s")× | — | — | $table_numpy | — | as above |")
+  rows+=("| $name, table output (no per-head ranks) | $table_s | $floor_s | $(ratio "$table_s" "$floor_s") | $table_1 | $floor_1 | $(ratio "$table_1" "$floor_1") | $(ratio "$table_1" "$table_s")× | — | — | $table_numpy | — | $path; $kernels_used |")
   # Progress only: the row itself is printed once, in the table on stdout.
   echo "[$name] $kvrank_s s, $(ratio "$kvrank_s" "$floor_s")× the floor" >&2
   if [[ -n ${KVRANK_BENCH_CORETYPE:-} ]]; then  # the same run on the kernels OpenBLAS is told to use
