@@ -31,7 +31,7 @@ std::uintptr_t huge_page_above(std::uintptr_t address) noexcept {
 /// measured that ran at about 400 MB/s (a DeepSeek-V3 layer's first 900 MB of buffers: 1.3 s, all
 /// of it on one thread while the other waited).
 void populate_for_write(std::uintptr_t begin, std::uintptr_t end) noexcept {
-  constexpr std::uintptr_t kWorthThreads = std::uintptr_t(32) << 20;
+  [[maybe_unused]] constexpr std::uintptr_t kWorthThreads = std::uintptr_t(32) << 20;  // OpenMP's
 #pragma omp parallel if (end - begin >= kWorthThreads)
   {
     std::uintptr_t parts = 1, part = 0;
