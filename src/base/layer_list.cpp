@@ -96,6 +96,13 @@ LayerShard parse_layer_shard(std::string_view text) {
   return shard;
 }
 
+std::vector<int> layers_with_heads(const std::vector<int>& attention_layers, int num_layers) {
+  if (!attention_layers.empty()) return attention_layers;
+  std::vector<int> layers;
+  for (int layer = 0; layer < num_layers; ++layer) layers.push_back(layer);
+  return layers;
+}
+
 std::vector<int> shard_layers(const std::vector<int>& layers, LayerShard shard) {
   if (shard.index < 0 || shard.index >= shard.count)
     bad_layer_shard(std::to_string(shard.index) + "/" + std::to_string(shard.count));

@@ -484,10 +484,10 @@ std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
                                        const LayoutOverrides& overrides) {
   std::vector<ModelLayout> series = detect_any_series(checkpoint, overrides);
   const ModelLayout& first = series.front();
-  // The gain is found by the dense readers' names: a --map names no norm, activations have none.
-  const bool foldable = std::holds_alternative<DenseTensors>(first.tensors) && !first.attention &&
-                        first.family != Family::map && first.family != Family::activations;
-  if (overrides.fold_input_norm && !foldable)
+  // With the flag, the dense readers find the gain or say why not (detect_input_norm); any other
+  // layout — MLA, LRKV, an encoder's series, Zamba 2, a --map, activations — found none to fold.
+  const auto* dense = std::get_if<DenseTensors>(&first.tensors);
+  if (overrides.fold_input_norm && !(dense && dense->input_norm))
     throw Error(checkpoint.path().string(),
                 "--fold-input-norm is supported for the dense layouts, not for " +
                     std::string(family_name(first.family)));
@@ -567,10 +567,7 @@ bool has_attention(const ModelLayout& layout, int layer) {
 }
 
 std::vector<int> attention_layer_list(const ModelLayout& layout) {
-  if (!layout.attention_layers.empty()) return layout.attention_layers;
-  std::vector<int> layers;
-  for (int layer = 0; layer < layout.num_layers; ++layer) layers.push_back(layer);
-  return layers;
+  return layers_with_heads(layout.attention_layers, layout.num_layers);
 }
 
 std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer) {

@@ -143,12 +143,7 @@ void require_layer_count(const ModelReport& model, const std::string& file) {
 /// The layers one analyze run would have analysed: all (a hybrid's attention layers), or the
 /// --layers selection.
 std::vector<int> expected_layers(const ModelReport& model, const MergeOptions& options) {
-  if (!options.layers && !model.attention_layers.empty()) return model.attention_layers;
-  if (!options.layers) {
-    std::vector<int> layers;
-    for (int layer = 0; layer < model.geometry.num_layers; ++layer) layers.push_back(layer);
-    return layers;
-  }
+  if (!options.layers) return layers_with_heads(model.attention_layers, model.geometry.num_layers);
   for (int layer : *options.layers)
     if (layer >= model.geometry.num_layers)
       throw Error("", "--layers: layer " + std::to_string(layer) + " out of range (" +
@@ -156,21 +151,26 @@ std::vector<int> expected_layers(const ModelReport& model, const MergeOptions& o
   return *options.layers;
 }
 
+/// Why a part's layer is not among the `expected` ones, for its error message.
+std::string why_unexpected(const ModelReport& model, const MergeOptions& options,
+                           const std::vector<int>& expected) {
+  if (options.layers) return " is not in --layers " + format_layer_list(expected);
+  if (model.attention_layers.empty())
+    return " is out of range (the model has " + layer_count(model) + ")";
+  return " has no attention heads (the model's attention layers: " + format_layer_list(expected) +
+         ")";
+}
+
 /// The parts must hold exactly the layers one analyze run would have analysed.
 void require_expected_layers(const ModelEntry& entry, const MergeOptions& options) {
   const ModelReport& model = entry.report;
   const std::string name = model_name(model);
   const std::vector<int> expected = expected_layers(model, options);
-  const std::string unexpected = options.layers
-                                     ? " is not in --layers " + format_layer_list(expected)
-                                 : model.attention_layers.empty()
-                                     ? " is out of range (the model has " + layer_count(model) + ")"
-                                     : " has no attention heads (the model's attention layers: " +
-                                           format_layer_list(expected) + ")";
   std::vector<int> held;
   for (const auto& [layer, file] : entry.layer_files) {
     if (!std::binary_search(expected.begin(), expected.end(), layer))
-      throw Error(file, name + ": layer " + std::to_string(layer) + unexpected);
+      throw Error(file, name + ": layer " + std::to_string(layer) +
+                            why_unexpected(model, options, expected));
     held.push_back(layer);
   }
   std::vector<int> missing;

@@ -16,6 +16,12 @@ using test::error_message;
 
 }  // namespace
 
+TEST_CASE("layers_with_heads: a hybrid's attention layers, else every layer", "[layers]") {
+  CHECK(layers_with_heads({}, 4) == std::vector<int>{0, 1, 2, 3});
+  CHECK(layers_with_heads({}, 0).empty());
+  CHECK(layers_with_heads({2, 6}, 8) == std::vector<int>{2, 6});
+}
+
 TEST_CASE("parse_layer_list: ranges and single layers, sorted and unique", "[layers]") {
   CHECK(parse_layer_list("0-3,20") == std::vector<int>{0, 1, 2, 3, 20});
   CHECK(parse_layer_list("5,1,1,2-3") == std::vector<int>{1, 2, 3, 5});

@@ -52,11 +52,16 @@ TEST_CASE("prefault_for_write maps every page of a fresh buffer, split over thre
           mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       REQUIRE(region != MAP_FAILED);
       auto* buffer = static_cast<unsigned char*>(region) + 3 * page;
+      // A byte written at each end first: the call maps pages, it must not write to them.
+      constexpr unsigned char kMark = 0x5A;
+      buffer[0] = buffer[bytes - 1] = kMark;
       detail::prefault_for_write(buffer, bytes);
       const std::size_t pages = (bytes + page - 1) / page;
       CHECK(resident_pages(buffer, pages * page) == (kernel_populates() ? pages : 0));
-      bool zero = true;  // mapped, not written: a fresh mapping reads as zeros
-      for (std::size_t i = 0; i < bytes; i += page) zero = zero && buffer[i] == 0;
+      CHECK(buffer[0] == kMark);
+      CHECK(buffer[bytes - 1] == kMark);
+      bool zero = true;  // the pages between: mapped, not written, so still a fresh mapping's zeros
+      for (std::size_t i = page; i + page < bytes; i += page) zero = zero && buffer[i] == 0;
       CHECK(zero);
       munmap(region, mapped);
     }

@@ -11,6 +11,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/version.hpp"
 #include "support/catch.hpp"
+#include "support/layer_metrics_check.hpp"
 #include "support/test_util.hpp"
 
 namespace kvrank {
@@ -74,28 +75,6 @@ std::vector<ModelReport> sample_reports() {
   return {lrkv, mla};
 }
 
-void require_same_layer(const LayerMetrics& a, const LayerMetrics& b, bool with_similarity) {
-  CHECK(a.layer == b.layer);
-  CHECK(a.heads == b.heads);
-  CHECK(a.erank == b.erank);  // exact: the JSON must not round
-  CHECK(a.erank_centered == b.erank_centered);
-  CHECK(a.erank_pct == b.erank_pct);
-  CHECK(a.erank_centered_pct == b.erank_centered_pct);
-  CHECK(a.mean_similarity == b.mean_similarity);
-  CHECK(a.pcs_90 == b.pcs_90);
-  CHECK(a.eigenvalues == b.eigenvalues);
-  CHECK(a.eigenvalues_centered == b.eigenvalues_centered);
-  CHECK(a.head_erank == b.head_erank);
-  CHECK(a.head_norm == b.head_norm);
-  CHECK(a.zero_heads == b.zero_heads);
-  if (with_similarity) {
-    REQUIRE(a.similarity.rows() == b.similarity.rows());
-    CHECK(a.similarity == b.similarity);
-  } else {
-    CHECK(b.similarity.size() == 0);
-  }
-}
-
 void require_same_models(const std::vector<ModelReport>& a, const std::vector<ModelReport>& b,
                          bool with_similarity) {
   REQUIRE(a.size() == b.size());
@@ -116,7 +95,7 @@ void require_same_models(const std::vector<ModelReport>& a, const std::vector<Mo
     CHECK(a[m].summary.erank_centered_pct_mean == b[m].summary.erank_centered_pct_mean);
     REQUIRE(a[m].layers.size() == b[m].layers.size());
     for (std::size_t l = 0; l < a[m].layers.size(); ++l) {
-      require_same_layer(a[m].layers[l], b[m].layers[l], with_similarity);
+      test::require_same_layer(a[m].layers[l], b[m].layers[l], with_similarity);
     }
   }
 }

@@ -22,6 +22,11 @@ std::vector<int> parse_layer_list(std::string_view text);
 /// "0-3,7,9-11" for sorted unique layers: the inverse of parse_layer_list.
 std::string format_layer_list(const std::vector<int>& layers);
 
+/// The layers that have attention heads: a hybrid's `attention_layers` (increasing) when it lists
+/// them, else every layer 0 … num_layers − 1 (layout.hpp's attention_layer_list, merge's
+/// expected layers).
+std::vector<int> layers_with_heads(const std::vector<int>& attention_layers, int num_layers);
+
 /// `--layer-shard I/N`: the I-th (0-based) of N contiguous, near-equal slices of the selected
 /// layers, so that N jobs together analyse each layer once. Slices may be empty (N > layers).
 struct LayerShard {
