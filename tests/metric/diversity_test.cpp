@@ -340,6 +340,53 @@ TEST_CASE("shared KV rows equal explicitly duplicated rows", "[diversity]") {
   }
 }
 
+TEST_CASE("plain slices read from the Gram's upper triangle equal the same heads split in two",
+          "[diversity]") {
+  // Plain-slice heads are read from G's upper triangle alone: blocks above the diagonal as they
+  // are, below it transposed, on or across it element by element. Rows out of order, shared and
+  // half-overlapping put pairs in every one of those places, on both sides, differently. The same
+  // heads as two half-width identity blocks take the general path over the mirrored G.
+  std::mt19937 rng(21);
+  const Index k = 4, d = 24;
+  auto side_with_rows = [&](const std::vector<Index>& rows, bool split) {
+    FactorSide side;
+    side.head_cols = k;
+    side.basis = uniform_rows(4 * k, d, rng);
+    for (Index row : rows) {
+      if (split) {
+        side.heads.push_back(
+            {CoeffBlock::identity(row, k / 2), CoeffBlock::identity(row + k / 2, k / 2, k / 2)});
+      } else {
+        side.heads.push_back({CoeffBlock::identity(row, k)});
+      }
+    }
+    return side;
+  };
+  const std::vector<Index> left_rows{3 * k, 0, k, k / 2, 2 * k, 0, 3 * k - 1};
+  const std::vector<Index> right_rows{0, 3 * k, k / 2, k, k, 2 * k, 1};
+  HeadFactors plain, split;
+  plain.left = side_with_rows(left_rows, false);
+  plain.right = side_with_rows(right_rows, false);
+  split.left = plain.left;
+  split.right = plain.right;
+  split.left.heads = side_with_rows(left_rows, true).heads;
+  split.right.heads = side_with_rows(right_rows, true).heads;
+  const LayerMetrics a = analyze_layer(plain);
+  const LayerMetrics b = analyze_layer(split);
+  check_same_metrics(a, b, 1e-12);
+  REQUIRE(a.similarity.rows() == b.similarity.rows());
+  CHECK((a.similarity - b.similarity).cwiseAbs().maxCoeff() <= 1e-12);
+  for (size_t h = 0; h < left_rows.size(); ++h) {
+    check_close(a.head_norm[h], b.head_norm[h], 1e-12);
+    check_close(a.head_erank[h], b.head_erank[h], 1e-9);
+  }
+  check_against_reference(
+      a, reference_metrics(explicit_heads(plain.left), explicit_heads(plain.right)));
+  // The symmetric (`k`/`v`) representation reads one side the same way.
+  plain.symmetric = split.symmetric = true;
+  check_same_metrics(analyze_layer(plain), analyze_layer(split), 1e-12);
+}
+
 TEST_CASE("zero heads are listed and left out of S", "[diversity]") {
   std::mt19937 rng(7);
   const Index heads = 6, d = 20, k = 3;
