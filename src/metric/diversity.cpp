@@ -176,19 +176,21 @@ class SideGram {
   }
 
   /// L_iᵀ L_j where it can be read from G without a copy: both heads plain slices whose block of G
-  /// lies wholly on one side of the diagonal. `transposed`: the block stored above the diagonal is
-  /// (L_iᵀ L_j)ᵀ.
+  /// lies wholly on one side of the diagonal, or on it (the same rows: a symmetric block of which
+  /// only the upper triangle is read).
   struct StoredBlock {
+    enum Kind { as_is, transposed, symmetric };
     Eigen::Block<const MatrixF> block;
-    bool transposed;
+    Kind kind;
   };
   std::optional<StoredBlock> stored_block(Index i, Index j) const {
     const Index row = simple_row_[i];
     const Index col = simple_row_[j];
     if (row < 0 || col < 0) return std::nullopt;
     const MatrixF& gram = gram_;
-    if (row + k_ <= col) return StoredBlock{gram.block(row, col, k_, k_), false};
-    if (col + k_ <= row) return StoredBlock{gram.block(col, row, k_, k_), true};
+    if (row + k_ <= col) return StoredBlock{gram.block(row, col, k_, k_), StoredBlock::as_is};
+    if (col + k_ <= row) return StoredBlock{gram.block(col, row, k_, k_), StoredBlock::transposed};
+    if (row == col) return StoredBlock{gram.block(row, row, k_, k_), StoredBlock::symmetric};
     return std::nullopt;
   }
 
@@ -211,7 +213,12 @@ class SideGram {
   MatrixD upper_block(Index row, Index col) const {
     if (row + k_ <= col) return gram_.block(row, col, k_, k_).cast<double>();
     if (col + k_ <= row) return gram_.block(col, row, k_, k_).transpose().cast<double>();
-    MatrixD out(k_, k_);  // the block meets the diagonal
+    if (row == col) {
+      MatrixD out = gram_.block(row, row, k_, k_).cast<double>();
+      out.triangularView<Eigen::StrictlyLower>() = out.transpose();
+      return out;
+    }
+    MatrixD out(k_, k_);  // the block crosses the diagonal
     for (Index b = 0; b < k_; ++b) {
       for (Index a = 0; a < k_; ++a) {
         const Index i = row + a;
@@ -276,17 +283,31 @@ void side_by_side(First&& first, Second&& second) {
 }
 
 /// ⟨A_i, A_j⟩_F = ⟨L_iᵀL_j, R_iᵀR_j⟩_F (R = L when symmetric), read in place from the Grams
-/// where both blocks lie off the diagonal (most pairs of MHA/GQA heads), else from copies.
+/// where both blocks lie off the diagonal (most pairs of MHA/GQA heads) or both on it (i = j).
 double head_inner_product(const SideGram& left, const SideGram* right, Index i, Index j) {
+  using Kind = SideGram::StoredBlock::Kind;
   const auto left_block = left.stored_block(i, j);
   const auto right_block = right ? right->stored_block(i, j) : left_block;
   if (left_block && right_block) {
     const auto x = left_block->block.cast<double>();
     const auto y = right_block->block.cast<double>();
-    // ⟨Xᵀ, Yᵀ⟩ = ⟨X, Y⟩: only a block stored the other way round needs its transpose.
-    if (left_block->transposed == right_block->transposed) return x.cwiseProduct(y).sum();
-    return x.cwiseProduct(y.transpose()).sum();
+    const Kind left_kind = left_block->kind;
+    const Kind right_kind = right_block->kind;
+    if (left_kind == Kind::symmetric && right_kind == Kind::symmetric) {
+      // Both held in their upper triangles: twice the strictly upper part, plus the diagonal.
+      double sum = 0;
+      for (Index b = 0; b < x.cols(); ++b)
+        sum += 2 * x.col(b).head(b).dot(y.col(b).head(b)) + x(b, b) * y(b, b);
+      return sum;
+    }
+    if (left_kind != Kind::symmetric && right_kind != Kind::symmetric) {
+      // ⟨Xᵀ, Yᵀ⟩ = ⟨X, Y⟩: only a block stored the other way round needs its transpose.
+      return left_kind == right_kind ? x.cwiseProduct(y).sum()
+                                     : x.cwiseProduct(y.transpose()).sum();
+    }
   }
+  // A symmetric block against another kind (GQA heads of one group), or a head that is not a
+  // plain slice: copies.
   const MatrixD cross_left = left.cross(i, j);
   return right ? cross_left.cwiseProduct(right->cross(i, j)).sum() : cross_left.squaredNorm();
 }
