@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "kvrank/metric/gram_backend.hpp"
 
@@ -233,10 +234,32 @@ void syrk_upper(Index rows, Index inner, const float* a, Index lda, float* c, In
 #endif
 }
 
+namespace {
+
+/// How many slices of the inner dimension syrk_double splits A into: one per thread for a few rows
+/// over a long inner dimension (the contraction's H × H over M_h chunks, 128 rows × 131 072 for
+/// DeepSeek-V3), where the BLAS's threads, which split the rows, leave one of two idle a third of
+/// the time. Slices of the inner dimension are equal work and need no synchronisation.
+int inner_slices(Index rows, Index inner) {
+  constexpr Index kSplitWork = Index(1) << 22;  // multiply-adds below which a fork costs more
+  if (!blas_nests_in_openmp() || inner < 8 * rows || rows * rows * inner < kSplitWork) return 1;
+  return available_threads();
+}
+
+}  // namespace
+
 MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda) {
-  MatrixF gram = MatrixF::Zero(rows, rows);
-  syrk_upper(rows, inner, a, lda, gram.data(), rows);
-  MatrixD out = gram.cast<double>();
+  const int slices = inner_slices(rows, inner);
+  std::vector<MatrixF> partial(static_cast<std::size_t>(slices));
+#pragma omp parallel for schedule(static) num_threads(slices) if (slices > 1)
+  for (int s = 0; s < slices; ++s) {
+    const Index begin = inner * s / slices;
+    const Index end = inner * (s + 1) / slices;
+    partial[s] = MatrixF::Zero(rows, rows);
+    syrk_upper(rows, end - begin, a + begin, lda, partial[s].data(), rows);
+  }
+  MatrixD out = MatrixD::Zero(rows, rows);
+  for (const MatrixF& part : partial) out += part.cast<double>();  // the slices summed in double
   out.triangularView<Eigen::StrictlyLower>() = out.transpose();
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/metric/diversity.hpp"
+#include "metric/blas.hpp"
 #include "support/catch.hpp"
 
 using namespace kvrank;
@@ -113,6 +114,28 @@ TEST_CASE("threaded per-layer work equals the serial run", "[compute]") {
   // Threads only change the BLAS's summation order: float32 round-off, far below 1e-6.
   check_same(dense_threaded, dense_serial, 1e-6);
   check_same(latent_threaded, latent_serial, 1e-6);
+}
+
+TEST_CASE("a SYRK of few rows over a long inner dimension is split over the threads", "[compute]") {
+  // syrk_double slices the inner dimension, one slice per thread, and sums the slices in double
+  // (the contraction's H × H over chunks of M_h). One thread takes one SYRK: both must give A·Aᵀ.
+  std::mt19937 rng(19);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const Index rows = 16, inner = 40'001;  // an odd count: the slices differ in length
+  RowMatrixF a(rows, inner + 3);          // lda > inner: the slices start inside the rows
+  for (Index i = 0; i < a.size(); ++i) a.data()[i] = uniform(rng);
+  const MatrixD exact =
+      a.leftCols(inner).cast<double>() * a.leftCols(inner).cast<double>().transpose();
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    set_compute_threads(threads);
+    const MatrixD got = detail::syrk_double(rows, inner, a.data(), a.cols());
+    // float32 sums of 40 001 products are off by about 0.004 here; a column left out or counted
+    // twice would move some entry by about 1, i.e. 1e-4 of the diagonal (≈ 13 000).
+    CHECK((got - exact).cwiseAbs().maxCoeff() <= 4e-6 * exact.diagonal().minCoeff());
+    CHECK(got == got.transpose());
+  }
+  set_compute_threads(0);
 }
 
 TEST_CASE("the compute settings are checked and described", "[compute]") {
