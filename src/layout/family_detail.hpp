@@ -88,13 +88,14 @@ const TensorView& check_gain_shape(const Checkpoint& checkpoint, const std::stri
 /// The 1-D gain tensor `name`, of shape [size] (else an error naming it and `why`).
 Gain load_gain(const Checkpoint& checkpoint, const std::string& name, Index size,
                const std::string& why);
-/// Row i of `rows` times values[i] for the first values.size() rows (the others unscaled), computed
-/// in double and rescaled by one power of two for the whole matrix when the largest product lies
-/// outside 2^±kSafeScaleExponent: gains ×2^±100 give the same metrics as gains ×1. A non-finite
-/// product is an error naming the gain tensor.
-FoldedRows fold_gain(const RowMatrixF& rows, const std::vector<float>& values, const Gain& gain);
-inline FoldedRows fold_gain(const RowMatrixF& rows, const Gain& gain) {
-  return fold_gain(rows, gain.values, gain);
+/// Row i of `rows` times values[i] for the first values.size() rows (the others unscaled), in place
+/// (pass a temporary or std::move: no copy of the rows), computed in double and rescaled by one
+/// power of two for the whole matrix when the largest product lies outside 2^±kSafeScaleExponent:
+/// gains ×2^±100 give the same metrics as gains ×1. A non-finite product is an error naming the
+/// gain tensor.
+FoldedRows fold_gain(RowMatrixF rows, const std::vector<float>& values, const Gain& gain);
+inline FoldedRows fold_gain(RowMatrixF rows, const Gain& gain) {
+  return fold_gain(std::move(rows), gain.values, gain);
 }
 
 // ---- hybrids: attention in some layers only (src/layout/hybrid_layers.cpp) ----------------------

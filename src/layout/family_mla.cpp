@@ -96,9 +96,10 @@ std::string dims_text(const MlaDims& dims) {
 FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
   const std::string attn = self_attn_prefix(dims.prefix, layer);
   const std::string why = dims_text(dims);
-  const RowMatrixF kv_a = load_dequantized(checkpoint, attn + "kv_a_proj_with_mqa.weight",
-                                           dims.kv_lora + dims.rope, dims.d_model, why);
-  return fold_gain(kv_a, load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why));
+  RowMatrixF kv_a = load_dequantized(checkpoint, attn + "kv_a_proj_with_mqa.weight",
+                                     dims.kv_lora + dims.rope, dims.d_model, why);
+  return fold_gain(std::move(kv_a),
+                   load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why));
 }
 
 using SharedRows = std::shared_ptr<const RowMatrixF>;
