@@ -23,6 +23,9 @@
 #ifdef KVRANK_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 
 namespace kvrank {
 namespace {
@@ -92,20 +95,33 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-/// dst (rows × cols, row-major with leading dimension ld) = a · bᵀ for row-major bf16 a
-/// (rows × depth) and b (cols × depth). oneDNN's primitive cache keeps the JIT-compiled kernel of
-/// every shape seen, so a model's layers compile it once.
+// Depth of one bf16 product. oneDNN's kernel sums a whole depth in float32 registers, one long
+// chain: over d = 2304 that made head norms 2e-6 off the exact ones, 4× the f32 SSYRK's error
+// (whose BLAS accumulates blocks of a few hundred into C). Products over slices of this depth, each
+// added into the tile by oneDNN's sum post-op, keep the chains as short as the SSYRK's.
+constexpr Index kDepthSlice = 256;
+
+/// dst (rows × cols, row-major with leading dimension ld) = a · bᵀ, or dst += a · bᵀ when
+/// `accumulate`, for row-major bf16 a (rows × depth) and b (cols × depth) with leading dimension
+/// lda. oneDNN's primitive cache keeps the JIT-compiled kernel of every shape seen, so a model's
+/// layers compile it once.
 void matmul_abt(const std::uint16_t* a, const std::uint16_t* b, float* dst, Index rows, Index cols,
-                Index depth, Index ld, dnnl::stream& stream) {
+                Index depth, Index lda, Index ld, bool accumulate, dnnl::stream& stream) {
   using dnnl::memory;
-  const memory::desc a_desc({rows, depth}, memory::data_type::bf16, memory::dims{depth, 1});
-  const memory::desc b_desc({depth, cols}, memory::data_type::bf16, memory::dims{1, depth});
+  const memory::desc a_desc({rows, depth}, memory::data_type::bf16, memory::dims{lda, 1});
+  const memory::desc b_desc({depth, cols}, memory::data_type::bf16, memory::dims{1, lda});
   const memory::desc dst_desc({rows, cols}, memory::data_type::f32, memory::dims{ld, 1});
+  dnnl::primitive_attr attributes;
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    attributes.set_post_ops(sum);
+  }
 #if DNNL_VERSION_MAJOR >= 3  // oneDNN 3 (Debian 13, Ubuntu 24.04) dropped the operation descriptor
-  const dnnl::matmul::primitive_desc descriptor(cpu_engine(), a_desc, b_desc, dst_desc);
+  const dnnl::matmul::primitive_desc descriptor(cpu_engine(), a_desc, b_desc, dst_desc, attributes);
 #else
   const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a_desc, b_desc, dst_desc),
-                                                cpu_engine());
+                                                attributes, cpu_engine());
 #endif
   // oneDNN takes non-const handles but does not write to the inputs.
   memory a_memory(a_desc, cpu_engine(), const_cast<std::uint16_t*>(a));
@@ -124,8 +140,10 @@ void triangle_bf16(const std::vector<std::uint16_t>& packed, Index m, Index d, M
   for (Index j0 = 0; j0 < m; j0 += kTile) {
     const Index tile = std::min(kTile, m - j0);
     const Index width = j0 + tile;
-    matmul_abt(packed.data() + j0 * d, packed.data(), tile_rows.data(), tile, width, d, width,
-               stream);
+    for (Index k0 = 0; k0 < d; k0 += kDepthSlice) {
+      matmul_abt(packed.data() + j0 * d + k0, packed.data() + k0, tile_rows.data(), tile, width,
+                 std::min(kDepthSlice, d - k0), d, width, k0 > 0, stream);
+    }
     stream.wait();
     for (Index r = 0; r < tile; ++r) {
       std::copy_n(tile_rows.data() + r * width, width, gram.data() + (j0 + r) * m);
@@ -169,6 +187,28 @@ bool dnnl_isa_has(dnnl::cpu_isa wanted) {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
 }
+
+namespace {
+
+/// Whether the CPU is AMD's. AMD's cores with AVX512-BF16 (Zen 4 and later) run its dot product at
+/// twice the float32 FMA rate: on the development machine (CPUID family 19h model 11h, a Zen 4
+/// EPYC) oneDNN's bf16 Gram beat OpenBLAS's float32 SSYRK on its AVX2 and on its AVX-512 kernels
+/// alike (2.5B shape: 1.9× and 1.65×). On Intel's AVX512-BF16 without AMX the bf16 kernel was 2–3×
+/// slower than the AVX-512 SSYRK (docs/choices.md).
+bool amd_cpu() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool amd = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+  }();
+  return amd;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 #endif
 
 bool bf16_gram_supported() {
@@ -184,7 +224,7 @@ bool bf16_gram_in_auto() {
 #ifdef KVRANK_HAVE_DNNL
   static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
   return bf16_gram_supported() &&
-         (amx || (detail::blas_kernels_are_generic() && !onednn_f32_supported()));
+         (amx || amd_cpu() || (detail::blas_kernels_are_generic() && !onednn_f32_supported()));
 #else
   return false;
 #endif

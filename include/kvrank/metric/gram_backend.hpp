@@ -3,13 +3,14 @@
 //   f32         OpenBLAS SSYRK on the float32 rows (Eigen's product without OpenBLAS). Always
 //               available.
 //   bf16        oneDNN matmul bf16 × bf16 → f32 (AVX512-BF16 or AMX kernels), only the upper
-//               triangle, in column tiles. Used for a basis whose every value is exactly a bfloat16
-//               — rows read from BF16 or FP8 (E4M3, E5M2) tensors without scaling, which covers the
-//               dense families of bf16 checkpoints. Products of two bf16 values are exact in
-//               float32 and the sums accumulate in float32, so the Gram equals the f32 path's up to
-//               summation order (about 1e-7 relative); bases built by products (MLA, LRKV) are not
-//               bf16 and take the f32 path. The kernels treat subnormal bf16 inputs (|x| < 1.2e-38)
-//               as 0.
+//               triangle, in column tiles, the depth in slices of 256 added into the tile (one
+//               float32 chain over all of d was 4× the SSYRK's error over 2304 columns). Used for a
+//               basis whose every value is exactly a bfloat16 — rows read from BF16 or FP8 (E4M3,
+//               E5M2) tensors without scaling, which covers the dense families of bf16 checkpoints.
+//               Products of two bf16 values are exact in float32 and the sums accumulate in
+//               float32, so the Gram equals the f32 path's up to summation order (about 1e-7
+//               relative); bases built by products (MLA, LRKV) are not bf16 and take the f32 path.
+//               The kernels treat subnormal bf16 inputs (|x| < 1.2e-38) as 0.
 //   onednn-f32  oneDNN's float32 GEMM (its own AVX2 / AVX-512 kernels, chosen from the CPU's
 //               feature bits) on the float32 rows, upper triangle in column tiles — the f32 path's
 //               products, summed in another order (about 1e-7 relative). It also takes the other
@@ -22,13 +23,13 @@
 // Selection, for the whole process: set_gram_backend(), or the environment variable
 //   KVRANK_GRAM_BACKEND=auto|f32|bf16|onednn-f32   (read once, at the first Gram; default auto)
 //   auto        where OpenBLAS runs generic kernels (or there is no OpenBLAS) and oneDNN has AVX2
-//               or better kernels here: bf16 for a bf16-exact basis when the CPU has AMX, else
-//               onednn-f32 (onednn_f32_in_auto()). Elsewhere bf16 where the basis is bf16-exact,
-//               the Gram is not tiny and the CPU has AMX (bf16_gram_in_auto()), else f32. The bf16
-//               kernel beats the f32 SSYRK with AMX; on AVX512-BF16 alone it is slower than
-//               OpenBLAS's AVX-512 SSYRK (5th-generation Xeon) or as fast as oneDNN's float32 GEMM
-//               (Zen 5), so float32 keeps it there (the measurements: docs/performance.md,
-//               docs/choices.md).
+//               or better kernels here: every float32 product on onednn-f32
+//               (onednn_f32_in_auto()). bf16 Grams where the basis is bf16-exact, the Gram is not
+//               tiny and the CPU has AMX or is AMD's (bf16_gram_in_auto()), else f32. The bf16
+//               kernel beats the f32 SSYRK with AMX, and on AMD's AVX512-BF16 (Zen 4 EPYC: 1.65×
+//               OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2 one); on Intel's AVX512-BF16 without AMX
+//               it is 2–3× slower than OpenBLAS's AVX-512 SSYRK (5th-generation Xeon), so float32
+//               keeps it there (the measurements: docs/performance.md, docs/choices.md).
 //   f32         always f32 (the fallback, e.g. to compare the others with)
 //   bf16        bf16 for every bf16-exact basis, f32 for the others; an error when this build or
 //               CPU has no bf16 kernel
@@ -65,8 +66,8 @@ GramBackend gram_backend();
 bool bf16_gram_supported();
 
 /// Whether `auto` takes the bf16 kernel for a large enough bf16-exact basis: bf16_gram_supported()
-/// and AMX, or float32 products without SIMD kernels of their own (OpenBLAS's generic kernels)
-/// and no onednn-f32 kernel to run them.
+/// and AMX or an AMD CPU, or float32 products without SIMD kernels of their own (OpenBLAS's
+/// generic kernels) and no onednn-f32 kernel to run them.
 bool bf16_gram_in_auto();
 
 /// True when kvrank was built with oneDNN and oneDNN's effective ISA here includes AVX2 (its
