@@ -250,7 +250,8 @@ def _figure_settings(metric, title, size, width, height, font_size, dpi, cols, s
     settings.metric, settings.title = str(metric), str(title)
     settings.size = "" if size is None else str(size)
     settings.width, settings.height, settings.font_size = width, height, font_size
-    settings.dpi, settings.columns, settings.share_y = dpi, int(cols or 0), bool(share_y)
+    settings.dpi, settings.share_y = dpi, bool(share_y)
+    settings.columns = None if cols is None else int(cols)  # 0 is refused, as by --cols
     if ylim is not None and not isinstance(ylim, str):
         low, high = ylim
         ylim = f"{float(low)!r},{float(high)!r}"

@@ -410,6 +410,7 @@ class FilesTest(harness.TestCase):
         errors = [(dict(panel_titles=["A", "B", "C"]), "--panel-title given 3 times for 2 input(s)"),
                   (dict(width=0.1), "--width: expected 0.5 to 100, found 0.1"),
                   (dict(dpi=5), "--dpi: expected 10 to 2400, found 5"),
+                  (dict(cols=0), "--cols: expected 1 to 1000, found 0"),
                   (dict(legend="left"), "--legend: expected below, right, inside or none"),
                   (dict(ylim=(3, 1)), "--ylim: LOW must be below HIGH")]
         for options, message in errors:

@@ -123,8 +123,8 @@ PlotOptions plot_options(const FigureSettings& settings) {
     options.height_in = in_range("--height", *settings.height, kMinFigureInches, kMaxFigureInches);
   if (settings.font_size)
     options.font_pt = in_range("--font-size", *settings.font_size, kMinFontPoints, kMaxFontPoints);
-  if (settings.columns != 0)
-    options.columns = in_range("--cols", settings.columns, 1, kMaxPanelColumns);
+  if (settings.columns)
+    options.columns = in_range("--cols", *settings.columns, 1, kMaxPanelColumns);
   options.share_y = settings.share_y;
   if (!settings.ylim.empty()) options.ylim = parse_ylim(settings.ylim);
   options.legend = parse_legend_place(settings.legend);

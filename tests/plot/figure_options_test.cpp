@@ -54,6 +54,19 @@ TEST_CASE("size presets and y limits", "[figure]") {
   CHECK_THROWS_AS(parse_legend_place("top"), Error);
 }
 
+TEST_CASE("panels per row: unset is one row, any value given is checked, 0 too", "[figure]") {
+  FigureSettings settings;
+  CHECK(plot_options(settings).columns == 0);  // all panels in one row
+  settings.columns = 3;
+  CHECK(plot_options(settings).columns == 3);
+  // The command line's --cols 0 is refused, and so is the library's (and Python's cols=0).
+  for (const int bad : {0, -2, 1001}) {
+    settings.columns = bad;
+    CHECK(test::error_message([&] { plot_options(settings); }) ==
+          "--cols: expected 1 to 1000, found " + std::to_string(bad));
+  }
+}
+
 TEST_CASE("style files: each field checked, the label and field named", "[figure]") {
   const auto styles = parse_style_file(
       json::parse(R"({"MQA": {"colour": "#D55E00", "marker": "star", "dash": "6 2"},

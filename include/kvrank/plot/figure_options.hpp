@@ -54,7 +54,7 @@ struct FigureSettings {
   std::optional<double> height;     ///< inches
   std::optional<double> font_size;  ///< points
   std::optional<int> dpi;           ///< PNG pixels per inch; empty: kDefaultPngDpi
-  int columns = 0;                  ///< panels per row; 0: all in one row
+  std::optional<int> columns;       ///< panels per row; empty: all in one row
   bool share_y = false;             ///< one y range for every panel
   std::string ylim;                 ///< "LOW,HIGH", or empty
   std::string legend = "below";     ///< below, right, inside or none
