@@ -61,7 +61,9 @@ void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, 
 /// column-major C (rows × rows, ldc); the strict lower triangle is left as it was.
 void syrk_upper(Index rows, Index inner, const float* a, Index lda, float* c, Index ldc);
 
-/// A · Aᵀ for A (rows × inner, lda) in float32, returned in double with both triangles.
+/// A · Aᵀ for A (rows × inner, lda) in float32, returned in double with both triangles. A long
+/// inner dimension is split over the threads, a single-threaded SYRK each, the slices summed in
+/// double.
 MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda);
 
 /// A · Aᵀ for A (rows × inner, lda) accumulated in double (the entries of A are float32), both
