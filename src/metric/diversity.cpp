@@ -184,14 +184,8 @@ class SideGram {
     Kind kind;
   };
   std::optional<StoredBlock> stored_block(Index i, Index j) const {
-    const Index row = simple_row_[i];
-    const Index col = simple_row_[j];
-    if (row < 0 || col < 0) return std::nullopt;
-    const MatrixF& gram = gram_;
-    if (row + k_ <= col) return StoredBlock{gram.block(row, col, k_, k_), StoredBlock::as_is};
-    if (col + k_ <= row) return StoredBlock{gram.block(col, row, k_, k_), StoredBlock::transposed};
-    if (row == col) return StoredBlock{gram.block(row, row, k_, k_), StoredBlock::symmetric};
-    return std::nullopt;
+    if (simple_row_[i] < 0 || simple_row_[j] < 0) return std::nullopt;
+    return stored_at(simple_row_[i], simple_row_[j]);
   }
 
  private:
@@ -209,16 +203,26 @@ class SideGram {
     return out;
   }
 
+  /// Where G's k × k block at (row, col) is held in the upper triangle: as it is, transposed, or
+  /// (row = col) as a symmetric block's upper half; empty when it crosses the diagonal otherwise.
+  std::optional<StoredBlock> stored_at(Index row, Index col) const {
+    const MatrixF& gram = gram_;
+    if (row + k_ <= col) return StoredBlock{gram.block(row, col, k_, k_), StoredBlock::as_is};
+    if (col + k_ <= row) return StoredBlock{gram.block(col, row, k_, k_), StoredBlock::transposed};
+    if (row == col) return StoredBlock{gram.block(row, row, k_, k_), StoredBlock::symmetric};
+    return std::nullopt;
+  }
+
   /// G's k × k block at (row, col) from its upper triangle (the lower one may be unset).
   MatrixD upper_block(Index row, Index col) const {
-    if (row + k_ <= col) return gram_.block(row, col, k_, k_).cast<double>();
-    if (col + k_ <= row) return gram_.block(col, row, k_, k_).transpose().cast<double>();
-    if (row == col) {
-      MatrixD out = gram_.block(row, row, k_, k_).cast<double>();
-      out.triangularView<Eigen::StrictlyLower>() = out.transpose();
+    if (const std::optional<StoredBlock> stored = stored_at(row, col)) {
+      MatrixD out = stored->block.cast<double>();
+      if (stored->kind == StoredBlock::transposed) out.transposeInPlace();
+      if (stored->kind == StoredBlock::symmetric)
+        out.triangularView<Eigen::StrictlyLower>() = out.transpose();
       return out;
     }
-    MatrixD out(k_, k_);  // the block crosses the diagonal
+    MatrixD out(k_, k_);  // the block crosses the diagonal away from it
     for (Index b = 0; b < k_; ++b) {
       for (Index a = 0; a < k_; ++a) {
         const Index i = row + a;

@@ -22,9 +22,9 @@
 
 #ifdef KVRANK_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
-#endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
+#include <cpuid.h>  // amd_cpu()
+#endif
 #endif
 
 namespace kvrank {
