@@ -41,20 +41,27 @@ void populate_for_write(std::uintptr_t begin, std::uintptr_t end) noexcept {
   }
 }
 
-}  // namespace
-
-void prefault_for_read(const void* data, std::size_t bytes) noexcept {
-  if (bytes < kMinimumBytes) return;
-  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(data);
-  advise(begin & ~(page - 1), begin + bytes, MADV_POPULATE_READ);
+/// Whether the pages holding `first` and `last` are both mapped already (mincore). Such a buffer is
+/// memory the heap has handed out before — the previous layer's, of the same shape — and a populate
+/// call would only walk pages that are there: 0.2 ms a 2.4 MB basis on the VM measured, on the
+/// reading thread, for every tensor of every layer.
+bool ends_mapped(std::uintptr_t first, std::uintptr_t last, std::uintptr_t page) noexcept {
+  auto mapped = [page](std::uintptr_t address) {
+    unsigned char status = 0;
+    return mincore(reinterpret_cast<void*>(address & ~(page - 1)), page, &status) == 0 &&
+           (status & 1u) != 0;
+  };
+  return mapped(first) && mapped(last);
 }
+
+}  // namespace
 
 void prefault_for_write(void* data, std::size_t bytes) noexcept {
   if (bytes < kMinimumBytes) return;
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<std::uintptr_t>(data);
   const std::uintptr_t end = begin + bytes;
+  if (ends_mapped(begin, end - 1, page)) return;
   advise(huge_page_above(begin), end & ~(kHugePage - 1), MADV_HUGEPAGE);
   populate_for_write(begin & ~(page - 1), end);
 }

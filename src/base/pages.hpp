@@ -14,11 +14,9 @@
 
 namespace kvrank::detail {
 
-/// Maps the pages of `bytes` (stored data about to be read: a tensor in a memory-mapped file).
-void prefault_for_read(const void* data, std::size_t bytes) noexcept;
-
 /// Maps the pages of a fresh buffer about to be written, with transparent huge pages where the
-/// kernel offers them on request (2 MiB pages: a 512th of the faults).
+/// kernel offers them on request (2 MiB pages: a 512th of the faults). A buffer whose first and
+/// last pages are mapped already (heap memory used before) is left as it is.
 void prefault_for_write(void* data, std::size_t bytes) noexcept;
 
 /// Sizes a workspace buffer rows × cols: unchanged when it already has that size (the next layer

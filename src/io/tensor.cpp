@@ -38,12 +38,15 @@ bool is_finite_bits(float value) noexcept {
   return (std::bit_cast<std::uint32_t>(value) & 0x7F800000u) != 0x7F800000u;
 }
 
-// Returns the position of the first NaN/Inf, or -1. The first pass is a branch-free reduction the
-// compiler vectorises; the search only runs when something was found.
+// Returns the position of the first NaN/Inf, or -1. The first pass is a branch-free OR over the
+// values that the compiler vectorises even for SSE2 (a `bool &=` reduction it left scalar: 6 % of
+// a 128M run); the search only runs when something was found. Adding 1 to an exponent field of all
+// ones (NaN, Inf) carries into bit 31; any other exponent stays below it.
 std::int64_t first_non_finite(std::span<const float> values) noexcept {
-  bool all_finite = true;
-  for (float value : values) all_finite &= is_finite_bits(value);
-  if (all_finite) return -1;
+  std::uint32_t carries = 0;
+  for (float value : values)
+    carries |= (std::bit_cast<std::uint32_t>(value) & 0x7F800000u) + 0x00800000u;
+  if ((carries & 0x80000000u) == 0) return -1;
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!is_finite_bits(values[i])) return static_cast<std::int64_t>(i);
   }
@@ -131,7 +134,6 @@ void convert_checked(const TensorView& tensor, std::span<float> out) {
   const bool transposed = tensor.fortran_order && tensor.shape.size() >= 2;
   std::vector<float> column_major(transposed ? out.size() : 0);
   const std::span<const std::byte> raw = tensor.data();
-  detail::prefault_for_read(raw.data(), raw.size());  // one call, not a fault per 64 KiB
   const detail::TiledConversion converted =
       detail::convert_in_tiles(tensor.dtype, raw, transposed ? column_major : out);
   if (!converted.complete) throw Error(tensor.file, tensor.name, detail::kFileShrank);

@@ -1,5 +1,5 @@
 // Tests of base/pages.hpp: prefault_for_write maps every page of a fresh buffer, also when a large
-// one is split over the threads, and never writes to it.
+// one is split over the threads, never writes to it, and leaves memory the heap used before alone.
 #include "base/pages.hpp"
 
 #include <sys/mman.h>
@@ -51,22 +51,51 @@ TEST_CASE("prefault_for_write maps every page of a fresh buffer, split over thre
       void* region =
           mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       REQUIRE(region != MAP_FAILED);
+      // Where THP is `always`, a first touch could map a whole 2 MB page around the marks.
+      madvise(region, mapped, MADV_NOHUGEPAGE);
       auto* buffer = static_cast<unsigned char*>(region) + 3 * page;
-      // A byte written at each end first: the call maps pages, it must not write to them.
+      // A byte written into the second and the second-to-last page first (the end pages stay
+      // unmapped, so the buffer counts as fresh): the call maps pages, it must not write to them.
       constexpr unsigned char kMark = 0x5A;
-      buffer[0] = buffer[bytes - 1] = kMark;
-      detail::prefault_for_write(buffer, bytes);
+      const std::size_t second = page;
+      const std::size_t second_to_last = bytes - page - 1;
+      buffer[second] = buffer[second_to_last] = kMark;
       const std::size_t pages = (bytes + page - 1) / page;
-      CHECK(resident_pages(buffer, pages * page) == (kernel_populates() ? pages : 0));
-      CHECK(buffer[0] == kMark);
-      CHECK(buffer[bytes - 1] == kMark);
-      bool zero = true;  // the pages between: mapped, not written, so still a fresh mapping's zeros
-      for (std::size_t i = page; i + page < bytes; i += page) zero = zero && buffer[i] == 0;
+      REQUIRE(resident_pages(buffer, pages * page) == 2);
+      detail::prefault_for_write(buffer, bytes);
+      CHECK(resident_pages(buffer, pages * page) == (kernel_populates() ? pages : 2));
+      CHECK(buffer[second] == kMark);
+      CHECK(buffer[second_to_last] == kMark);
+      bool zero = true;  // the other pages: mapped, not written, so still a fresh mapping's zeros
+      for (std::size_t i = 0; i < bytes; i += page)
+        zero = zero &&
+               (i / page == second / page || i / page == second_to_last / page || buffer[i] == 0);
       CHECK(zero);
       munmap(region, mapped);
     }
   }
   set_compute_threads(0);
+}
+
+TEST_CASE("prefault_for_write leaves a buffer whose end pages are mapped as it is", "[pages]") {
+  // Heap memory handed out again (the previous layer's buffer): populating it would only walk
+  // pages that are there. Its first and last pages mapped, the call maps no page between them.
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = std::size_t{3} << 20;
+  void* region = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(region != MAP_FAILED);
+  madvise(region, bytes, MADV_NOHUGEPAGE);  // a touch maps one 4 KiB page, even with THP `always`
+  auto* buffer = static_cast<unsigned char*>(region);
+  buffer[0] = buffer[bytes - 1] = 1;
+  detail::prefault_for_write(buffer, bytes);
+  CHECK(resident_pages(buffer, bytes) == 2);
+  // Only one end mapped: a buffer that grew past memory used before is populated.
+  buffer[bytes - 1] = 0;
+  madvise(buffer + bytes - page, page, MADV_DONTNEED);
+  REQUIRE(resident_pages(buffer, bytes) == 1);
+  detail::prefault_for_write(buffer, bytes);
+  CHECK(resident_pages(buffer, bytes) == (kernel_populates() ? bytes / page : 1));
+  munmap(region, bytes);
 }
 
 TEST_CASE("prefault_for_write leaves a small buffer to its first touch", "[pages]") {
