@@ -287,6 +287,7 @@ ENCODER_SERIES = {
     },
 }
 ENCODER_SERIES["siglip"] = ENCODER_SERIES["clip"]
+ENCODER_SERIES["bart"] = ENCODER_SERIES["mbart"] = ENCODER_SERIES["whisper"]  # the same names and keys
 
 
 def cmd_encoder(path, series, repr_name):

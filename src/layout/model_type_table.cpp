@@ -14,7 +14,7 @@ constexpr AttentionLayers kSomeLayers = AttentionLayers::from_config;
 // model_type, reader, norm gain, GGUF architecture and, where it is a LayerNorm, the QK norm
 // (`--family` accepts each model type). MoE variants differ from their dense model only in the
 // MLP. The order is that of the lists in help and error texts.
-constexpr std::array<ModelTypeInfo, 47> kModelTypes{{
+constexpr std::array<ModelTypeInfo, 49> kModelTypes{{
     {"llama", Family::llama, kWeight, "llama"},
     {"mistral", Family::llama, kWeight, ""},
     {"mixtral", Family::llama, kWeight, ""},
@@ -66,6 +66,8 @@ constexpr std::array<ModelTypeInfo, 47> kModelTypes{{
     {"vit", Family::vit, kWeight, ""},
     {"t5", Family::t5, kWeight, ""},
     {"whisper", Family::whisper, kWeight, ""},
+    {"bart", Family::whisper, kWeight, ""},  // whisper's names and config keys
+    {"mbart", Family::whisper, kWeight, ""},
     {"clip", Family::clip, kWeight, ""},
     {"siglip", Family::clip, kWeight, ""},  // clip's names; its pooling head is not read
 }};

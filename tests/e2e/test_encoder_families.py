@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""End-to-end: encoders and encoder-decoders (bert, roberta, vit, t5, whisper, clip, siglip),
-written in their Hugging Face names by tests/writers/write_encoder_checkpoints.py (independent
+"""End-to-end: encoders and encoder-decoders (bert, roberta, vit, t5, whisper, bart, mbart, clip,
+siglip), written in their Hugging Face names by tests/writers/write_encoder_checkpoints.py (independent
 numpy). Each attention series — every stack's self-attention, a decoder's cross-attention — is its
 own model in the result, with an "attention" field and (when the model has several series) a
 label suffix; every number matches `reference.py encoder`, which builds each d×d form itself.
@@ -26,10 +26,12 @@ SERIES = {
     "vit": ["encoder self"],
     "t5": ["encoder self", "decoder self", "decoder cross"],
     "whisper": ["encoder self", "decoder self", "decoder cross"],
+    "bart": ["encoder self", "decoder self", "decoder cross"],
+    "mbart": ["encoder self", "decoder self", "decoder cross"],
     "clip": ["text self", "vision self"],
     "siglip": ["text self", "vision self"],
 }
-FAMILY = {"roberta": "bert", "siglip": "clip"}
+FAMILY = {"roberta": "bert", "siglip": "clip", "bart": "whisper", "mbart": "whisper"}
 
 
 class EncoderFamilies(harness.TestCase):

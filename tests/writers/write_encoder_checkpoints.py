@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a small encoder or encoder-decoder checkpoint in its Hugging Face tensor names and config
-keys: bert, roberta, vit, t5, whisper, clip, siglip. Every projection is random (seeded), with
+keys: bert, roberta, vit, t5, whisper, bart, mbart, clip, siglip. Every projection is random (seeded), with
 biases where the model has them (t5 has none) and NaN non-attention tensors (MLPs, norms,
 embeddings, siglip's pooling head): kvrank must never read those. Independent of kvrank's C++
 code; scripts/reference.py (`encoder`) reads the same names itself.
@@ -45,8 +45,8 @@ def geometry(model_type):
         return config, [("encoder.block.", T5_SELF, 3, 5, 16, 4, False),
                         ("decoder.block.", T5_SELF, 2, 5, 16, 4, False),
                         ("decoder.block.", T5_CROSS, 2, 5, 16, 4, False)]
-    if model_type == "whisper":
-        config = dict(model_type="whisper", d_model=24, encoder_attention_heads=4,
+    if model_type in ("whisper", "bart", "mbart"):  # bart and mbart: whisper's names and keys
+        config = dict(model_type=model_type, d_model=24, encoder_attention_heads=4,
                       decoder_attention_heads=6, encoder_layers=2, decoder_layers=3,
                       num_hidden_layers=2)
         return config, [("model.encoder.layers.", SELF_ATTN, 2, 4, 24, 6, True),
