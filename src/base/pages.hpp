@@ -1,7 +1,7 @@
 // Private: mapping a large buffer's pages at once instead of one page fault at a time.
 //
-// A layer's weights and the buffers derived from them are tens to hundreds of MB, written once
-// per layer. Touched page by page, every 4 KiB costs a fault. These helpers ask the kernel to map
+// The buffers a layer's weights are converted into are tens to hundreds of MB, written once per
+// layer. Touched page by page, every 4 KiB costs a fault. These helpers ask the kernel to map
 // a range in one call (a 128M-shaped run: 17 700 faults → 3 000). They are advice only — a kernel
 // without it leaves the faults to the first touch, as before. They did not make fresh memory
 // cheap on the VM measured (docs/performance.md: the first writes stayed slow), so buffers that
