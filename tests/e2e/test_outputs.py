@@ -37,6 +37,13 @@ def safetensors_dtypes(path):
     return {entry["dtype"] for name, entry in header.items() if name != "__metadata__"}
 
 
+def help_text(command):
+    """`kvrank COMMAND --help`, an option's default written TYPE=VALUE as CLI11 2.3 writes it
+    (Debian 12); CLI11 2.4 (Debian 13, Ubuntu 24.04) writes TYPE [VALUE]."""
+    text = run(command, "--help").stdout
+    return re.sub(r"(\b[A-Z]+(?::\S+)?) \[([^\]]+)\]", r"\1=\2", text)
+
+
 def help_options(text):
     """(option, its help text) for each option of a CLI11 help that takes a value (not a flag)."""
     options, current = [], None
@@ -356,25 +363,25 @@ class OutputsTest(harness.TestCase):
     # ---------------------------------------------------------------- 7. help
 
     def test_help_shows_inputs_defaults_and_choices(self):
-        analyze = run("analyze", "--help").stdout
+        analyze = help_text("analyze")
         for text in ("ORG/NAME[@REV]", ".gguf", ".npy/.npz", "-q/--quiet", "-v/--verbose",
                      "--keep-going", "{auto,bar,plain,none}", "{table,json,csv,tsv}"):
             self.assertIn(text, analyze)
-        plot = run("plot", "--help").stdout
+        plot = help_text("plot")
         self.assertIn("erank_centered_pct", plot)
         self.assertIn("--metric TEXT:{erank,erank_pct,erank_centered,erank_centered_pct,"
                       "mean_similarity,pcs_90}=erank", plot)
-        synth = run("synth", "--help").stdout
+        synth = help_text("synth")
         self.assertIn("(1-r)·own + r·shared", synth)
         self.assertIn("Only -o is required", synth)
         self.assertIn("--family TEXT=llama", synth)
-        check = run("check", "--help").stdout
+        check = help_text("check")
         self.assertIn("--abs-tol FLOAT:NONNEGATIVE=0.05", check)
         self.assertIn("{down,up,both}", check)
 
     def test_every_option_with_a_value_shows_its_default_or_choices(self):
         for command in ("analyze", "inspect", "plot", "check", "merge", "baseline", "synth"):
-            for option, text in help_options(run(command, "--help").stdout):
+            for option, text in help_options(help_text(command)):
                 with self.subTest(command=command, option=option):
                     self.assertTrue(re.search(r"=\S|\{|REQUIRED|default|Only -o", text), text)
 
