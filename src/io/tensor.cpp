@@ -34,9 +34,14 @@ std::vector<std::int64_t> c_order_index(std::int64_t flat, const std::vector<std
   return index;
 }
 
-bool is_finite_bits(float value) noexcept {
-  return (std::bit_cast<std::uint32_t>(value) & 0x7F800000u) != 0x7F800000u;
+/// float32's exponent field: all ones for NaN and Inf.
+constexpr std::uint32_t kExponentBits = 0x7F800000u;
+
+std::uint32_t exponent_bits(float value) noexcept {
+  return std::bit_cast<std::uint32_t>(value) & kExponentBits;
 }
+
+bool is_finite_bits(float value) noexcept { return exponent_bits(value) != kExponentBits; }
 
 // Returns the position of the first NaN/Inf, or -1. The first pass is a branch-free OR over the
 // values that the compiler vectorises even for SSE2 (a `bool &=` reduction it left scalar: 5 % of
@@ -44,8 +49,7 @@ bool is_finite_bits(float value) noexcept {
 // ones (NaN, Inf) carries into bit 31; any other exponent stays below it.
 std::int64_t first_non_finite(std::span<const float> values) noexcept {
   std::uint32_t carries = 0;
-  for (float value : values)
-    carries |= (std::bit_cast<std::uint32_t>(value) & 0x7F800000u) + 0x00800000u;
+  for (float value : values) carries |= exponent_bits(value) + 0x00800000u;
   if ((carries & 0x80000000u) == 0) return -1;
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!is_finite_bits(values[i])) return static_cast<std::int64_t>(i);

@@ -22,9 +22,6 @@
 
 #ifdef KVRANK_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>  // amd_cpu()
-#endif
 #endif
 
 namespace kvrank {
@@ -197,12 +194,7 @@ namespace {
 /// slower than the AVX-512 SSYRK (docs/choices.md).
 bool amd_cpu() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool amd = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-    return ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
-  }();
-  return amd;
+  return __builtin_cpu_is("amd");  // the vendor string, as compute.cpp's __builtin_cpu_supports
 #else
   return false;
 #endif
