@@ -300,6 +300,7 @@ int run_analyze(const AnalyzeArgs& args) {
   Destination destination(args.output, input_paths);
   const kvrank::ThreadFit threads = kvrank::apply_compute_threads(args.threads);
   if (!threads.reason.empty()) spdlog::info("{}", threads.reason);
+  spdlog::debug("threads: {}", threads.threads);
   spdlog::debug("products: {}", kvrank::compute_backend_description());
   for (const auto& name : split_list(args.repr)) options.reprs.push_back(kvrank::parse_repr(name));
   options.attention = kvrank::parse_attention_choice(args.attention);

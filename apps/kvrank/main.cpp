@@ -77,7 +77,9 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   command->add_flag("--summary", args.summary,
                     "One row per model and representation, the means (CSV/TSV only)");
   command->add_flag("--with-baseline", args.with_baseline, "Add the fully-redundant series");
-  command->add_option("--threads", args.threads, "Threads (default: all cores; at most 4 × cores)")
+  command
+      ->add_option("--threads", args.threads,
+                   "Threads (default: OMP_NUM_THREADS, else all cores; at most 4 × cores)")
       ->check(CLI::NonNegativeNumber);
   command
       ->add_option("--progress", args.progress,

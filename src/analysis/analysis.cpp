@@ -5,13 +5,17 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <set>
+#include <string>
+#include <thread>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/base/usage.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/metric/compute.hpp"
+#include "kvrank/metric/gram_backend.hpp"
 #include "kvrank/report/merge.hpp"
 
 namespace kvrank {
@@ -185,6 +189,14 @@ std::string series_label(const std::string& label, const ModelLayout& layout, bo
   return label + " [" + series_text(*layout.attention) + "]";
 }
 
+/// compile_gram_kernels_aside for `layout`'s query Gram (heads · head_dim rows over d_model), a
+/// bf16 one when its weights are BF16 (the dense families read them without scaling).
+std::jthread compile_gram_kernels_for(const Checkpoint& checkpoint, const ModelLayout& layout) {
+  if (layout.num_layers < 1) return {};
+  const bool bf16 = weight_dtypes(checkpoint, layout) == std::optional<std::string>("BF16");
+  return compile_gram_kernels_aside(Index{layout.heads} * layout.head_dim, layout.d_model, bf16);
+}
+
 /// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance, and
 /// `step` is the training step they record.
 std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const ModelInput& input,
@@ -194,6 +206,10 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
   std::vector<ModelLayout> all_series = detect_series_or_advise(checkpoint, options.layout);
   const bool several = all_series.size() > 1;
   const std::vector<ModelLayout> series = choose_series(std::move(all_series), path, options);
+  // oneDNN compiles its kernels in the first Gram of a process: a spare thread does that while the
+  // first layer is read. Joined when this returns.
+  const std::jthread kernels =
+      series.empty() ? std::jthread() : compile_gram_kernels_for(checkpoint, series.front());
 
   struct Run {
     const ModelLayout* layout;

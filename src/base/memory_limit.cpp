@@ -1,6 +1,7 @@
 #include "kvrank/base/memory_limit.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -42,6 +43,18 @@ void format_too_small(char* out, std::size_t size, const char* source, std::uint
                 "memory limit %s (%s) is too small: kvrank needs %s with one thread (%s for the "
                 "program and the analysis, %s per thread); raise the limit",
                 limit_text, source, need_text, in_use_text, thread_text);
+}
+
+int parse_thread_count(const char* value) noexcept {
+  if (value == nullptr) return 0;
+  const long threads = std::strtol(value, nullptr, 10);
+  return threads > 0 && threads < 1 << 20 ? static_cast<int>(threads) : 0;
+}
+
+int usable_processors() noexcept {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(CPU_COUNT(&set), 1);
+  return static_cast<int>(std::max(::sysconf(_SC_NPROCESSORS_ONLN), 1L));
 }
 
 }  // namespace detail

@@ -3,7 +3,6 @@
 // setenv would be undone when it does), so the environment is read from `envp` and passed on with
 // execve, and only fixed buffers and system calls are used.
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -18,7 +17,6 @@
 namespace kvrank {
 namespace {
 
-constexpr const char* kFittedMarker = "KVRANK_THREADS_FITTED";
 // OpenBLAS's OpenMP build starts OMP_NUM_THREADS threads; its pthreads build OPENBLAS_NUM_THREADS,
 // else GOTO_NUM_THREADS, else OMP_NUM_THREADS. Both stop at the processors this process may use.
 constexpr const char* kThreadVariables[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -34,19 +32,9 @@ const char* env_value(char** envp, const char* name) noexcept {
   return nullptr;
 }
 
-/// A thread-count variable's first number ("8" or the "8,2" of nested OpenMP), 0 when unset or
-/// not a positive number.
+/// The thread count `name` in `envp` asks for, 0 when unset or not a positive number.
 int env_threads(char** envp, const char* name) noexcept {
-  const char* value = env_value(envp, name);
-  if (value == nullptr) return 0;
-  const long threads = std::strtol(value, nullptr, 10);
-  return threads > 0 && threads < 1 << 20 ? static_cast<int>(threads) : 0;
-}
-
-int usable_processors() noexcept {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(CPU_COUNT(&set), 1);
-  return static_cast<int>(std::max(::sysconf(_SC_NPROCESSORS_ONLN), 1L));
+  return detail::parse_thread_count(env_value(envp, name));
 }
 
 /// The most threads OpenBLAS (either build) would start with this environment.
@@ -91,7 +79,8 @@ void start_again_with(char** argv, char** envp, int threads) noexcept {
                   current == 0 ? threads : std::min(current, threads));
     env[kept++] = settings[slot++];
   }
-  std::snprintf(settings[slot], sizeof settings[slot], "%s=%d", kFittedMarker, threads);
+  std::snprintf(settings[slot], sizeof settings[slot], "%s=%d", detail::kThreadsFittedVariable,
+                threads);
   env[kept++] = settings[slot];
   env[kept] = nullptr;
   ::execve("/proc/self/exe", argv, env);
@@ -101,7 +90,8 @@ void start_again_with(char** argv, char** envp, int threads) noexcept {
 }  // namespace
 
 void fit_library_threads_at_start(int /*argc*/, char** argv, char** envp) noexcept {
-  if (envp == nullptr || env_value(envp, kFittedMarker) != nullptr) return;  // the second start
+  if (envp == nullptr || env_value(envp, detail::kThreadsFittedVariable) != nullptr)
+    return;  // the second start
   rlimit limit{};
   if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
   const auto bytes = static_cast<std::uint64_t>(limit.rlim_cur);
@@ -111,7 +101,7 @@ void fit_library_threads_at_start(int /*argc*/, char** argv, char** envp) noexce
   // fit_compute_threads checks, so that merge, plot and check still run in less.
   if (threads_that_fit(bytes, in_use, kBlasBufferBytes, 1) == 0)
     exit_too_small(bytes, in_use, kThreadAddressSpace);
-  const int starting = threads_libraries_start(envp, usable_processors());
+  const int starting = threads_libraries_start(envp, detail::usable_processors());
   const int fitting = std::max(threads_that_fit(bytes, in_use, kThreadAddressSpace, starting), 1);
   if (fitting < starting) start_again_with(argv, envp, fitting);
 }

@@ -4,12 +4,13 @@
 #include <Eigen/Cholesky>
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "base/memory_limit_text.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 
 #ifdef _OPENMP
@@ -79,16 +80,49 @@ std::vector<double> lapack_workspace(Call call) {
   call(&size, &query);
   return std::vector<double>(static_cast<std::size_t>(std::max(1.0, size)));
 }
+
+/// While alive, the BLAS calls inside a LAPACK eigensolver of order `n` run on the calling thread
+/// alone when n is small. OpenBLAS threads each level-2 call of the tridiagonal reduction (no size
+/// threshold in 0.3.21) unless it is called from inside an active parallel region; called from
+/// serial code (a layer's H × H similarity, or the per-head loop of a small model, which does not
+/// go parallel) every call woke the pool: data/tiny/mha's JSON took 0.25 s on 2 threads against
+/// 0.012 s on one. Below order 128 the calling thread alone was never slower.
+class SmallLapackCall {
+ public:
+  explicit SmallLapackCall(int n) : saved_(n < 128 ? available_threads() : 0) {
+    if (saved_ > 1) set_blas_threads(1);
+  }
+  ~SmallLapackCall() {
+    if (saved_ > 1) set_blas_threads(saved_);
+  }
+  SmallLapackCall(const SmallLapackCall&) = delete;
+  SmallLapackCall& operator=(const SmallLapackCall&) = delete;
+
+ private:
+  static void set_blas_threads(int threads) {
+#ifdef _OPENMP
+    if (blas_nests_in_openmp()) {
+      omp_set_num_threads(threads);  // this thread's own setting, which OpenBLAS reads per call
+      return;
+    }
+#endif
+    openblas_set_num_threads(threads);
+  }
+  int saved_;
+};
 #endif
 
 }  // namespace
 
 int default_thread_count() {
-#ifdef _OPENMP
-  return omp_get_num_procs();
-#else
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-#endif
+  // What OpenMP programs (and OpenBLAS, numpy, PyTorch) take: OMP_NUM_THREADS when set, at most
+  // the processors this process may use, as OpenBLAS caps it; else all of those. Not when kvrank
+  // lowered the variable itself to fit a memory limit (memory_limit.hpp): fit_compute_threads
+  // then finds that count again, and says why.
+  const int processors = usable_processors();
+  const bool fitted = std::getenv(kThreadsFittedVariable) != nullptr;
+  const int asked = fitted ? 0 : parse_thread_count(std::getenv("OMP_NUM_THREADS"));
+  return asked > 0 ? std::min(asked, processors) : processors;
 }
 
 int blas_buffers_held() {
@@ -285,6 +319,7 @@ std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric) {
   const int n = static_cast<int>(symmetric.rows());
   if (n == 0) return {};
 #ifdef KVRANK_HAVE_OPENBLAS
+  const SmallLapackCall small(n);
   MatrixD a = symmetric;
   std::vector<double> values(static_cast<std::size_t>(n));
   int info = 0;
@@ -324,6 +359,7 @@ std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const
   if (n == 0) return std::vector<double>{};
 #ifdef KVRANK_HAVE_OPENBLAS
   // dsygv itype 2: eigenvalues of A·B, B = UᵀU — those of U A Uᵀ = Fᵀ Q F with F = Uᵀ.
+  const SmallLapackCall small(n);
   MatrixD a = q;
   MatrixD b = p;
   std::vector<double> values(static_cast<std::size_t>(n));

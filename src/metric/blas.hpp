@@ -17,7 +17,8 @@
 
 namespace kvrank::detail {
 
-/// All processors: the thread count `--threads 0` asks for.
+/// The thread count `--threads 0` (the default) asks for: OMP_NUM_THREADS when set, at most the
+/// processors this process may use; else all of those.
 int default_thread_count();
 /// How many per-thread buffers OpenBLAS mapped when it was loaded (its OpenMP build maps one per
 /// thread it starts with; 0 for other builds): address space already spent (memory_limit.hpp).

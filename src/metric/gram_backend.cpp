@@ -15,10 +15,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/memory_limit.hpp"
 #include "metric/blas.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #ifdef KVRANK_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -148,7 +154,29 @@ void triangle_bf16(const std::vector<std::uint16_t>& packed, Index m, Index d, M
   }
 }
 
+/// The first product triangle_bf16 runs for an m × d basis, on zeros: oneDNN picks its kernel by
+/// shape and strides (a depth slice of a longer row takes another kernel than a whole row), so
+/// this compiles the one every tile of that Gram runs.
+void first_bf16_product(Index m, Index d) {
+  const Index tile = std::min(kTile, m);
+  const std::vector<std::uint16_t> rows(static_cast<std::size_t>(tile * d));
+  std::vector<float> product(static_cast<std::size_t>(tile * tile));
+  dnnl::stream stream(cpu_engine());
+  matmul_abt(rows.data(), rows.data(), product.data(), tile, tile, std::min(kDepthSlice, d), d,
+             tile, false, stream);
+  stream.wait();
+}
+
 #endif  // KVRANK_HAVE_DNNL
+
+/// Whether bf16_gram_upper() forms the Gram of an m × d bf16-exact basis under the backend in
+/// force.
+bool bf16_gram_chosen(Index m, Index d) {
+  const GramBackend backend = gram_backend();
+  if (backend == GramBackend::f32 || backend == GramBackend::onednn_f32 || !bf16_gram_supported())
+    return false;
+  return backend == GramBackend::bf16 || (large_enough(m, d) && bf16_gram_in_auto());
+}
 
 }  // namespace
 
@@ -263,13 +291,9 @@ bool is_bf16_exact(const RowMatrixF& rows) noexcept {
 }
 
 bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
-  const GramBackend backend = gram_backend();
-  if (backend == GramBackend::f32 || backend == GramBackend::onednn_f32 || !bf16_gram_supported())
-    return false;
   const Index m = basis.rows();
   const Index d = basis.cols();
-  if (backend == GramBackend::automatic && (!large_enough(m, d) || !bf16_gram_in_auto()))
-    return false;
+  if (!bf16_gram_chosen(m, d)) return false;
 #ifdef KVRANK_HAVE_DNNL
   // Per-thread buffer, reused layer after layer (as diversity.cpp's Gram workspaces).
   thread_local std::vector<std::uint16_t> packed;
@@ -298,6 +322,42 @@ bool onednn_f32_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
 
 bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   return bf16_gram_upper(basis, gram) || onednn_f32_gram_upper(basis, gram);
+}
+
+std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
+#ifdef KVRANK_HAVE_DNNL
+  if (detail::available_threads() < 2 || m < 1 || d < 1) return {};
+  // Under `ulimit -v` the compute threads were sized to the limit (memory_limit.hpp), and one more
+  // thread takes a stack and a malloc arena (72 MiB) that nothing set aside.
+  if (address_space_limit()) return {};
+  const bool bf16 = bf16_values && bf16_gram_chosen(m, d);
+  if (!bf16 && !float_products_on_onednn()) return {};
+  auto compile = [m, d, bf16] {
+#ifdef _OPENMP
+    // A thread OpenMP has not seen gets the process's default team: the kernels are compiled and
+    // tried on this one thread, not on a second pool beside kvrank's.
+    omp_set_num_threads(1);
+#endif
+    try {
+      if (bf16) {
+        first_bf16_product(m, d);
+      } else {  // oneDNN's SGEMM compiles all its kernels in its first call, whatever the shape
+        const std::vector<float> zeros(16 * 16);
+        std::vector<float> product(16 * 16);
+        detail::onednn_syrk_lower(16, 16, zeros.data(), 16, product.data(), 16);
+      }
+    } catch (...) {  // an advance only: the Gram meets the same failure and says what it is
+    }
+  };
+  try {
+    return std::jthread(compile);
+  } catch (const std::system_error&) {  // no thread to spare (a memory limit): the Gram compiles
+    return {};
+  }
+#else
+  (void)m, (void)d, (void)bf16_values;
+  return {};
+#endif
 }
 
 }  // namespace kvrank

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -114,6 +115,31 @@ TEST_CASE("threaded per-layer work equals the serial run", "[compute]") {
   // Threads only change the BLAS's summation order: float32 round-off, far below 1e-6.
   check_same(dense_threaded, dense_serial, 1e-6);
   check_same(latent_threaded, latent_serial, 1e-6);
+}
+
+TEST_CASE("a small eigensolver runs on the calling thread and gives the threads back",
+          "[compute]") {
+  // LAPACK's eigensolvers below order 128 hold OpenBLAS to the calling thread (blas.cpp: each
+  // level-2 call of theirs woke the pool), so their values are the one-thread values, bit for bit,
+  // and the thread count in force is the caller's again afterwards.
+  std::mt19937 rng(20);
+  std::normal_distribution<double> normal;
+  for (const Index n : {Index(6), Index(48), Index(127)}) {
+    INFO("order " << n);
+    MatrixD random(n, n);
+    for (Index i = 0; i < random.size(); ++i) random.data()[i] = normal(rng);
+    const MatrixD p = random * random.transpose() + MatrixD::Identity(n, n);
+    const MatrixD q = random.transpose() * random;
+    set_compute_threads(1);
+    const std::vector<double> values_serial = detail::symmetric_eigenvalues(q);
+    const std::optional<std::vector<double>> congruent_serial = detail::congruent_eigenvalues(p, q);
+    set_compute_threads(2);
+    CHECK(detail::symmetric_eigenvalues(q) == values_serial);
+    CHECK(detail::available_threads() == 2);
+    CHECK(detail::congruent_eigenvalues(p, q) == congruent_serial);
+    CHECK(detail::available_threads() == 2);
+  }
+  set_compute_threads(0);
 }
 
 TEST_CASE("a SYRK of few rows over a long inner dimension is split over the threads", "[compute]") {

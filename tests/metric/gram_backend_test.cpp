@@ -3,14 +3,18 @@
 // BLAS ones (to 1e-6), the fallbacks, and the selection.
 #include "kvrank/metric/gram_backend.hpp"
 
+#include <sys/resource.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/io/dtype.hpp"
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
 #include "support/catch.hpp"
@@ -29,6 +33,15 @@ class BackendGuard {
 
  private:
   GramBackend saved_;
+};
+
+/// Sets the compute threads for a test, back to the default when it ends.
+class ThreadsGuard {
+ public:
+  explicit ThreadsGuard(int threads) { set_compute_threads(threads); }
+  ~ThreadsGuard() { set_compute_threads(0); }
+  ThreadsGuard(const ThreadsGuard&) = delete;
+  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
 };
 
 /// Random normal rows truncated to bfloat16 (what a bf16 checkpoint's rows hold as float32).
@@ -189,6 +202,49 @@ TEST_CASE("gram backend: layer metrics agree between bf16 and f32 to 1e-5", "[.b
     CHECK(close(bf16.head_norm[h], f32.head_norm[h]));
   }
   CHECK((bf16.similarity - f32.similarity).cwiseAbs().maxCoeff() <= 1e-5);
+}
+
+TEST_CASE("gram backend: the bf16 kernel compiled aside is the one the Gram runs", "[.bf16]") {
+  BackendGuard guard;
+  ThreadsGuard threads(2);
+  set_gram_backend(GramBackend::bf16);
+  std::mt19937 rng(7);
+  const RowMatrixF basis =
+      bf16_rows(600, 300, rng);  // a depth slice of a longer row: as in a model
+  const MatrixD f32 = gram_with(GramBackend::f32, basis);
+  set_gram_backend(GramBackend::bf16);
+  std::jthread kernels = compile_gram_kernels_aside(basis.rows(), basis.cols(), true);
+  CHECK(kernels.joinable());
+  const MatrixD bf16 = basis_gram(basis);  // while the kernels may still be compiled
+  kernels.join();
+  CHECK(max_scaled_difference(bf16, f32) <= 1e-5);
+  CHECK(basis_gram(basis) == bf16);  // the same kernel once they are
+}
+
+TEST_CASE("gram backend: no thread compiles kernels that no Gram will run or with none to spare",
+          "[gram]") {
+  BackendGuard guard;
+  ThreadsGuard threads(2);
+  set_gram_backend(GramBackend::f32);  // no oneDNN product at all
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, true).joinable());
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, false).joinable());
+  if (!bf16_gram_supported()) return;
+  set_gram_backend(GramBackend::bf16);
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, false).joinable());  // float32 values: the BLAS
+  CHECK(compile_gram_kernels_aside(768, 768, true).joinable());
+  set_compute_threads(1);
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, true).joinable());  // no thread to spare
+  set_compute_threads(2);
+  // Under `ulimit -v` the threads were sized to the limit: none is added.
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_AS, &saved) == 0);
+  if (saved.rlim_cur != RLIM_INFINITY || saved.rlim_max != RLIM_INFINITY) return;
+  rlimit huge = saved;
+  huge.rlim_cur = rlim_t{1} << 44;  // 16 TiB: a limit, but not one this process can reach
+  REQUIRE(setrlimit(RLIMIT_AS, &huge) == 0);
+  const bool started = compile_gram_kernels_aside(768, 768, true).joinable();
+  REQUIRE(setrlimit(RLIMIT_AS, &saved) == 0);
+  CHECK_FALSE(started);
 }
 
 TEST_CASE("gram backend: f32 weights, the f32 choice and small auto Grams use the f32 path",

@@ -42,6 +42,7 @@
 
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "kvrank/base/eigen.hpp"
 
@@ -103,5 +104,16 @@ bool onednn_f32_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 /// The Gram on oneDNN when the backend in force takes it there: bf16_gram_upper(), else
 /// onednn_f32_gram_upper(). False: the caller forms it with the f32 path.
 bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram);
+
+/// Compiles, on a thread of its own, the oneDNN kernels that the Gram of an m × d basis would run
+/// (`bf16_values`: its values are bfloat16s, as read from BF16 weights). oneDNN compiles its GEMM
+/// kernels in the first product of a process — 3.5 ms on the development machine, while the other
+/// threads wait — so the analysis starts this as it opens a checkpoint, and reads the first layer
+/// meanwhile. Returns an empty (not joinable) thread when there is nothing to gain: fewer than 2
+/// threads available, no oneDNN kernel for such a Gram under the backend in force, no oneDNN in
+/// this build; and under an address-space limit (`ulimit -v`), where the threads were sized to it.
+/// The thread gives up silently on any failure, which the Gram then meets itself. The caller keeps
+/// it until the analysis ends (std::jthread joins when destroyed).
+std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values);
 
 }  // namespace kvrank

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""End-to-end: how many threads `kvrank analyze` runs on (docs/choices.md, `--threads`). Without
+--threads it takes OMP_NUM_THREADS, as OpenMP programs, OpenBLAS, numpy and PyTorch do: its first
+number ("4,2" is nested OpenMP's), at most the processors this process may use (its CPU affinity),
+and all of those when the variable is unset or not a positive number. --threads wins over the
+variable. `-v` logs the count as `threads: N`; the results do not depend on where it came from.
+A small model's run on 2 threads gives the bytes of its run on one: its eigensolvers keep OpenBLAS
+on the calling thread (metric/blas.cpp), where each of their level-2 calls used to wake the pool
+(20 times slower than one thread, and the last digits moved).
+
+Run from the repository root: python3 tests/e2e/test_threads.py path/to/kvrank
+"""
+import os
+import re
+import unittest
+
+import harness  # noqa: E402  (tests/e2e is on sys.path)
+
+MHA = os.path.join(harness.TINY, "mha")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                    "KVRANK_THREADS_FITTED")
+
+
+def environment(omp_num_threads=None):
+    env = {name: value for name, value in os.environ.items() if name not in THREAD_VARIABLES}
+    if omp_num_threads is not None:
+        env["OMP_NUM_THREADS"] = omp_num_threads
+    return env
+
+
+class Threads(harness.TestCase):
+    def threads_used(self, *args, omp_num_threads=None, cpus=None):
+        """The `threads: N` that `kvrank -v analyze` logs, and its JSON result."""
+        output = self.path("result.json")
+        affinity = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        proc = harness.run("-v", "analyze", MHA, "--format", "json", "-o", output, *args,
+                           env=environment(omp_num_threads), preexec_fn=affinity)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        counts = re.findall(r"^kvrank: debug: threads: (\d+)$", proc.stderr, re.MULTILINE)
+        self.assertEqual(len(counts), 1, proc.stderr)
+        with open(output, encoding="utf-8") as result:
+            return int(counts[0]), result.read()
+
+    def test_unset_takes_the_processors_this_process_may_use(self):
+        usable = len(os.sched_getaffinity(0))
+        self.assertEqual(self.threads_used()[0], usable)
+        for text in ("", "0", "-3", "many", " "):
+            with self.subTest(OMP_NUM_THREADS=text):
+                self.assertEqual(self.threads_used(omp_num_threads=text)[0], usable)
+
+    def test_omp_num_threads_is_the_default(self):
+        usable = len(os.sched_getaffinity(0))
+        _, reference = self.threads_used("--threads", "1")
+        for text, expected in (("1", 1), ("2", min(2, usable)), ("3,1", min(3, usable)),
+                               ("100000", usable)):  # capped at the processors, as OpenBLAS does
+            with self.subTest(OMP_NUM_THREADS=text):
+                threads, result = self.threads_used(omp_num_threads=text)
+                self.assertEqual(threads, expected)
+                if threads == 1:  # the same thread count: the same bytes (README)
+                    self.assertEqual(result, reference)
+
+    def test_threads_option_wins(self):
+        self.assertEqual(self.threads_used("--threads", "2", omp_num_threads="1")[0], 2)
+        self.assertEqual(self.threads_used("--threads", "1", omp_num_threads="2")[0], 1)
+
+    def test_small_models_give_the_same_bytes_on_one_and_two_threads(self):
+        for name in ("mha", "gqa", "mla", "lrkv-r8"):
+            with self.subTest(model=name):
+                results = []
+                for threads in ("1", "2"):
+                    output = self.path(f"{name}-{threads}.json")
+                    proc = harness.run("analyze", os.path.join(harness.TINY, name), "--format",
+                                       "json", "--similarity", "-o", output, "--threads", threads)
+                    self.assertEqual(proc.returncode, 0, proc.stderr)
+                    with open(output, encoding="utf-8") as result:
+                        results.append(result.read())
+                self.assertEqual(results[0], results[1])
+
+    def test_affinity_bounds_the_default(self):
+        usable = sorted(os.sched_getaffinity(0))
+        if len(usable) < 2:
+            self.skipTest("one processor: no smaller affinity to set")
+        self.assertEqual(self.threads_used(cpus={usable[0]})[0], 1)
+        self.assertEqual(self.threads_used(omp_num_threads="2", cpus={usable[0]})[0], 1)
+
+
+if __name__ == "__main__":
+    harness.main_unittest()
