@@ -89,7 +89,7 @@ std::vector<double> lapack_workspace(Call call) {
 /// 0.012 s on one. Below order 128 the calling thread alone was never slower.
 class SmallLapackCall {
  public:
-  explicit SmallLapackCall(int n) : saved_(n < 128 ? available_threads() : 0) {
+  explicit SmallLapackCall(int n) : saved_(n < 128 ? blas_threads() : 0) {
     if (saved_ > 1) set_blas_threads(1);
   }
   ~SmallLapackCall() {
@@ -99,6 +99,13 @@ class SmallLapackCall {
   SmallLapackCall& operator=(const SmallLapackCall&) = delete;
 
  private:
+  /// The threads OpenBLAS would take for a call from here (1 inside an active parallel region).
+  static int blas_threads() {
+#ifdef _OPENMP
+    if (blas_nests_in_openmp()) return available_threads();
+#endif
+    return openblas_get_num_threads();
+  }
   static void set_blas_threads(int threads) {
 #ifdef _OPENMP
     if (blas_nests_in_openmp()) {
