@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <variant>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
@@ -190,10 +191,12 @@ std::string series_label(const std::string& label, const ModelLayout& layout, bo
 }
 
 /// compile_gram_kernels_aside for `layout`'s query Gram (heads · head_dim rows over d_model), a
-/// bf16 one when its weights are BF16 (the dense families read them without scaling).
+/// bf16 one when a dense family's weights are BF16 (read without scaling: its bases are bf16; the
+/// latent families' bases are products, float32).
 std::jthread compile_gram_kernels_for(const Checkpoint& checkpoint, const ModelLayout& layout) {
   if (layout.num_layers < 1) return {};
-  const bool bf16 = weight_dtypes(checkpoint, layout) == std::optional<std::string>("BF16");
+  const bool bf16 = std::holds_alternative<DenseTensors>(layout.tensors) &&
+                    weight_dtypes(checkpoint, layout) == std::optional<std::string>("BF16");
   return compile_gram_kernels_aside(Index{layout.heads} * layout.head_dim, layout.d_model, bf16);
 }
 
