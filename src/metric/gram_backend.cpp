@@ -135,35 +135,44 @@ void matmul_abt(const std::uint16_t* a, const std::uint16_t* b, float* dst, Inde
       stream, {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, dst_memory}});
 }
 
+/// Product (j0, k0) of triangle_bf16 for the m × d rows `packed`: the column tile starting at j0
+/// (rows [j0, j0 + tile) against rows [0, j0 + tile)) over the depth slice starting at k0, into
+/// `tile_rows` (tile × (j0 + tile)), added to it after the first slice.
+void triangle_product(const std::uint16_t* packed, Index m, Index d, Index j0, Index k0,
+                      float* tile_rows, dnnl::stream& stream) {
+  const Index tile = std::min(kTile, m - j0);
+  const Index width = j0 + tile;
+  matmul_abt(packed + j0 * d + k0, packed + k0, tile_rows, tile, width,
+             std::min(kDepthSlice, d - k0), d, width, k0 > 0, stream);
+}
+
 void triangle_bf16(const std::vector<std::uint16_t>& packed, Index m, Index d, MatrixF& gram) {
   dnnl::stream stream(cpu_engine());
   // oneDNN runs a product into a strided block of `gram` on a slow generic kernel (gemm:jit)
   // rather than its brgemm one; so each tile is formed densely in `tile_rows`, then copied.
   std::vector<float> tile_rows(static_cast<std::size_t>(std::min(kTile, m) * m));
   for (Index j0 = 0; j0 < m; j0 += kTile) {
-    const Index tile = std::min(kTile, m - j0);
-    const Index width = j0 + tile;
     for (Index k0 = 0; k0 < d; k0 += kDepthSlice) {
-      matmul_abt(packed.data() + j0 * d + k0, packed.data() + k0, tile_rows.data(), tile, width,
-                 std::min(kDepthSlice, d - k0), d, width, k0 > 0, stream);
+      triangle_product(packed.data(), m, d, j0, k0, tile_rows.data(), stream);
     }
     stream.wait();
+    const Index tile = std::min(kTile, m - j0);
+    const Index width = j0 + tile;
     for (Index r = 0; r < tile; ++r) {
       std::copy_n(tile_rows.data() + r * width, width, gram.data() + (j0 + r) * m);
     }
   }
 }
 
-/// The first product triangle_bf16 runs for an m × d basis, on zeros: oneDNN picks its kernel by
-/// shape and strides (a depth slice of a longer row takes another kernel than a whole row), so
-/// this compiles the one every tile of that Gram runs.
+/// The first product triangle_bf16 runs for an m × d basis, on zeros (it reads the first tile's
+/// rows only): oneDNN picks its kernel by shape and strides, so this compiles the one that Gram
+/// runs.
 void first_bf16_product(Index m, Index d) {
   const Index tile = std::min(kTile, m);
   const std::vector<std::uint16_t> rows(static_cast<std::size_t>(tile * d));
   std::vector<float> product(static_cast<std::size_t>(tile * tile));
   dnnl::stream stream(cpu_engine());
-  matmul_abt(rows.data(), rows.data(), product.data(), tile, tile, std::min(kDepthSlice, d), d,
-             tile, false, stream);
+  triangle_product(rows.data(), m, d, 0, 0, product.data(), stream);
   stream.wait();
 }
 

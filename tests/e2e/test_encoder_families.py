@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end: encoders and encoder-decoders (bert, roberta, vit, t5, whisper, bart, mbart, clip,
 siglip), written in their Hugging Face names by tests/writers/write_encoder_checkpoints.py
-(independent numpy). Each attention series — every stack's self-attention, a decoder's cross-attention — is its
-own model in the result, with an "attention" field and (when the model has several series) a
-label suffix; every number matches `reference.py encoder`, which builds each d×d form itself.
+(independent numpy). Each attention series — every stack's self-attention, a decoder's
+cross-attention — is its own model in the result, with an "attention" field and (when the model has
+several series) a label suffix; every number matches `reference.py encoder`, which builds each d×d
+form itself.
 Plus `--attention self|cross|all`, the CSV and table columns, and the errors.
 
 Run from the repository root: python3 tests/e2e/test_encoder_families.py path/to/kvrank
