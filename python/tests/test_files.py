@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -276,6 +277,16 @@ class FilesTest(harness.TestCase):
                 for metric in ("erank", "erank_centered", "mean_similarity"):
                     self.assertTrue(harness.close(got[metric], want[metric]),
                                     (repr_name, got["layer"], metric, got[metric], want[metric]))
+
+    def test_loads_its_libraries_only_from_their_folders(self):
+        # As the command (e2e test_cli): the extension's search path once reached the current
+        # folder, so `import kvrank` failed in a folder holding a file named libz.so.1.
+        extension = kvrank._kvrank.__file__
+        self.assertIn("libz.so.1", harness.plant_decoy_libraries(extension, self.dir))
+        probe = "import kvrank, sys; print(len(kvrank.analyze(sys.argv[1]).to_dict()['models']))"
+        proc = subprocess.run([sys.executable, "-c", probe, os.path.join(harness.TINY, "gqa")],
+                              capture_output=True, text=True, cwd=self.dir)
+        self.assertEqual((proc.returncode, proc.stdout), (0, "1\n"), proc.stderr)
 
     def test_errors_are_kvrank_error_with_the_command_line_message(self):
         tiny = os.path.join(harness.TINY, "gqa")

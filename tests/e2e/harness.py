@@ -110,6 +110,18 @@ def built_with_asan(binary):
         return b"__asan_init" in f.read()
 
 
+def plant_decoy_libraries(binary, folder):
+    """Writes a file that is not a library into `folder` under the name of each shared library
+    `binary` loads (as ldd lists them), and returns the names: a binary whose run-time search path
+    reaches the current folder fails to start there ("file too short") — or loads what it finds."""
+    listing = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    names = [line.split("=>")[0].strip() for line in listing.splitlines() if "=>" in line]
+    for name in names:
+        with open(os.path.join(folder, name), "w") as decoy:
+            decoy.write("not a library\n")
+    return names
+
+
 def skip(reason):
     """Ends the test as skipped: ctest shows it as "Not Run (Skipped)", never as passed."""
     print(f"{os.path.basename(sys.argv[0])}: skipped: {reason}")

@@ -185,6 +185,17 @@ class CliTest(unittest.TestCase):
         self.assertEqual(version.returncode, 0)
         self.assertIn("kvrank", version.stdout)
 
+    def test_loads_its_libraries_only_from_their_folders(self):
+        # The run-time search path once ended in an empty entry (the current folder): run in a
+        # folder holding a file named libz.so.1, kvrank did not start.
+        with tempfile.TemporaryDirectory() as folder:
+            decoys = harness.plant_decoy_libraries(harness.KVRANK, folder)
+            self.assertIn("libz.so.1", decoys)
+            result = run("analyze", os.path.join(harness.TINY, "gqa"), "--format", "csv",
+                         cwd=folder)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue(result.stdout.startswith(CSV_HEADER), result.stdout)
+
     def test_trained_model_is_detected_and_analysed(self):
         gqa = os.path.join(harness.TINY, "gqa")  # data/README.md: 8 heads, 2 KV heads, d_h 16
         model = self.analyze_json(gqa)["models"][0]
