@@ -159,6 +159,15 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   return report;
 }
 
+/// How many weights the attention tensors of `layer` hold: what decides its threads (LayerThreads).
+std::int64_t layer_weight_elements(const Checkpoint& checkpoint, const ModelLayout& layout,
+                                   int layer) {
+  std::int64_t elements = 0;
+  for (const std::string& name : layer_tensor_names(layout, layer))
+    if (const TensorView* tensor = checkpoint.find(name)) elements += tensor->numel();
+  return elements;
+}
+
 void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int layer) {
   for (const std::string& name : layer_tensor_names(layout, layer))
     if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);
@@ -242,6 +251,7 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
     workspaces.resize(std::max(workspaces.size(), run.reprs.size()));
     for (int layer : run.layers) {
       if (options.check_cancelled) options.check_cancelled();
+      const LayerThreads threads(layer_weight_elements(checkpoint, *run.layout, layer));
       // Layer-major: each layer's tensors are read once for all representations, then released.
       for (std::size_t r = 0; r < run.reprs.size(); ++r) {
         LayerMetrics metrics =

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/memory_limit_text.hpp"
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 
 #ifdef _OPENMP
@@ -81,42 +82,13 @@ std::vector<double> lapack_workspace(Call call) {
   return std::vector<double>(static_cast<std::size_t>(std::max(1.0, size)));
 }
 
-/// While alive, the BLAS calls inside a LAPACK eigensolver of order `n` run on the calling thread
-/// alone when n is small. OpenBLAS threads each level-2 call of the tridiagonal reduction (no size
-/// threshold in 0.3.21) unless it is called from inside an active parallel region; called from
-/// serial code (a layer's H × H similarity, or the per-head loop of a small model, which does not
-/// go parallel) every call woke the pool: data/tiny/mha's JSON took 0.25 s on 2 threads against
-/// 0.012 s on one. Below order 128 the calling thread alone was never slower.
-class SmallLapackCall {
- public:
-  explicit SmallLapackCall(int n) : saved_(n < 128 ? blas_threads() : 0) {
-    if (saved_ > 1) set_blas_threads(1);
-  }
-  ~SmallLapackCall() {
-    if (saved_ > 1) set_blas_threads(saved_);
-  }
-  SmallLapackCall(const SmallLapackCall&) = delete;
-  SmallLapackCall& operator=(const SmallLapackCall&) = delete;
-
- private:
-  /// The threads OpenBLAS would take for a call from here (1 inside an active parallel region).
-  static int blas_threads() {
-#ifdef _OPENMP
-    if (blas_nests_in_openmp()) return available_threads();
-#endif
-    return openblas_get_num_threads();
-  }
-  static void set_blas_threads(int threads) {
-#ifdef _OPENMP
-    if (blas_nests_in_openmp()) {
-      omp_set_num_threads(threads);  // this thread's own setting, which OpenBLAS reads per call
-      return;
-    }
-#endif
-    openblas_set_num_threads(threads);
-  }
-  int saved_;
-};
+/// The order below which an eigensolver runs on the calling thread alone (CallingThreadOnly).
+/// OpenBLAS threads each level-2 call of the tridiagonal reduction (no size threshold in 0.3.21)
+/// unless it is called from inside an active parallel region; called from serial code (a layer's
+/// H × H similarity, or the per-head loop of a small model, which does not go parallel) every call
+/// woke the pool: data/tiny/mha's JSON took 0.25 s on 2 threads against 0.012 s on one. Below
+/// order 128 the calling thread alone was never slower.
+constexpr int kThreadedEigensolverOrder = 128;
 #endif
 
 }  // namespace
@@ -149,6 +121,36 @@ void set_thread_count(int threads) {
 #endif
   (void)threads;
 }
+
+}  // namespace kvrank::detail
+
+namespace kvrank {
+
+CallingThreadOnly::CallingThreadOnly([[maybe_unused]] bool engaged) {
+#ifdef _OPENMP
+  if (!engaged || omp_in_parallel()) return;
+  saved_openmp_ = omp_get_max_threads();
+  if (saved_openmp_ > 1) omp_set_num_threads(1);
+#endif
+#ifdef KVRANK_HAVE_OPENBLAS
+  if (!engaged || detail::blas_nests_in_openmp()) return;
+  saved_blas_ = openblas_get_num_threads();
+  if (saved_blas_ > 1) openblas_set_num_threads(1);
+#endif
+}
+
+CallingThreadOnly::~CallingThreadOnly() {
+#ifdef _OPENMP
+  if (saved_openmp_ > 1) omp_set_num_threads(saved_openmp_);
+#endif
+#ifdef KVRANK_HAVE_OPENBLAS
+  if (saved_blas_ > 1) openblas_set_num_threads(saved_blas_);
+#endif
+}
+
+}  // namespace kvrank
+
+namespace kvrank::detail {
 
 int available_threads() {
 #ifdef _OPENMP
@@ -326,7 +328,7 @@ std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric) {
   const int n = static_cast<int>(symmetric.rows());
   if (n == 0) return {};
 #ifdef KVRANK_HAVE_OPENBLAS
-  const SmallLapackCall small(n);
+  const CallingThreadOnly small(n < kThreadedEigensolverOrder);
   MatrixD a = symmetric;
   std::vector<double> values(static_cast<std::size_t>(n));
   int info = 0;
@@ -366,7 +368,7 @@ std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const
   if (n == 0) return std::vector<double>{};
 #ifdef KVRANK_HAVE_OPENBLAS
   // dsygv itype 2: eigenvalues of A·B, B = UᵀU — those of U A Uᵀ = Fᵀ Q F with F = Uᵀ.
-  const SmallLapackCall small(n);
+  const CallingThreadOnly small(n < kThreadedEigensolverOrder);
   MatrixD a = q;
   MatrixD b = p;
   std::vector<double> values(static_cast<std::size_t>(n));

@@ -8,6 +8,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
+#include "metric/thread_pool.hpp"
 
 namespace kvrank {
 
@@ -19,6 +20,11 @@ ThreadFit apply_compute_threads(int threads) {
 }
 
 void set_compute_threads(int threads) { apply_compute_threads(threads); }
+
+LayerThreads::LayerThreads(std::int64_t weight_elements)
+    : calling_thread_only_(weight_elements < kThreadedLayerWeights) {
+  if (weight_elements >= kThreadedLayerWeights) detail::start_thread_pool();
+}
 
 void check_thread_count(int threads) {
   if (threads < 0)

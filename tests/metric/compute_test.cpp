@@ -2,16 +2,27 @@
 // and the threaded per-layer work give the results of a fresh, serial run.
 #include "kvrank/metric/compute.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
 #include "support/catch.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 using namespace kvrank;
 
@@ -142,6 +153,102 @@ TEST_CASE("a small eigensolver runs on the calling thread and gives the threads 
   }
   set_compute_threads(0);
 }
+
+TEST_CASE("CallingThreadOnly holds the calling thread to itself and gives the threads back",
+          "[compute]") {
+  set_compute_threads(2);
+  const int threads = detail::available_threads();  // 2; 1 in a build without OpenMP
+  {
+    const CallingThreadOnly held;
+    CHECK(detail::available_threads() == 1);
+    {
+      const CallingThreadOnly nested;  // saves 1, so restores nothing
+      CHECK(detail::available_threads() == 1);
+    }
+    CHECK(detail::available_threads() == 1);
+  }
+  CHECK(detail::available_threads() == threads);
+  {
+    const CallingThreadOnly not_engaged(false);
+    CHECK(detail::available_threads() == threads);
+  }
+  CHECK(detail::available_threads() == threads);
+  set_compute_threads(0);
+}
+
+TEST_CASE("a layer below kThreadedLayerWeights runs on the calling thread and a larger one on all",
+          "[compute]") {
+  set_compute_threads(2);
+  const int threads = detail::available_threads();
+  {
+    const LayerThreads small(kThreadedLayerWeights - 1);
+    CHECK(detail::available_threads() == 1);
+  }
+  CHECK(detail::available_threads() == threads);
+  {
+    const LayerThreads large(kThreadedLayerWeights);
+    CHECK(detail::available_threads() == threads);
+  }
+  CHECK(detail::available_threads() == threads);
+  set_compute_threads(0);
+}
+
+#if defined(_OPENMP)
+namespace {
+
+/// The CPU the thread `tid` of this process is on (field 39 of /proc/self/task/TID/stat): read
+/// without running it, which a parallel region asking the thread itself would need.
+int cpu_of(pid_t tid) {
+  std::ifstream file("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // from field 3, the state
+  std::string field;
+  for (int number = 3; number <= 39; ++number) fields >> field;
+  return std::stoi(field);
+}
+
+}  // namespace
+
+TEST_CASE("the first large layer moves a worker off the calling thread's CPU and leaves it unbound",
+          "[compute]") {
+  // ctest runs each test case in a process of its own, so the pool is new here. Its worker is put
+  // on the caller's CPU, as Linux may start it, and given back the whole set (a thread stays where
+  // it is then); LayerThreads must move it elsewhere and leave it unbound.
+  cpu_set_t allowed;
+  REQUIRE(::sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  if (CPU_COUNT(&allowed) < 2) {
+    WARN("one CPU allowed: nothing to place");
+    return;
+  }
+  set_compute_threads(2);
+  pid_t worker = 0;
+  bool together = false;
+  for (int attempt = 0; attempt < 20 && !together; ++attempt) {
+    const int caller = ::sched_getcpu();
+    cpu_set_t only_caller;
+    CPU_ZERO(&only_caller);
+    CPU_SET(caller, &only_caller);
+#pragma omp parallel num_threads(2)
+    if (omp_get_thread_num() != 0) {
+      worker = ::gettid();
+      ::sched_setaffinity(0, sizeof only_caller, &only_caller);
+      ::sched_setaffinity(0, sizeof allowed, &allowed);
+    }
+    together = cpu_of(worker) == ::sched_getcpu();  // else the scheduler moved one: again
+  }
+  if (!together) {
+    WARN("could not put the worker on the caller's CPU in 20 attempts");
+    return;
+  }
+
+  { const LayerThreads large(kThreadedLayerWeights); }
+  CHECK(cpu_of(worker) != ::sched_getcpu());
+  cpu_set_t worker_set;
+  REQUIRE(::sched_getaffinity(worker, sizeof worker_set, &worker_set) == 0);
+  CHECK(CPU_EQUAL(&worker_set, &allowed));
+  set_compute_threads(0);
+}
+#endif
 
 TEST_CASE("a SYRK of few rows over a long inner dimension is split over the threads", "[compute]") {
   // syrk_double slices the inner dimension, one slice per thread, and sums the slices in double

@@ -9,7 +9,8 @@
 //
 // Threads. kvrank links OpenBLAS's OpenMP build when it is found, so BLAS, kvrank's own parallel
 // loops and oneDNN share libgomp's threads: set_compute_threads() sets the one count all of them
-// use. It is process-wide because that pool is (OpenMP's and OpenBLAS's own settings are).
+// use. It is process-wide because that pool is (OpenMP's and OpenBLAS's own settings are). A
+// layer too small to gain from them runs on the calling thread alone (LayerThreads).
 //
 // Workspace. A layer's Grams are as large as the layer's weights (m × m floats per side), and an
 // MLA layer's contraction needs hundreds of MB more; allocated afresh, every layer pays the page
@@ -17,6 +18,7 @@
 // once. It is not shared between threads.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -33,6 +35,42 @@ void set_compute_threads(int threads);
 /// (fit_compute_threads, memory_limit.hpp), returning the count set and why it is smaller than
 /// asked. Throws kvrank::Error when not even one fits.
 ThreadFit apply_compute_threads(int threads);
+
+/// The attention weights a layer needs before it runs on more than the calling thread: below
+/// this, waking a second thread cost more than it gained on every shape measured (Llama d 384 and
+/// 512, a d 512 MLA, a d 512 LRKV: 5–18 % slower on 2 threads), from it on it gains (d 640: 1.4×;
+/// docs/performance.md, "Fourth round").
+inline constexpr std::int64_t kThreadedLayerWeights = std::int64_t(1) << 20;
+
+/// While it lives (when `engaged`), BLAS/LAPACK calls and parallel loops started from the calling
+/// thread run on it alone: for work too small to pay for waking the other threads. It sets this
+/// thread's own OpenMP count (which kvrank's loops, oneDNN and the OpenMP OpenBLAS read per call)
+/// and a pthreads OpenBLAS's count, and restores both after. Inside a parallel region, where all of
+/// them already run on the calling thread, it changes nothing.
+class CallingThreadOnly {
+ public:
+  explicit CallingThreadOnly(bool engaged = true);
+  ~CallingThreadOnly();
+  CallingThreadOnly(const CallingThreadOnly&) = delete;
+  CallingThreadOnly& operator=(const CallingThreadOnly&) = delete;
+
+ private:
+  int saved_openmp_ = 1;  ///< this thread's OpenMP count before, restored when > 1
+  int saved_blas_ = 1;    ///< a pthreads OpenBLAS's count before, restored when > 1
+};
+
+/// While it lives, the compute threads suit one layer whose attention tensors hold
+/// `weight_elements` weights: fewer than kThreadedLayerWeights, and it runs on the calling thread
+/// alone (CallingThreadOnly) — a small model then never starts the thread pool; else on the
+/// threads set_compute_threads() set, the pool started with its threads on different CPUs (a new
+/// thread may start on its creator's CPU and stay there for milliseconds; thread_pool.cpp).
+class LayerThreads {
+ public:
+  explicit LayerThreads(std::int64_t weight_elements);
+
+ private:
+  CallingThreadOnly calling_thread_only_;
+};
 
 /// More threads than 4 × the processors only cost memory and start-up (100000 crashed OpenMP, 64
 /// under a memory limit hung it): refused (kvrank::Error naming the limit) before any thread
