@@ -23,7 +23,7 @@ void set_compute_threads(int threads) { apply_compute_threads(threads); }
 
 LayerThreads::LayerThreads(std::int64_t weight_elements)
     : calling_thread_only_(weight_elements < kThreadedLayerWeights) {
-  if (weight_elements >= kThreadedLayerWeights) detail::start_thread_pool();
+  if (weight_elements >= kThreadedLayerWeights) detail::place_thread_pool();
 }
 
 void check_thread_count(int threads) {

@@ -10,21 +10,20 @@
 // piled onto the same CPUs as a fixed binding (OMP_PROC_BIND) would pile them.
 #include "metric/thread_pool.hpp"
 
+#include <sched.h>
+
 #include "metric/blas.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
-#include <sched.h>
 #endif
 
 namespace kvrank::detail {
 
-void start_thread_pool() noexcept {
+void place_thread_pool() noexcept {
 #ifdef _OPENMP
-  thread_local int placed = 1;  // the largest pool placed from this thread
   const int threads = available_threads();
-  if (threads <= placed) return;
-  placed = threads;
+  if (threads < 2) return;
   cpu_set_t allowed;
   if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return;
   // Until a round finds no worker on the caller's CPU (the caller itself may move meanwhile).
@@ -35,19 +34,25 @@ void start_thread_pool() noexcept {
     {
       if (omp_get_thread_num() == 0) caller = ::sched_getcpu();
 #pragma omp barrier
-      cpu_set_t elsewhere = allowed;
-      if (caller >= 0) CPU_CLR(caller, &elsewhere);
-      // The kernel moves a thread at once when its CPU leaves its set; the set restored does not
-      // move it back.
-      if (omp_get_thread_num() != 0 && ::sched_getcpu() == caller && CPU_COUNT(&elsewhere) > 0 &&
-          ::sched_setaffinity(0, sizeof elsewhere, &elsewhere) == 0) {
-        ::sched_setaffinity(0, sizeof allowed, &allowed);
-        moved = true;
-      }
+      if (omp_get_thread_num() != 0) moved = move_off_cpu(caller);
     }
     if (!moved) break;
   }
 #endif
+}
+
+bool move_off_cpu(int cpu) noexcept {
+  cpu_set_t allowed;
+  if (cpu < 0 || ::sched_getcpu() != cpu || ::sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    return false;
+  cpu_set_t elsewhere = allowed;
+  CPU_CLR(cpu, &elsewhere);
+  // The kernel moves a thread at once when its CPU leaves its set; the set restored does not move
+  // it back.
+  if (CPU_COUNT(&elsewhere) == 0 || ::sched_setaffinity(0, sizeof elsewhere, &elsewhere) != 0)
+    return false;
+  ::sched_setaffinity(0, sizeof allowed, &allowed);
+  return true;
 }
 
 }  // namespace kvrank::detail

@@ -18,6 +18,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
+#include "metric/thread_pool.hpp"
 #include "support/catch.hpp"
 
 #ifdef _OPENMP
@@ -191,6 +192,31 @@ TEST_CASE("a layer below kThreadedLayerWeights runs on the calling thread and a 
   }
   CHECK(detail::available_threads() == threads);
   set_compute_threads(0);
+}
+
+TEST_CASE("move_off_cpu moves the calling thread to another CPU and leaves it unbound",
+          "[compute]") {
+  cpu_set_t allowed;
+  REQUIRE(::sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  if (CPU_COUNT(&allowed) < 2) {
+    WARN("one CPU allowed: nowhere to move");
+    return;
+  }
+  // Onto one CPU, then the whole set again: the thread stays there until something moves it.
+  const int here = ::sched_getcpu();
+  cpu_set_t only_here;
+  CPU_ZERO(&only_here);
+  CPU_SET(here, &only_here);
+  REQUIRE(::sched_setaffinity(0, sizeof only_here, &only_here) == 0);
+  REQUIRE(::sched_setaffinity(0, sizeof allowed, &allowed) == 0);
+  const int other = here == 0 ? 1 : 0;
+  CHECK_FALSE(detail::move_off_cpu(CPU_ISSET(other, &allowed) ? other : -1));  // not there
+  CHECK(::sched_getcpu() == here);
+  CHECK(detail::move_off_cpu(here));
+  CHECK(::sched_getcpu() != here);
+  cpu_set_t after;
+  REQUIRE(::sched_getaffinity(0, sizeof after, &after) == 0);
+  CHECK(CPU_EQUAL(&after, &allowed));
 }
 
 #if defined(_OPENMP)

@@ -62,8 +62,9 @@ class CallingThreadOnly {
 /// While it lives, the compute threads suit one layer whose attention tensors hold
 /// `weight_elements` weights: fewer than kThreadedLayerWeights, and it runs on the calling thread
 /// alone (CallingThreadOnly) — a small model then never starts the thread pool; else on the
-/// threads set_compute_threads() set, the pool started with its threads on different CPUs (a new
-/// thread may start on its creator's CPU and stay there for milliseconds; thread_pool.cpp).
+/// threads set_compute_threads() set, the pool started (the first time) and its workers moved off
+/// the calling thread's CPU (a new thread may start on its creator's CPU and stay there for
+/// milliseconds; thread_pool.cpp).
 class LayerThreads {
  public:
   explicit LayerThreads(std::int64_t weight_elements);
