@@ -194,21 +194,36 @@ TEST_CASE("a layer below kThreadedLayerWeights runs on the calling thread and a 
   set_compute_threads(0);
 }
 
-TEST_CASE("move_off_cpu moves the calling thread to another CPU and leaves it unbound",
-          "[compute]") {
+namespace {
+
+/// The CPUs the calling thread may run on; the test ends (with a warning) where that is one.
+std::optional<cpu_set_t> two_or_more_cpus() {
   cpu_set_t allowed;
   REQUIRE(::sched_getaffinity(0, sizeof allowed, &allowed) == 0);
-  if (CPU_COUNT(&allowed) < 2) {
-    WARN("one CPU allowed: nowhere to move");
-    return;
-  }
-  // Onto one CPU, then the whole set again: the thread stays there until something moves it.
+  if (CPU_COUNT(&allowed) >= 2) return allowed;
+  WARN("one CPU allowed: no other to move a thread to");
+  return std::nullopt;
+}
+
+/// Puts the calling thread on `cpu` and then gives it back `allowed`: it stays on `cpu` until
+/// something moves it, as a new thread started on its creator's CPU does.
+void put_on(int cpu, const cpu_set_t& allowed) {
+  cpu_set_t only;
+  CPU_ZERO(&only);
+  CPU_SET(cpu, &only);
+  ::sched_setaffinity(0, sizeof only, &only);
+  ::sched_setaffinity(0, sizeof allowed, &allowed);
+}
+
+}  // namespace
+
+TEST_CASE("move_off_cpu moves the calling thread to another CPU and leaves it unbound",
+          "[compute]") {
+  const std::optional<cpu_set_t> cpus = two_or_more_cpus();
+  if (!cpus) return;
+  const cpu_set_t& allowed = *cpus;
   const int here = ::sched_getcpu();
-  cpu_set_t only_here;
-  CPU_ZERO(&only_here);
-  CPU_SET(here, &only_here);
-  REQUIRE(::sched_setaffinity(0, sizeof only_here, &only_here) == 0);
-  REQUIRE(::sched_setaffinity(0, sizeof allowed, &allowed) == 0);
+  put_on(here, allowed);
   const int other = here == 0 ? 1 : 0;
   CHECK_FALSE(detail::move_off_cpu(CPU_ISSET(other, &allowed) ? other : -1));  // not there
   CHECK(::sched_getcpu() == here);
@@ -235,30 +250,23 @@ int cpu_of(pid_t tid) {
 
 }  // namespace
 
-TEST_CASE("the first large layer moves a worker off the calling thread's CPU and leaves it unbound",
+TEST_CASE("a large layer moves a worker off the calling thread's CPU and leaves it unbound",
           "[compute]") {
-  // ctest runs each test case in a process of its own, so the pool is new here. Its worker is put
-  // on the caller's CPU, as Linux may start it, and given back the whole set (a thread stays where
-  // it is then); LayerThreads must move it elsewhere and leave it unbound.
-  cpu_set_t allowed;
-  REQUIRE(::sched_getaffinity(0, sizeof allowed, &allowed) == 0);
-  if (CPU_COUNT(&allowed) < 2) {
-    WARN("one CPU allowed: nothing to place");
-    return;
-  }
+  // The pool's worker is put on the caller's CPU, as Linux may start it, and given back the whole
+  // set (a thread stays where it is then); LayerThreads must move it elsewhere and leave it
+  // unbound.
+  const std::optional<cpu_set_t> cpus = two_or_more_cpus();
+  if (!cpus) return;
+  const cpu_set_t& allowed = *cpus;
   set_compute_threads(2);
   pid_t worker = 0;
   bool together = false;
   for (int attempt = 0; attempt < 20 && !together; ++attempt) {
     const int caller = ::sched_getcpu();
-    cpu_set_t only_caller;
-    CPU_ZERO(&only_caller);
-    CPU_SET(caller, &only_caller);
 #pragma omp parallel num_threads(2)
     if (omp_get_thread_num() != 0) {
       worker = ::gettid();
-      ::sched_setaffinity(0, sizeof only_caller, &only_caller);
-      ::sched_setaffinity(0, sizeof allowed, &allowed);
+      put_on(caller, allowed);
     }
     together = cpu_of(worker) == ::sched_getcpu();  // else the scheduler moved one: again
   }
