@@ -79,7 +79,8 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   command->add_flag("--with-baseline", args.with_baseline, "Add the fully-redundant series");
   command
       ->add_option("--threads", args.threads,
-                   "Threads (default: OMP_NUM_THREADS, else all cores; at most 4 × cores)")
+                   "Threads (default: OMP_NUM_THREADS, else all cores; at most 4 × cores); "
+                   "layers of under 2^20 attention weights run on one")
       ->check(CLI::NonNegativeNumber);
   command
       ->add_option("--progress", args.progress,
