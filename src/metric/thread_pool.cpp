@@ -5,9 +5,9 @@
 // 4–24 ms (one to six ticks of 4 ms). Until then the caller and its worker take turns on one CPU,
 // and each parallel region of that time waits for a tick in a barrier or in OpenBLAS's
 // sched_yield loop: a DeepSeek-V2-shaped layer's first Cholesky took 4–8 ms instead of 0.3
-// (docs/performance.md, "Fourth round"). Moving the worker once ends that; giving it back the whole
-// CPU set leaves the scheduler free afterwards, so that processes started side by side are not
-// piled onto the same CPUs as a fixed binding (OMP_PROC_BIND) would pile them.
+// (docs/performance.md, "Fourth round"). Moving the worker ends that; giving it back the whole CPU
+// set leaves the scheduler free afterwards, so that processes started side by side are not piled
+// onto the same CPUs as a fixed binding (OMP_PROC_BIND) would pile them.
 #include "metric/thread_pool.hpp"
 
 #include <sched.h>

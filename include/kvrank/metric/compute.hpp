@@ -37,9 +37,9 @@ void set_compute_threads(int threads);
 ThreadFit apply_compute_threads(int threads);
 
 /// The attention weights a layer needs before it runs on more than the calling thread: below
-/// this, waking a second thread cost more than it gained on every shape measured (Llama d 384 and
-/// 512, a d 512 MLA, a d 512 LRKV: 5–18 % slower on 2 threads), from it on it gains (d 640: 1.4×;
-/// docs/performance.md, "Fourth round").
+/// this, a second thread never paid on the shapes measured (Llama d 384 and 512, a d 512 MLA, a
+/// d 512 LRKV: 0.70–1.04× the one-thread time on 2 threads, the small latent ones the slowest);
+/// from it on it gains (d 640: 1.3×; docs/performance.md, "Fourth round").
 inline constexpr std::int64_t kThreadedLayerWeights = std::int64_t(1) << 20;
 
 /// While it lives (when `engaged`), BLAS/LAPACK calls and parallel loops started from the calling
