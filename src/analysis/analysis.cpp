@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <variant>
+#include <vector>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
@@ -76,6 +77,15 @@ std::optional<std::string> text_or_none(const std::string& text) {
   return text.empty() ? std::nullopt : std::optional<std::string>(text);
 }
 
+/// The attention tensors of `layer` that `checkpoint` holds (layer_tensor_names, layout.hpp).
+std::vector<const TensorView*> layer_tensors(const Checkpoint& checkpoint,
+                                             const ModelLayout& layout, int layer) {
+  std::vector<const TensorView*> tensors;
+  for (const std::string& name : layer_tensor_names(layout, layer))
+    if (const TensorView* tensor = checkpoint.find(name)) tensors.push_back(tensor);
+  return tensors;
+}
+
 /// The element types of the attention weights of `layer`, sorted: "BF16", or "F16,F32" when mixed.
 /// Read from the first attention layer whatever was selected, so that every part of a sharded run
 /// agrees.
@@ -83,8 +93,8 @@ std::optional<std::string> weight_dtypes(const Checkpoint& checkpoint, const Mod
   if (layout.num_layers < 1) return std::nullopt;
   const int layer = attention_layer_list(layout).front();
   std::set<std::string_view> names;
-  for (const std::string& name : layer_tensor_names(layout, layer))
-    if (const TensorView* tensor = checkpoint.find(name)) names.insert(dtype_name(tensor->dtype));
+  for (const TensorView* tensor : layer_tensors(checkpoint, layout, layer))
+    names.insert(dtype_name(tensor->dtype));
   std::string text;
   for (std::string_view name : names) text += (text.empty() ? "" : ",") + std::string(name);
   return text_or_none(text);
@@ -159,18 +169,11 @@ ModelReport empty_report(const std::filesystem::path& path, const std::string& l
   return report;
 }
 
-/// How many weights the attention tensors of `layer` hold: what decides its threads (LayerThreads).
-std::int64_t layer_weight_elements(const Checkpoint& checkpoint, const ModelLayout& layout,
-                                   int layer) {
+/// How many weights `tensors` hold: what decides a layer's threads (LayerThreads).
+std::int64_t weight_elements(const std::vector<const TensorView*>& tensors) {
   std::int64_t elements = 0;
-  for (const std::string& name : layer_tensor_names(layout, layer))
-    if (const TensorView* tensor = checkpoint.find(name)) elements += tensor->numel();
+  for (const TensorView* tensor : tensors) elements += tensor->numel();
   return elements;
-}
-
-void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int layer) {
-  for (const std::string& name : layer_tensor_names(layout, layer))
-    if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);
 }
 
 /// The series `options.attention` chooses: an error when there is none (cross on a decoder-only
@@ -251,7 +254,8 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
     workspaces.resize(std::max(workspaces.size(), run.reprs.size()));
     for (int layer : run.layers) {
       if (options.check_cancelled) options.check_cancelled();
-      const LayerThreads threads(layer_weight_elements(checkpoint, *run.layout, layer));
+      const std::vector<const TensorView*> tensors = layer_tensors(checkpoint, *run.layout, layer);
+      const LayerThreads threads(weight_elements(tensors));
       // Layer-major: each layer's tensors are read once for all representations, then released.
       for (std::size_t r = 0; r < run.reprs.size(); ++r) {
         LayerMetrics metrics =
@@ -260,7 +264,7 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
         metrics.layer = layer;
         reports[run.first_report + r].layers.push_back(std::move(metrics));
       }
-      release_layer(checkpoint, *run.layout, layer);
+      for (const TensorView* tensor : tensors) checkpoint.release(*tensor);
       if (options.progress) options.progress(++done, total);
     }
   }

@@ -12,6 +12,7 @@
 
 #include <sched.h>
 
+#include "base/memory_limit_text.hpp"
 #include "metric/blas.hpp"
 
 #ifdef _OPENMP
@@ -23,9 +24,7 @@ namespace kvrank::detail {
 void place_thread_pool() noexcept {
 #ifdef _OPENMP
   const int threads = available_threads();
-  if (threads < 2) return;
-  cpu_set_t allowed;
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return;
+  if (threads < 2 || usable_processors() < 2) return;
   // Until a round finds no worker on the caller's CPU (the caller itself may move meanwhile).
   for (int round = 0; round < 3; ++round) {
     int caller = -1;

@@ -222,13 +222,27 @@ TEST_CASE("move_off_cpu moves the calling thread to another CPU and leaves it un
   const std::optional<cpu_set_t> cpus = two_or_more_cpus();
   if (!cpus) return;
   const cpu_set_t& allowed = *cpus;
+  // Held to one CPU, the thread is not on any other: nothing to move (and nowhere to go).
   const int here = ::sched_getcpu();
-  put_on(here, allowed);
-  const int other = here == 0 ? 1 : 0;
-  CHECK_FALSE(detail::move_off_cpu(CPU_ISSET(other, &allowed) ? other : -1));  // not there
-  CHECK(::sched_getcpu() == here);
-  CHECK(detail::move_off_cpu(here));
-  CHECK(::sched_getcpu() != here);
+  cpu_set_t only_here;
+  CPU_ZERO(&only_here);
+  CPU_SET(here, &only_here);
+  REQUIRE(::sched_setaffinity(0, sizeof only_here, &only_here) == 0);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed) && cpu != here) CHECK_FALSE(detail::move_off_cpu(cpu));
+  }
+  CHECK_FALSE(detail::move_off_cpu(here));  // its set holds no other CPU
+  REQUIRE(::sched_setaffinity(0, sizeof allowed, &allowed) == 0);
+  // Free again, it may move between reading its CPU and the call (other tests run beside this
+  // one): a few tries, each checked by where it runs after.
+  int from = -1;
+  bool moved = false;
+  for (int attempt = 0; attempt < 20 && !moved; ++attempt) {
+    from = ::sched_getcpu();
+    moved = detail::move_off_cpu(from);
+  }
+  REQUIRE(moved);
+  CHECK(::sched_getcpu() != from);
   cpu_set_t after;
   REQUIRE(::sched_getaffinity(0, sizeof after, &after) == 0);
   CHECK(CPU_EQUAL(&after, &allowed));
