@@ -205,16 +205,6 @@ std::optional<cpu_set_t> two_or_more_cpus() {
   return std::nullopt;
 }
 
-/// Puts the calling thread on `cpu` and then gives it back `allowed`: it stays on `cpu` until
-/// something moves it, as a new thread started on its creator's CPU does.
-void put_on(int cpu, const cpu_set_t& allowed) {
-  cpu_set_t only;
-  CPU_ZERO(&only);
-  CPU_SET(cpu, &only);
-  ::sched_setaffinity(0, sizeof only, &only);
-  ::sched_setaffinity(0, sizeof allowed, &allowed);
-}
-
 }  // namespace
 
 TEST_CASE("move_off_cpu moves the calling thread to another CPU and leaves it unbound",
@@ -250,6 +240,16 @@ TEST_CASE("move_off_cpu moves the calling thread to another CPU and leaves it un
 
 #if defined(_OPENMP)
 namespace {
+
+/// Puts the calling thread on `cpu` and then gives it back `allowed`: it stays on `cpu` until
+/// something moves it, as a new thread started on its creator's CPU does.
+void put_on(int cpu, const cpu_set_t& allowed) {
+  cpu_set_t only;
+  CPU_ZERO(&only);
+  CPU_SET(cpu, &only);
+  ::sched_setaffinity(0, sizeof only, &only);
+  ::sched_setaffinity(0, sizeof allowed, &allowed);
+}
 
 /// The CPU the thread `tid` of this process is on (field 39 of /proc/self/task/TID/stat): read
 /// without running it, which a parallel region asking the thread itself would need.
