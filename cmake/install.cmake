@@ -5,9 +5,9 @@
 # Included by the top-level CMakeLists.txt once every target is defined.
 include(CMakePackageConfigHelpers)
 
-set(KVRANK_LAYERS base io layout metric report plot analysis synth)
+set(KVRANK_LAYERS base io layout metric report plot analysis synth app)
 # Dependents before their dependencies (the layer graph of CMakeLists.txt), for static linking.
-set(KVRANK_LINK_ORDER analysis synth plot report layout io metric base)
+set(KVRANK_LINK_ORDER app analysis synth plot report layout io metric base)
 set(KVRANK_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kvrank)
 
 install(TARGETS kvrank RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
@@ -28,8 +28,19 @@ if(KVRANK_HELP2MAN)
     DEPENDS kvrank
     COMMENT "Man page kvrank.1 from kvrank --help"
     VERBATIM)
-  add_custom_target(kvrank_man ALL DEPENDS ${man_page}.gz)
+  # And one page per subcommand (kvrank-analyze.1 …), from the subcommands `kvrank --help` lists.
+  set(subcommand_pages ${PROJECT_BINARY_DIR}/man)
+  add_custom_command(OUTPUT ${subcommand_pages}/kvrank-analyze.1.gz
+    COMMAND ${CMAKE_COMMAND} -DKVRANK=$<TARGET_FILE:kvrank> -DHELP2MAN=${KVRANK_HELP2MAN}
+            -DVERSION=${PROJECT_VERSION} -DOUT_DIR=${subcommand_pages}
+            -P ${PROJECT_SOURCE_DIR}/cmake/subcommand_man_pages.cmake
+    DEPENDS kvrank ${PROJECT_SOURCE_DIR}/cmake/subcommand_man_pages.cmake
+    COMMENT "Man pages kvrank-SUBCOMMAND.1 from kvrank SUBCOMMAND --help"
+    VERBATIM)
+  add_custom_target(kvrank_man ALL DEPENDS ${man_page}.gz ${subcommand_pages}/kvrank-analyze.1.gz)
   install(FILES ${man_page}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT runtime)
+  install(DIRECTORY ${subcommand_pages}/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
+          COMPONENT runtime FILES_MATCHING PATTERN "kvrank-*.1.gz")
 else()
   message(STATUS "kvrank: help2man not found, no man page")
 endif()

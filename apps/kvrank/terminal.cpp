@@ -43,19 +43,22 @@ std::string seconds_text(double seconds) {
   return buffer;
 }
 
+bool quiet_logging = false;  // -q: configure_logging(-1)
+
 }  // namespace
 
-ProgressMode progress_mode(const std::string& choice, bool quiet) {
-  if (quiet || choice == "none") return ProgressMode::none;
+ProgressMode progress_mode(const std::string& choice) {
+  if (quiet_logging || choice == "none") return ProgressMode::none;
   if (choice == "bar") return ProgressMode::bar;
   if (choice == "plain") return ProgressMode::plain;
   return isatty(STDERR_FILENO) ? ProgressMode::bar : ProgressMode::plain;
 }
 
-Progress::Progress(ProgressMode mode, int models) : mode_(mode), models_(models) {}
+Progress::Progress(ProgressMode mode) : mode_(mode) {}
 
-void Progress::start_model(int index, const std::string& label) {
-  model_ = index;
+void Progress::start_model(std::size_t index, std::size_t models, const std::string& label) {
+  model_ = static_cast<int>(index);
+  models_ = static_cast<int>(models);
   label_ = printable(label);
 }
 
@@ -101,6 +104,7 @@ void configure_logging(int verbosity) {
   formatter->add_flag<PrintableMessage>('*').set_pattern("kvrank: %^%l%$: %*");
   logger->set_formatter(std::move(formatter));
   spdlog::set_default_logger(logger);
+  quiet_logging = verbosity < 0;
   spdlog::set_level(verbosity < 0    ? spdlog::level::warn
                     : verbosity == 0 ? spdlog::level::info
                                      : spdlog::level::debug);
@@ -110,6 +114,25 @@ void configure_logging(int verbosity) {
 // that quotes an argument is not.
 void print_error(const std::string& message) {
   std::cerr << "kvrank: error: " << printable(message) << "\n";
+}
+
+app::Hooks terminal_hooks(Progress* progress) {
+  app::Hooks hooks;
+  hooks.info = [](const std::string& line) { spdlog::info("{}", line); };
+  hooks.warning = [](const std::string& line) { spdlog::warn("{}", line); };
+  hooks.debug = [](const std::string& line) { spdlog::debug("{}", line); };
+  hooks.error = [progress](const std::string& line) {
+    if (progress) progress->finish();
+    print_error(line);
+  };
+  if (progress) {
+    hooks.model_started = [progress](std::size_t index, std::size_t models,
+                                     const std::string& label) {
+      progress->start_model(index, models, label);
+    };
+    hooks.layers_done = [progress](int done, int total) { progress->update(done, total); };
+  }
+  return hooks;
 }
 
 }  // namespace kvrank::cli

@@ -17,12 +17,11 @@
 #include <vector>
 
 #include "kvrank/analysis/analysis.hpp"
-#include "kvrank/analysis/inspect.hpp"
-#include "kvrank/analysis/model_inputs.hpp"
+#include "kvrank/app/commands.hpp"
+#include "kvrank/app/requests.hpp"
 #include "kvrank/base/atomic_file.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
-#include "kvrank/base/usage.hpp"
 #include "kvrank/base/version.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/metric/compute.hpp"
@@ -47,34 +46,9 @@ struct Results {
   }
 };
 
-/// The options `analyze` and `inspect` share with the command line's --family … --activations.
-struct Layout {
-  std::optional<std::string> family;
-  std::optional<int> heads;
-  std::optional<int> kv_heads;
-  std::optional<int> head_dim;
-  std::optional<std::string> map_file;
-  bool npy_bf16 = false;
-  bool activations = false;
-  bool fold_input_norm = false;
-
-  kvrank::LayoutOverrides overrides() const {
-    kvrank::LayoutOverrides result;
-    result.family = family;
-    result.heads = heads;
-    result.kv_heads = kv_heads;
-    result.head_dim = head_dim;
-    if (map_file) result.map_file = fs::path(*map_file);
-    result.activations = activations;
-    result.fold_input_norm = fold_input_norm;
-    return result;
-  }
-  kvrank::OpenOptions open_options() const {
-    kvrank::OpenOptions result;
-    result.npy.bf16_void = npy_bf16;
-    return result;
-  }
-};
+/// The options `analyze` and `inspect` share with the command line's --family … --activations:
+/// the application layer's (kvrank/app/requests.hpp), field for field.
+using Layout = kvrank::app::LayoutRequest;
 
 using Progress = std::function<void(const std::string& label, int done, int total)>;
 
@@ -93,18 +67,28 @@ struct Selection {
   std::string attention = "all";
 };
 
-/// The analysis options of the command line's analyze, from the module's arguments.
-kvrank::AnalyzeOptions analyze_options(const Selection& selection, const Layout& layout) {
-  const auto& [reprs, layers, layer_shard, attention] = selection;
-  kvrank::AnalyzeOptions options;
-  for (const std::string& name : reprs) options.reprs.push_back(kvrank::parse_repr(name));
-  options.attention = kvrank::parse_attention_choice(attention);
-  if (layers) options.layers = kvrank::parse_layer_list(*layers);
-  if (layer_shard) options.shard = kvrank::parse_layer_shard(*layer_shard);
-  options.layout = layout.overrides();
-  options.open = layout.open_options();
-  options.check_cancelled = check_signals;
-  return options;
+/// The command line's analyze request, from the module's arguments (the results keep each
+/// head's own rank, as the JSON result does).
+kvrank::app::AnalyzeRequest analyze_request(const Selection& selection, const Layout& layout,
+                                            bool similarity, int threads) {
+  kvrank::app::AnalyzeRequest request;
+  for (const std::string& name : selection.reprs) request.reprs.push_back(kvrank::parse_repr(name));
+  request.attention = kvrank::parse_attention_choice(selection.attention);
+  if (selection.layers) request.layers = kvrank::parse_layer_list(*selection.layers);
+  if (selection.layer_shard) request.shard = kvrank::parse_layer_shard(*selection.layer_shard);
+  request.format = kvrank::app::ResultFormat::json;
+  request.similarity = similarity;
+  request.threads = threads;
+  request.layout = layout;
+  return request;
+}
+
+/// Hooks that collect the notes (Python calls, made once the GIL is back) and let Ctrl-C through.
+kvrank::app::Hooks collecting_hooks(std::vector<std::string>& notes) {
+  kvrank::app::Hooks hooks;
+  hooks.info = [&notes](const std::string& message) { notes.push_back(message); };
+  hooks.check_cancelled = check_signals;
+  return hooks;
 }
 
 /// A Python callable's progress, called with the GIL held (the library runs without it).
@@ -120,21 +104,24 @@ Results analyze(const std::vector<std::string>& arguments, const std::vector<std
                 const std::vector<std::int64_t>& steps, const Selection& selection, bool similarity,
                 bool with_baseline, int threads, const Layout& layout, const Progress& progress,
                 const std::function<void(const std::string&)>& note) {
-  kvrank::check_given_per_input("--step", steps.size(), arguments.size());  // before any is read
-  kvrank::check_thread_count(threads);
-  kvrank::AnalyzeOptions options = analyze_options(selection, layout);
-  options.note = note;
-  const std::vector<kvrank::ModelInput> inputs =
-      kvrank::resolve_models(arguments, labels, options.note);
-  // Notes are Python calls: collected here, passed on once the GIL is back.
+  kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
+  request.inputs = arguments;
+  request.labels = labels;
+  request.steps = steps;
+  request.with_baseline = with_baseline;
+  request.validate();  // before any input is read
   std::vector<std::string> notes;
-  options.note = [&notes](const std::string& message) { notes.push_back(message); };
+  kvrank::app::Hooks hooks = collecting_hooks(notes);
+  std::string label;  // of the model being analysed
+  hooks.model_started = [&label](std::size_t, std::size_t, const std::string& started) {
+    label = started;
+  };
+  const Progress locked = with_gil(progress);
+  if (locked) hooks.layers_done = [&](int done, int total) { locked(label, done, total); };
   Results results{.models = {}, .similarity = similarity};
   {
     py::gil_scoped_release released;
-    kvrank::set_compute_threads(threads);
-    results.models =
-        kvrank::analyze_models(inputs, options, steps, with_baseline, with_gil(progress));
+    results.models = kvrank::app::analyze(request, hooks).models;
   }
   if (note)
     for (const std::string& message : notes) note(message);
@@ -183,8 +170,14 @@ Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
                            bool similarity, int threads, const Layout& layout,
                            const Progress& progress,
                            const std::function<void(const std::string&)>& note) {
-  kvrank::check_thread_count(threads);
-  kvrank::AnalyzeOptions options = analyze_options(selection, layout);
+  kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
+  request.inputs = {kInMemory};
+  request.validate();
+  std::vector<std::string> notes;
+  const Progress locked = with_gil(progress);
+  kvrank::app::Hooks hooks = collecting_hooks(notes);
+  if (locked) hooks.layers_done = [&](int done, int total) { locked(label, done, total); };
+  kvrank::AnalyzeOptions options = kvrank::app::analysis_options(request, hooks);
   options.step = step;                   // a model in memory has no checkpoint-N folder to tell it
   std::vector<py::buffer_info> buffers;  // hold the caller's buffers until the views are done
   std::vector<kvrank::TensorView> views;
@@ -194,10 +187,6 @@ Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
   }
   std::optional<nlohmann::json> config;
   if (config_json) config = nlohmann::json::parse(*config_json);  // json.dumps wrote it
-  std::vector<std::string> notes;
-  options.note = [&notes](const std::string& message) { notes.push_back(message); };
-  const Progress locked = with_gil(progress);
-  if (locked) options.progress = [&](int done, int total) { locked(label, done, total); };
   Results results{.models = {}, .similarity = similarity};
   {
     py::gil_scoped_release released;
@@ -212,14 +201,9 @@ Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
 }
 
 std::string inspect_json(const std::vector<std::string>& arguments, const Layout& layout) {
+  const kvrank::app::InspectRequest request{arguments, true, layout};
   py::gil_scoped_release released;
-  std::vector<kvrank::InspectReport> reports;
-  for (const std::string& argument : arguments) {
-    const auto checkpoint = kvrank::Checkpoint::open(kvrank::resolve_model_argument(argument).path,
-                                                     layout.open_options());
-    reports.push_back(kvrank::inspect_checkpoint(checkpoint, layout.overrides()));
-  }
-  return kvrank::to_json_text(kvrank::to_json(reports));
+  return kvrank::to_json_text(kvrank::to_json(kvrank::app::inspect(request)));
 }
 
 /// A result file, as `check` and `plot` read them.
@@ -233,13 +217,15 @@ py::tuple check(const std::vector<kvrank::ModelReport>& current,
                 const std::vector<std::string>& metrics, double abs_tol,
                 std::optional<double> rel_tol, const std::string& current_name,
                 const std::string& golden_name) {
-  kvrank::CheckOptions options;
-  options.metrics.clear();
-  for (const std::string& name : metrics) options.metrics.push_back(kvrank::parse_curve(name));
-  options.abs_tol = abs_tol;
-  options.rel_tol = rel_tol;
+  kvrank::app::CheckRequest request;
+  request.options.metrics.clear();
+  for (const std::string& name : metrics)
+    request.options.metrics.push_back(kvrank::parse_curve(name));
+  request.options.abs_tol = abs_tol;
+  request.options.rel_tol = rel_tol;
+  request.validate();
   const auto violations =
-      kvrank::check_reports(current, golden, options, current_name, golden_name);
+      kvrank::check_reports(current, golden, request.options, current_name, golden_name);
   py::list rows;
   for (const kvrank::Violation& v : violations)
     rows.append(py::make_tuple(v.label, v.repr, v.layer, std::string(kvrank::curve_name(v.metric)),

@@ -1,7 +1,8 @@
 #include "kvrank/base/layer_list.hpp"
 
 #include <algorithm>
-#include <charconv>
+#include <cstdint>
+#include <limits>
 #include <set>
 
 #include "kvrank/base/error.hpp"
@@ -20,16 +21,15 @@ std::string_view trim(std::string_view text) {
 
 int parse_layer_index(std::string_view text, std::string_view part) {
   text = trim(text);
-  int value = -1;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
+  const std::optional<std::int64_t> value = decimal_value(text);  // decimal, as every option
+  if (!value)
     throw Error("", "--layers: expected a layer index or a range like 0-11, found \"" +
                         excerpt(part) + "\"");
-  if (value >= kMaxLayers)
-    throw Error("", "--layers: layer index " + excerpt(trim(text)) +
+  if (*value >= kMaxLayers)
+    throw Error("", "--layers: layer index " + excerpt(text) +
                         " is too large (kvrank reads at most " + std::to_string(kMaxLayers) +
                         " layers)");
-  return value;
+  return static_cast<int>(*value);
 }
 
 [[noreturn]] void bad_layer_shard(std::string_view text) {
@@ -38,11 +38,9 @@ int parse_layer_index(std::string_view text, std::string_view part) {
 }
 
 int parse_shard_number(std::string_view text, std::string_view whole) {
-  int value = -1;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < 0)
-    bad_layer_shard(whole);
-  return value;
+  const std::optional<std::int64_t> value = decimal_value(text);
+  if (!value || *value > std::numeric_limits<int>::max()) bad_layer_shard(whole);
+  return static_cast<int>(*value);
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 #include "kvrank/base/text.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
+
+#include "kvrank/base/error.hpp"
 
 namespace kvrank {
 namespace {
@@ -120,6 +124,77 @@ std::string ascii_lower(std::string text) {
   for (char& c : text)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return text;
+}
+
+std::optional<std::int64_t> decimal_value(std::string_view digits) noexcept {
+  if (digits.empty()) return std::nullopt;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  std::int64_t value = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const int digit = c - '0';
+    if (value > (kMax - digit) / 10) return std::nullopt;  // the next step would pass INT64_MAX
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min,
+                           std::int64_t max) {
+  const bool negative = !text.empty() && text.front() == '-';
+  const std::string_view digits = negative ? text.substr(1) : text;
+  const bool well_formed =
+      !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!well_formed)
+    throw Error(
+        "", std::string(option) + ": expected a decimal integer, found \"" + excerpt(text) + "\"");
+  const std::optional<std::int64_t> magnitude = decimal_value(digits);
+  const std::optional<std::int64_t> value =
+      magnitude ? std::optional(negative ? -*magnitude : *magnitude) : std::nullopt;
+  if (!value || *value < min || *value > max)
+    throw Error("", std::string(option) + ": " + excerpt(text) + " is out of range (" +
+                        std::to_string(min) + " to " + std::to_string(max) + ")");
+  return *value;
+}
+
+namespace {
+
+/// Edits between `a` and `b`: insertions, deletions, substitutions and swaps of neighbours
+/// (optimal string alignment distance).
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitution = d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, substitution});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::optional<std::string> nearest_name(std::string_view name,
+                                        const std::vector<std::string>& candidates) {
+  // Long names are refused unread: a typo is short, and the table is quadratic in the length.
+  constexpr std::size_t kLongestTypo = 256;
+  if (name.size() > kLongestTypo) return std::nullopt;
+  const std::size_t allowed = name.size() <= 4 ? 1 : name.size() <= 8 ? 2 : 3;
+  std::optional<std::string> best;
+  std::size_t best_distance = allowed + 1;
+  for (const std::string& candidate : candidates) {
+    if (candidate.size() > kLongestTypo) continue;
+    const std::size_t distance = edit_distance(name, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
 }
 
 }  // namespace kvrank

@@ -10,6 +10,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/mapped_file.hpp"
+#include "kvrank/base/text.hpp"
 #include "kvrank/io/gguf.hpp"
 #include "kvrank/io/safetensors.hpp"
 
@@ -103,9 +104,20 @@ class CheckpointLoader {
       files.insert(files.end(), archives.begin(), archives.end());
     }
     if (files.empty()) {
+      // A GGUF file is read when named: a folder may hold several quantisations of one model.
+      const std::vector<fs::path> gguf = files_with_extension(folder, ".gguf");
+      const std::string hint =
+          gguf.empty()
+              ? ""
+              : "; it holds " + excerpt(gguf.front().filename().string()) +
+                    (gguf.size() > 1
+                         ? " and " + std::to_string(gguf.size() - 1) + " more .gguf file(s)"
+                         : std::string()) +
+                    ": name a .gguf file itself";
       throw Error(folder.string(),
                   "no checkpoint files in this folder (expected .safetensors, "
-                  "model.safetensors.index.json, .npy or .npz)");
+                  "model.safetensors.index.json, .npy or .npz)" +
+                      hint);
     }
     for (const fs::path& file : files) add_file(file);
   }

@@ -253,16 +253,66 @@ nlohmann::json check_to_json(const std::vector<Violation>& violations, const Che
           {"changes", std::move(changes)}};
 }
 
+namespace {
+
+/// GitHub shows at most 10 annotations of one kind per step; the job summary holds every change.
+constexpr std::size_t kMaxAnnotations = 10;
+/// Changes spelled out in one group's annotation before "and N more".
+constexpr std::size_t kChangesPerAnnotation = 5;
+
+std::string change_text(const Violation& v) {
+  return "layer " + std::to_string(v.layer) + ": " + std::string(curve_name(v.metric)) +
+         " changed from " + number_text(v.golden) + " to " + number_text(v.current);
+}
+
+/// The violations grouped per model and representation, in the order they first appear.
+std::vector<std::vector<const Violation*>> groups_of(const std::vector<Violation>& violations) {
+  std::vector<std::vector<const Violation*>> groups;
+  for (const Violation& v : violations) {
+    auto same = [&](const std::vector<const Violation*>& group) {
+      return group.front()->label == v.label && group.front()->repr == v.repr;
+    };
+    const auto found = std::find_if(groups.begin(), groups.end(), same);
+    if (found == groups.end())
+      groups.push_back({&v});
+    else
+      found->push_back(&v);
+  }
+  return groups;
+}
+
+std::string group_message(const std::vector<const Violation*>& group) {
+  const Violation& first = *group.front();
+  const std::string model = "model \"" + first.label + "\" (repr " + first.repr + ")";
+  if (group.size() == 1) return model + " " + change_text(first);
+  std::string message = model + ": " + std::to_string(group.size()) + " values changed: ";
+  for (std::size_t i = 0; i < group.size() && i < kChangesPerAnnotation; ++i)
+    message += (i == 0 ? "" : "; ") + change_text(*group[i]);
+  if (group.size() > kChangesPerAnnotation)
+    message += "; and " + std::to_string(group.size() - kChangesPerAnnotation) +
+               " more (the job summary lists them)";
+  return message;
+}
+
+}  // namespace
+
 std::string github_annotations(const std::vector<Violation>& violations,
                                const std::string& current_file) {
+  const auto groups = groups_of(violations);
+  const std::string head =
+      "::error file=" + github_escape(current_file, true) + ",title=kvrank check::";
   std::string out;
-  for (const Violation& v : violations) {
-    const std::string message = "model \"" + v.label + "\" (repr " + v.repr + ") layer " +
-                                std::to_string(v.layer) + ": " + std::string(curve_name(v.metric)) +
-                                " changed from " + number_text(v.golden) + " to " +
-                                number_text(v.current);
-    out += "::error file=" + github_escape(current_file, true) +
-           ",title=kvrank check::" + github_escape(message, false) + "\n";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    if (i + 1 == kMaxAnnotations && groups.size() > kMaxAnnotations) {
+      out += head +
+             github_escape(std::to_string(groups.size() - i) +
+                               " more models or representations changed (the job summary "
+                               "lists them)",
+                           false) +
+             "\n";
+      break;
+    }
+    out += head + github_escape(group_message(groups[i]), false) + "\n";
   }
   return out;
 }

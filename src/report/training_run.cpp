@@ -1,8 +1,9 @@
 #include "kvrank/report/training_run.hpp"
 
-#include <charconv>
 #include <filesystem>
 #include <vector>
+
+#include "kvrank/base/text.hpp"
 
 namespace kvrank {
 namespace {
@@ -36,14 +37,8 @@ std::size_t step_component(const std::vector<std::string>& parts) {
 std::optional<std::int64_t> step_from_folder_name(std::string_view name) {
   for (std::string_view prefix : kStepPrefixes) {
     if (name.substr(0, prefix.size()) != prefix) continue;
-    const std::string_view digits = name.substr(prefix.size());
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
-      return std::nullopt;
-    }
-    std::int64_t step = 0;
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-    if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-    return step;
+    // Decimal as --step reads it (text.hpp): checkpoint-000500 is step 500.
+    return decimal_value(name.substr(prefix.size()));
   }
   return std::nullopt;
 }

@@ -178,6 +178,90 @@ class CliTest(unittest.TestCase):
         line = self.assert_usage_error(run("analyze", missing))
         self.assertIn(missing, line)
 
+    # ---------------------------------------------------------------- integers, decimal only
+
+    def test_integer_options_are_decimal_only_and_never_clamped(self):
+        doc = self.analyze_json(self.mha, "--step", "000500")
+        self.assertEqual(doc["models"][0]["step"], 500)  # not octal 320; checkpoint-000500 is 500
+        too_large = "9223372036854775808"
+        cases = [("analyze", self.mha, "--step", too_large),
+                 ("analyze", self.mha, "--step", "0x10"),
+                 ("analyze", self.mha, "--threads", "0x10"),
+                 ("analyze", self.mha, "--threads", too_large),
+                 ("analyze", self.mha, "--heads", "1e3"),
+                 ("baseline", "--layers", "+4"),
+                 ("synth", "--layers", too_large, "-o", os.path.join(self.tmp.name, "never")),
+                 ("plot", "r.json", "-o", "f.svg", "--heatmap", "0x1"),
+                 ("plot", "r.json", "-o", "f.png", "--dpi", too_large)]
+        for args in cases:
+            with self.subTest(args=args):
+                line = self.assert_usage_error(run(*args))
+                self.assertRegex(line, r"--\S+: (expected a decimal integer|\S+ is out of range)")
+        self.assertIn(f"--step: {too_large} is out of range (0 to 9223372036854775807)",
+                      self.assert_usage_error(run("analyze", self.mha, "--step", too_large)))
+
+    # ---------------------------------------------------------------- --keep-going
+
+    def test_keep_going_keeps_each_inputs_own_step_and_label(self):
+        missing = os.path.join(self.tmp.name, "missing")
+        result = run("analyze", self.mha, missing, self.gqa, "--keep-going", "--format", "json",
+                     "--step", "1", "--step", "2", "--step", "3",
+                     "--label", "A", "--label", "B", "--label", "C", "-q")
+        self.assertEqual(result.returncode, 4, result.stderr)
+        models = json.loads(result.stdout)["models"]
+        self.assertEqual([(m["label"], m["step"]) for m in models], [("A", 1), ("C", 3)])
+        self.assertIn(missing, result.stderr)
+
+    # ---------------------------------------------------------------- a forgiving command line
+
+    def test_did_you_mean(self):
+        cases = [(("analyse", self.mha), 'unknown subcommand "analyse" (did you mean analyze?)'),
+                 (("analyze", self.mha, "--fromat", "json"),
+                  "unknown option --fromat of analyze (did you mean --format?)"),
+                 (("analyze", self.mha, "--layer", "2"),
+                  "unknown option --layer of analyze (did you mean --layers?)"),
+                 (("baseline", "--layers", "2", "--hedas=3"),
+                  "unknown option --hedas of baseline (did you mean --heads?)")]
+        for args, expected in cases:
+            with self.subTest(args=args):
+                self.assertEqual(self.assert_usage_error(run(*args)), "kvrank: error: " + expected)
+        line = self.assert_usage_error(run("frobnicate"))
+        self.assertIn("expected analyze|inspect|check|plot|merge|baseline|synth", line)
+        self.assertIn("kvrank analyze --help lists them",
+                      self.assert_usage_error(run("analyze", self.mha, "--zzzzzzzzzz")))
+
+    def test_a_glob_over_a_folder_hints_at_its_folders(self):
+        folder = os.path.join(self.tmp.name, "glob")
+        os.makedirs(folder, exist_ok=True)
+        notes = os.path.join(folder, "losses.json")
+        with open(notes, "w") as handle:
+            handle.write("{}")
+        result = run("analyze", self.mha, notes, "-q", "--format", "json")
+        line = self.assert_usage_error(result)
+        self.assertIn(notes, line)
+        self.assertIn(f"{folder}/*/, or add --keep-going", line)
+        # A folder holding only a GGUF file names it.
+        gguf_folder = os.path.join(self.tmp.name, "quantised")
+        os.makedirs(gguf_folder, exist_ok=True)
+        with open(os.path.join(gguf_folder, "model-Q8_0.gguf"), "wb") as handle:
+            handle.write(b"GGUF")
+        line = self.assert_usage_error(run("analyze", gguf_folder))
+        self.assertIn("no checkpoint files in this folder", line)
+        self.assertIn("it holds model-Q8_0.gguf: name a .gguf file itself", line)
+
+    def test_baseline_heads_mean_redundancy(self):
+        doc = json.loads(run("baseline", "--layers", "2", "--format", "json").stdout)
+        model = doc["models"][0]
+        self.assertEqual(model["heads"], 2)
+        self.assertEqual([layer["erank_pct"] for layer in model["layers"]], [50.0, 50.0])
+        line = self.assert_usage_error(run("baseline", "--layers", "2", "--heads", "1"))
+        self.assertIn("--heads: must be 2 or more, found 1", line)
+
+    def test_help_lists_choices_from_the_library_tables(self):
+        analyze = run("analyze", "--help").stdout
+        for choices in ("{qk,ov,k,v}", "{self,cross,all}", "{table,json,csv,tsv}"):
+            self.assertIn(choices, analyze)
+
     def test_help_and_version(self):
         self.assertEqual(run("--help").returncode, 0)
         self.assertEqual(run("analyze", "--help").returncode, 0)

@@ -89,12 +89,14 @@ class InstallTest(harness.TestCase):
 
     def test_installs_the_command_library_and_package_files(self):
         expected = [r"bin/kvrank", r"include/kvrank/analysis/analysis\.hpp",
-                    r"lib.*/libkvrank_base\.a", r"lib.*/cmake/kvrank/kvrankConfig\.cmake",
+                    r"lib.*/libkvrank_base\.a",
+                    r"lib.*/libkvrank_app\.a", r"include/kvrank/app/requests\.hpp", r"lib.*/cmake/kvrank/kvrankConfig\.cmake",
                     r"lib.*/cmake/kvrank/kvrankConfigVersion\.cmake",
                     r"lib.*/pkgconfig/kvrank\.pc", r"share/doc/kvrank/copyright",
                     r"share/doc/kvrank/README\.md"]
         if os.path.exists(os.path.join(self.build_dir, "kvrank.1.gz")):  # built with help2man
-            expected.append(r"share/man/man1/kvrank\.1\.gz")
+            expected += [r"share/man/man1/kvrank\.1\.gz", r"share/man/man1/kvrank-analyze\.1\.gz",
+                         r"share/man/man1/kvrank-synth\.1\.gz"]  # one page per subcommand
         for pattern in expected:
             self.assertTrue(installed(self.prefix, pattern), f"nothing installed matches {pattern}")
 

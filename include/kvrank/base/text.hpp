@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvrank {
 
@@ -45,5 +48,26 @@ std::string excerpt(std::string_view text, std::size_t limit = kExcerptBytes);
 
 /// `text` with ASCII letters in lower case (file extensions: ".JSON" names JSON too).
 std::string ascii_lower(std::string text);
+
+/// The value of `digits` read as a decimal number: one or more ASCII digits and nothing else, any
+/// leading zeros ("000500" is 500). nullopt for anything else, or when the value exceeds INT64_MAX.
+/// The one reading of a non-negative decimal number, shared by parse_integer and the training
+/// step in a `checkpoint-N` folder name, so that `--step 000500` and `checkpoint-000500` agree.
+std::optional<std::int64_t> decimal_value(std::string_view digits) noexcept;
+
+/// The integer given for `option` (named in messages, e.g. "--step"): decimal only — an optional
+/// '-' then digits; "0x10", "1e3", "+5", " 5" are refused — and within [min, max], checked, never
+/// clamped. Throws kvrank::Error "OPTION: expected a decimal integer, found "TEXT"" or
+/// "OPTION: TEXT is out of range (MIN to MAX)".
+///   parse_integer("--step", "000500", 0, INT64_MAX) == 500
+std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min,
+                           std::int64_t max);
+
+/// The name of `candidates` nearest to `name` by edit distance (insertions, deletions,
+/// substitutions, and swaps of two neighbouring characters each count 1), when it is near enough
+/// to be a typo of it: at most 1 edit for names of up to 4 characters, 2 up to 8, else 3. nullopt
+/// when none is. `kvrank analyse` → "analyze", `--fromat` → "--format", `--layer` → "--layers".
+std::optional<std::string> nearest_name(std::string_view name,
+                                        const std::vector<std::string>& candidates);
 
 }  // namespace kvrank

@@ -49,7 +49,9 @@ std::string format_violations(const std::vector<Violation>& violations);
 nlohmann::json check_to_json(const std::vector<Violation>& violations, const CheckOptions& options,
                              const std::string& current_file, const std::string& golden_file);
 
-/// One GitHub Actions annotation line ("::error title=…::…") per violation.
+/// GitHub Actions annotation lines ("::error title=…::…"): one per model and representation that
+/// changed (its changes listed, the first five), at most 10 in all — GitHub shows 10 per step — the
+/// tenth counting the groups left out. markdown_summary lists every change.
 std::string github_annotations(const std::vector<Violation>& violations,
                                const std::string& current_file);
 

@@ -1,0 +1,73 @@
+// The commands of kvrank as the application layer runs them: a validated request (requests.hpp)
+// in, the result written (stdout or -o FILE, whole or not at all) and an exit code out. Every
+// front end calls these; what it shows on its side (log lines, a progress bar) comes through
+// Hooks. Usage errors and unreadable inputs are thrown as kvrank::Error (exit kExitInvalidInput).
+//
+//   kvrank::app::Hooks hooks;
+//   hooks.info = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+//   int code = kvrank::app::run_analyze(request, hooks);  // 0, or kExitSomeInputsFailed
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvrank/analysis/analysis.hpp"
+#include "kvrank/analysis/inspect.hpp"
+#include "kvrank/app/requests.hpp"
+#include "kvrank/report/result_model.hpp"
+
+namespace kvrank::app {
+
+/// What a command tells its front end while it runs. Every member may be empty.
+struct Hooks {
+  std::function<void(const std::string& line)> info;     ///< notes, "wrote FILE: …"
+  std::function<void(const std::string& line)> warning;  ///< e.g. all-zero heads left out
+  std::function<void(const std::string& line)> debug;    ///< threads, products
+  /// A one-line error that does not end the run: an input that failed under --keep-going, and
+  /// the closing count of the failures.
+  std::function<void(const std::string& line)> error;
+  /// Model `index` (0-based) of `count`, labelled `label`, starts.
+  std::function<void(std::size_t index, std::size_t count, const std::string& label)> model_started;
+  /// `done` of the current model's `total` layers are analysed.
+  std::function<void(int done, int total)> layers_done;
+  /// Called before each layer; throws to stop (the Python module's Ctrl-C).
+  std::function<void()> check_cancelled;
+};
+
+/// What analyze() measured: the reports of every model that could be read, in input order (the
+/// baseline last), and how many inputs failed under --keep-going.
+struct AnalyzeOutcome {
+  std::vector<ModelReport> models;
+  std::size_t failed_inputs = 0;
+};
+
+/// `analyze` without writing: validates, resolves every input and fixes every label first, then
+/// analyses one input after the other. With keep_going an input that fails — to resolve, to read,
+/// or for lack of memory — is reported through hooks.error and left out; the others keep their
+/// own --label and --step. Throws kvrank::Error when an input fails without keep_going, or when
+/// none could be analysed.
+AnalyzeOutcome analyze(const AnalyzeRequest& request, const Hooks& hooks);
+
+/// The library's analysis options for `request` (its selection, layout, and the hooks' notes,
+/// progress and cancellation), for a front end that analyses a checkpoint of its own (a model in
+/// memory) with analysis.hpp.
+AnalyzeOptions analysis_options(const AnalyzeRequest& request, const Hooks& hooks);
+
+/// `inspect` without writing: the report of each input, in order.
+std::vector<InspectReport> inspect(const InspectRequest& request);
+
+/// analyze(), then the result written to request.output in its format. Returns kExitOk, or
+/// kExitSomeInputsFailed (after a line through hooks.error) when some inputs failed.
+int run_analyze(const AnalyzeRequest& request, const Hooks& hooks);
+/// The tensors and the detected layout of each input, as text or JSON on stdout.
+int run_inspect(const InspectRequest& request, const Hooks& hooks);
+/// kExitOk when the curves match the golden file, kExitRegression otherwise.
+int run_check(const CheckRequest& request, const Hooks& hooks);
+int run_plot(const PlotRequest& request, const Hooks& hooks);
+int run_merge(const MergeRequest& request, const Hooks& hooks);
+int run_baseline(const BaselineRequest& request, const Hooks& hooks);
+int run_synth(const SynthRequest& request, const Hooks& hooks);
+
+}  // namespace kvrank::app

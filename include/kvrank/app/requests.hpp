@@ -1,0 +1,173 @@
+// The application layer's requests: one type per command, holding its options typed (numbers as
+// numbers, names as the library's enums), with one validate() that names the option and the rule
+// it breaks, in the style of Ceres's Options::IsValid:
+//
+//   kvrank::app::AnalyzeRequest request;
+//   request.inputs = {"data/tiny/mha"};
+//   request.threads = -1;
+//   request.validate();  // throws kvrank::Error "--threads: must be 0 (automatic) or more, found
+//   -1"
+//
+// A front end (the command line, the Python module) converts its arguments into a request and
+// hands it to run_*() (commands.hpp); the options are named as the command line spells them,
+// which is what docs and messages use. Checks that need the input's contents (a layer past the
+// model's last, a --family the checkpoint does not fit) stay with the library code that reads it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvrank/base/layer_list.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/layout/layout.hpp"
+#include "kvrank/plot/figure_options.hpp"
+#include "kvrank/report/check.hpp"
+#include "kvrank/synth/synth.hpp"
+
+namespace kvrank::app {
+
+/// Exit codes of every front end (docs/result-format.md).
+inline constexpr int kExitOk = 0;
+/// `check` found a change beyond tolerance.
+inline constexpr int kExitRegression = 1;
+/// Invalid input or usage (a kvrank::Error), nothing usable written.
+inline constexpr int kExitInvalidInput = 2;
+/// Any other exception: a bug.
+inline constexpr int kExitInternal = 3;
+/// `analyze --keep-going`: some inputs failed (each named), the others written.
+inline constexpr int kExitSomeInputsFailed = 4;
+
+/// How a checkpoint is read: the options `analyze` and `inspect` share (--family … --activations).
+struct LayoutRequest {
+  std::optional<std::string> family;  ///< --family: a family, model type or "mla"
+  std::optional<int> heads;           ///< --heads, ≥ 1
+  std::optional<int> kv_heads;        ///< --kv-heads, ≥ 1
+  std::optional<int> head_dim;        ///< --head-dim, ≥ 1
+  std::optional<std::string> map_file;
+  bool npy_bf16 = false;  ///< --npy-dtype bf16
+  bool activations = false;
+  bool fold_input_norm = false;
+
+  void validate() const;
+  LayoutOverrides overrides() const;
+  OpenOptions open_options() const;
+};
+
+/// The result formats analyze and baseline write, named by --format or -o's extension.
+enum class ResultFormat { table, json, csv, tsv };
+
+struct AnalyzeRequest {
+  std::vector<std::string> inputs;  ///< paths, repo ids ORG/NAME[@REV]
+  std::vector<std::string> labels;  ///< --label, one per input in order (at most one each)
+  std::vector<std::int64_t> steps;  ///< --step, one per input in order, each ≥ 0
+  std::vector<Repr> reprs;          ///< --repr; empty: qk (k,v for K/V-only inputs)
+  AttentionChoice attention = AttentionChoice::all;
+  std::optional<std::vector<int>> layers;  ///< --layers; empty: all
+  std::optional<LayerShard> shard;         ///< --layer-shard
+  std::optional<ResultFormat> format;      ///< --format; empty: from -o's extension, else table
+  std::string output;                      ///< -o; empty or "-": stdout
+  bool similarity = false;                 ///< JSON only
+  bool summary = false;                    ///< CSV/TSV only
+  bool with_baseline = false;
+  int threads = 0;  ///< 0: automatic (compute.hpp)
+  bool keep_going = false;
+  LayoutRequest layout;
+
+  void validate() const;
+  /// The format written: -o's extension, else --format, else the table (validate() refuses a
+  /// --format that contradicts the extension).
+  ResultFormat output_format() const;
+};
+
+struct InspectRequest {
+  std::vector<std::string> inputs;
+  bool json = false;  ///< --format json; else the text listing
+  LayoutRequest layout;
+
+  void validate() const;
+};
+
+/// Where `check` writes GitHub Actions annotations and the job summary: auto (when
+/// $GITHUB_ACTIONS is "true"), always (github) or never (none).
+enum class Annotate { automatic, github, none };
+
+struct CheckRequest {
+  std::string current;   ///< result JSON of this run
+  std::string golden;    ///< --baseline
+  CheckOptions options;  ///< --metric, --direction, --abs-tol (finite, ≥ 0), --rel-tol (the same)
+  bool json = false;     ///< --format json; else text
+  Annotate annotate = Annotate::automatic;
+
+  void validate() const;
+};
+
+struct PlotRequest {
+  std::vector<std::string> inputs;  ///< FILE or FILE=Panel title
+  std::string output;               ///< .svg, .png, .pdf, or "-" (SVG on stdout)
+  FigureSettings figure;            ///< checked by plot_options() (figure_options.hpp)
+  std::vector<std::string> panel_titles;
+  std::string over_steps;            ///< layers, mean, heatmap, or empty
+  std::optional<int> heatmap_layer;  ///< ≥ 0
+  std::string heatmap_model;         ///< a label; empty: the first model
+
+  void validate() const;
+};
+
+struct MergeRequest {
+  std::vector<std::string> parts;
+  std::string output;
+  std::optional<std::vector<int>> layers;
+
+  void validate() const;
+};
+
+struct BaselineRequest {
+  int layers = 0;
+  /// --heads: what "fully redundant" is measured against. Unset: 2, the fewest heads that can be
+  /// redundant — one head has nothing to repeat, and its percentage would read 100 %.
+  std::optional<int> heads;
+  std::optional<ResultFormat> format;
+  std::string output;
+
+  void validate() const;
+  int head_count() const { return heads.value_or(2); }
+};
+
+struct SynthRequest {
+  SynthOptions options;  ///< checked by write_synthetic_checkpoint (synth.hpp), naming the option
+  std::string output;    ///< the folder written
+
+  void validate() const;
+};
+
+/// "table", "json", "csv", "tsv".
+std::string_view result_format_name(ResultFormat format) noexcept;
+/// Parses a --format name; throws kvrank::Error listing the names.
+ResultFormat parse_result_format(std::string_view name);
+/// The format names, in table order ("table, json, csv or tsv" with " or ").
+std::vector<std::string> result_format_names();
+/// The format -o's extension names (.json, .csv, .tsv, .txt, any case); nullopt for any other.
+std::optional<ResultFormat> format_of_extension(const std::string& output);
+
+/// "auto", "github", "none" (the command line's names).
+std::vector<std::string> annotate_names();
+/// Parses an --annotate name; throws kvrank::Error listing the names.
+Annotate parse_annotate(std::string_view name);
+
+/// "qk,ov" → {qk, ov}: a comma list of representations (empty items skipped); throws
+/// kvrank::Error on an unknown name.
+std::vector<Repr> parse_repr_list(std::string_view text);
+
+/// "erank,,pcs_90" → {"erank", "pcs_90"}: the items of a comma list, empty ones skipped.
+std::vector<std::string> parse_name_list(std::string_view text);
+
+/// "0,0.5,1" → {0, 0.5, 1}: a comma list of numbers for `option` (empty items skipped); throws
+/// kvrank::Error "OPTION: "ITEM" is not a number".
+std::vector<double> parse_number_list(std::string_view option, std::string_view text);
+
+/// The integer given for `option` as an int (text.hpp's parse_integer over int's range).
+int parse_int_option(std::string_view option, std::string_view text);
+
+}  // namespace kvrank::app
