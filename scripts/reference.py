@@ -290,6 +290,8 @@ ENCODER_SERIES = {
     },
 }
 ENCODER_SERIES["siglip"] = ENCODER_SERIES["clip"]
+for _tower in ("clip_text_model", "clip_vision_model", "siglip_text_model", "siglip_vision_model"):
+    ENCODER_SERIES[_tower] = ENCODER_SERIES["clip"]  # one tower: its section at the top level
 ENCODER_SERIES["bart"] = ENCODER_SERIES["mbart"] = ENCODER_SERIES["whisper"]  # the same names and keys
 
 
@@ -298,7 +300,7 @@ def cmd_encoder(path, series, repr_name):
     config, t = load_llama(path)
     (stem, role_name, roles, out_name), (section, heads_key, d_key, head_dim_key) = \
         ENCODER_SERIES[config["model_type"]][tuple(series.split())]
-    part = config[section] if section else config
+    part = config.get(section, config) if section else config
     heads = part[heads_key]
     head_dim = part[head_dim_key] if head_dim_key else part[d_key] // heads
     key_suffix = role_name.format(roles.get("k", "k"))

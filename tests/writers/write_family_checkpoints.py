@@ -541,7 +541,8 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
 #   qwen3_next:       full_attention_interval n: layer i is "full_attention" when (i + 1) % n == 0,
 #                     else "linear_attention" (Qwen3NextGatedDeltaNet, linear_attn.*). Its q_proj is
 #                     [H·2·d_h, d]: per head d_h query rows, then d_h gate rows (torch.chunk of
-#                     q_proj(x).view(…, H, 2·d_h)); q_norm / k_norm are RMSNorms with gain 1 + w.
+#                     q_proj(x).view(…, H, 2·d_h)); q_norm / k_norm are RMSNorms with gain 1 + w;
+#   bamba:            attn_layer_indices [i, …]: the attention layers, Mamba 2 (mamba.*) elsewhere.
 HYBRIDS = {
     "jamba": dict(attention=lambda i: i % 4 == 2, config=dict(attn_layer_period=4,
                                                               attn_layer_offset=2),
@@ -549,6 +550,9 @@ HYBRIDS = {
     "granitemoehybrid": dict(attention=lambda i: i % 3 == 1, other="mamba"),
     "qwen3_next": dict(attention=lambda i: (i + 1) % 4 == 0, config=dict(full_attention_interval=4),
                        other="linear_attn"),
+    # BambaConfig: attn_layer_indices lists the BambaAttentionDecoderLayers, Mamba 2 elsewhere.
+    "bamba": dict(attention=lambda i: i in (1, 5), config=dict(attn_layer_indices=[1, 5]),
+                  other="mamba"),
 }
 
 def other_layer_tensors(kind, base, d_model):
