@@ -138,6 +138,8 @@ def qk_gains(t, base, role, count, head_dim, gemma):
     projection; Cohere: [count, head_dim]; StableLM: one LayerNorm per head, `{role}_layernorm.norms.{h}`;
     Gemma's RMSNorm multiplies by (1 + weight)."""
     weight = t.get(f"{base}{role}_norm.weight")
+    if weight is None:  # phi's qk_layernorm: one LayerNorm [head_dim] for every head
+        weight = t.get(f"{base}{role}_layernorm.weight")
     if weight is None and f"{base}{role}_layernorm.norms.0.weight" in t:
         weight = np.stack([t[f"{base}{role}_layernorm.norms.{h}.weight"] for h in range(count)])
     if weight is None:
@@ -150,9 +152,9 @@ def qk_gains(t, base, role, count, head_dim, gemma):
 
 def qk_centring(config, t, head_dim):
     """The d_h × d_h matrix a QK norm applies before its gain: P = I − 11ᵀ/d_h for the LayerNorms of
-    StableLM and Cohere (they subtract each head's mean), I for an RMSNorm."""
-    layer_norm = config.get("model_type") in ("stablelm", "cohere") or any(
-        ".q_layernorm.norms." in name for name in t)
+    StableLM, Cohere and phi (they subtract each head's mean), I for an RMSNorm."""
+    layer_norm = config.get("model_type") in ("stablelm", "cohere", "phi") or any(
+        ".q_layernorm." in name for name in t)
     if not layer_norm:
         return np.eye(head_dim)
     return np.eye(head_dim) - np.ones((head_dim, head_dim)) / head_dim
@@ -207,7 +209,8 @@ def cmd_llama(path, repr_name, fold_input_norm=False):
     result = []
     for i in layers:
         base = f"{found[0].group(1)}.{i}.self_attn."
-        w = {r: t[f"{base}{r}_proj.weight"] for r in "qkvo"}
+        w = {r: t[f"{base}{r}_proj.weight"] for r in "qkv"}
+        w["o"] = t.get(f"{base}o_proj.weight", t.get(f"{base}dense.weight"))  # phi: dense
         if model_type == "qwen3_next":  # q_proj(x).view(…, H, 2·d_h): query half, then gate half
             w["q"] = w["q"].reshape(heads, 2, head_dim, -1)[:, 0].reshape(heads * head_dim, -1)
         if fold_input_norm:  # x̂ ∘ γ enters q, k and v alike: γ scales their input columns
@@ -287,6 +290,8 @@ ENCODER_SERIES = {
     },
 }
 ENCODER_SERIES["siglip"] = ENCODER_SERIES["clip"]
+for _tower in ("clip_text_model", "clip_vision_model", "siglip_text_model", "siglip_vision_model"):
+    ENCODER_SERIES[_tower] = ENCODER_SERIES["clip"]  # one tower: its section at the top level
 ENCODER_SERIES["bart"] = ENCODER_SERIES["mbart"] = ENCODER_SERIES["whisper"]  # the same names and keys
 
 
@@ -295,7 +300,7 @@ def cmd_encoder(path, series, repr_name):
     config, t = load_llama(path)
     (stem, role_name, roles, out_name), (section, heads_key, d_key, head_dim_key) = \
         ENCODER_SERIES[config["model_type"]][tuple(series.split())]
-    part = config[section] if section else config
+    part = config.get(section, config) if section else config
     heads = part[heads_key]
     head_dim = part[head_dim_key] if head_dim_key else part[d_key] // heads
     key_suffix = role_name.format(roles.get("k", "k"))

@@ -1,7 +1,8 @@
 // Private: the dense layouts behind layout.cpp (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`
 // and NPY folders), one file per stage: tensor-name templates and the layouts as data
-// (dense_names.cpp), the head geometry (dense_geometry.cpp), the `--map` file (map_file.cpp) and
-// the canonical projections of one layer (dense_projections.cpp).
+// (dense_names.cpp), the head geometry (dense_geometry.cpp), a spec's layout (dense_layout.cpp),
+// the `--map` file (map_file.cpp) and the canonical projections of one layer
+// (dense_projections.cpp).
 #pragma once
 
 #include <algorithm>
@@ -79,8 +80,8 @@ void apply_overrides(const LayoutOverrides& overrides, Geometry& geometry);
 void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int first_layer,
                     Geometry& g);
 void check_geometry(const Checkpoint& checkpoint, const Geometry& g);
-/// The layout of `spec` (layout.cpp): its layers from the tensor names, its geometry resolved and
-/// checked against the first layer's shapes; `spec_file` names where the names came from.
+/// The layout of `spec` (dense_layout.cpp): its layers from the tensor names, its geometry resolved
+/// and checked against the first layer's shapes; `spec_file` names where the names came from.
 /// `model_type`: a model type given as `--family` (it wins), else config.json's.
 ModelLayout dense_layout(const Checkpoint& checkpoint, const DenseSpec& spec, Geometry geometry,
                          const std::string& spec_file, const std::string& model_type = "");

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "layout/dense.hpp"
+#include "layout/family_detail.hpp"
 #include "layout/layer_scan.hpp"
 
 namespace kvrank::detail {
@@ -83,7 +84,7 @@ struct FusedFamily {
 
 // In detection order: a family whose names another shares comes after it (bloom after falcon,
 // qwen and gpt_bigcode after gpt2), so without a model type the older reading wins.
-constexpr std::array<FusedFamily, 11> kFusedFamilies{{
+constexpr std::array<FusedFamily, 12> kFusedFamilies{{
     {Family::phi3,
      {kAnyOuter, "layers.", {".self_attn.qkv_proj.weight"}},
      "qkv_proj",
@@ -152,14 +153,30 @@ constexpr std::array<FusedFamily, 11> kFusedFamilies{{
      "wo",
      QkvOrder::grouped,
      Orientation::out_in},
-    // ChatGLM2/3 SelfAttention: split into heads·d_h, groups·d_h, groups·d_h.
+    // ChatGLM2/3 SelfAttention: with multi_query_attention, split into heads·d_h, groups·d_h,
+    // groups·d_h; without, viewed as [heads, 3·d_h] (chatglm_order).
     {Family::chatglm,
      {"transformer.encoder.", "layers.", {".self_attention.query_key_value.weight"}},
      "query_key_value",
      "dense",
      QkvOrder::stacked,
      Orientation::out_in},
+    // ChatGLM-6B (v1) SelfAttention: always viewed as [heads, 3·d_h], its own names.
+    {Family::chatglm,
+     {"transformer.", "layers.", {".attention.query_key_value.weight"}},
+     "query_key_value",
+     "dense",
+     QkvOrder::grouped,
+     Orientation::out_in},
 }};
+
+/// ChatGLM's row order: [Q; K; V] blocks with multi_query_attention, else per head q, k, v (the
+/// grouped order with one query head per KV head) — ChatGLM2/3's `mixed_x_layer.view(…, heads,
+/// 3·d_h)` and split into three, as ChatGLM-6B v1 always does.
+QkvOrder chatglm_order(const Checkpoint& checkpoint) {
+  return config_bool(checkpoint, "multi_query_attention").value_or(false) ? QkvOrder::stacked
+                                                                          : QkvOrder::grouped;
+}
 
 bool template_present(const Checkpoint& checkpoint, const std::string& name_template) {
   return template_layers(checkpoint, name_template).has_value();
@@ -201,7 +218,8 @@ std::optional<DenseSpec> find_fused(const Checkpoint& checkpoint, const FusedFam
   if (!fused_template) return std::nullopt;
   DenseSpec spec{family.family, {}};
   spec.tensors.names[ProjectionRole::fused_qkv] = *fused_template;
-  spec.tensors.qkv_order = family.order;
+  spec.tensors.qkv_order =
+      family.family == Family::chatglm ? chatglm_order(checkpoint) : family.order;
   spec.tensors.orientation = family.orientation;
   std::string output = replace_last(*fused_template, family.fused_part, family.output_part);
   if (template_present(checkpoint, output)) spec.tensors.names[ProjectionRole::o] = output;

@@ -1,10 +1,10 @@
 // Private: the per-family readers behind layout.hpp, and the helpers they share.
 //
-// layout.cpp owns detection order and dispatch: the model type's row (model_type.hpp) names the
-// reader when config.json or GGUF metadata gives one; otherwise it asks each family in turn
-// whether a checkpoint is theirs. Factors are dispatched by std::visit on the layout's typed
-// tensors, which each reader receives. Each family lives in its own
-// src/layout/family_<name>.cpp (or in layout.cpp for the simple llama-like ones).
+// layout.cpp owns detection order and dispatch over one table of readers: the model type's row
+// (model_type.hpp) names the reader when config.json or GGUF metadata gives one; otherwise it asks
+// each reader in turn whether a checkpoint's tensors are theirs. Factors are dispatched by
+// std::visit on the layout's typed tensors, which each reader receives. Each family lives in its
+// own src/layout/family_<name>.cpp (the dense ones in dense_*.cpp).
 #pragma once
 
 #include <functional>
@@ -18,7 +18,7 @@
 
 namespace kvrank::detail {
 
-// ---- shared helpers (implemented in layout.cpp) -------------------------------------------
+// ---- shared helpers (config_fields.cpp: config.json; factor_sides.cpp: matrices and sides) ------
 
 /// Integer field of config.json: nullopt when absent or null; throws kvrank::Error naming
 /// config.json and the field when it has the wrong type or is negative.

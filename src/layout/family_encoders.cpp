@@ -151,11 +151,21 @@ DenseTensors series_tensors(const Checkpoint& checkpoint, const SeriesSpec& spec
   return tensors;
 }
 
+bool has_section(const Checkpoint& checkpoint, const char* section) {
+  const auto& config = checkpoint.config();
+  if (!config) return false;
+  const auto part = config->find(section);
+  return part != config->end() && part->is_object();
+}
+
+/// `key` of the series' section; a single tower's config.json (clip_text_model, Stable
+/// Diffusion's text_encoder/, clip_vision_model) holds that section's keys at its top level.
 std::optional<int> series_config_int(const Checkpoint& checkpoint, const SeriesConfig& config,
                                      const char* key) {
   if (!key) return std::nullopt;
-  return config.section ? config_section_int(checkpoint, config.section, key)
-                        : config_int(checkpoint, key);
+  if (config.section && has_section(checkpoint, config.section))
+    return config_section_int(checkpoint, config.section, key);
+  return config_int(checkpoint, key);
 }
 
 /// The series' geometry from config.json and the flags (which apply to every series); every head

@@ -8,10 +8,13 @@
 //                      attention block precedes (Zamba 2)
 //   attn_layer_period, attn_layer_offset: layer i has attention when i % period == offset (Jamba)
 //   full_attention_interval n: layer i has attention when (i + 1) % n == 0 (Qwen3-Next)
+//   attn_layer_indices [i, …]: the attention layers themselves, Mamba 2 in the others (Bamba)
+// A layer count from config.json is checked against kvrank's limit before any list is built.
 // The layer numbers reported are the model's own: a layer's index in these lists and in its tensor
 // names.
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -80,6 +83,41 @@ std::optional<LayerKinds> listed_kinds(const Checkpoint& checkpoint, const char*
   return listed;
 }
 
+/// config.json's layer count (num_hidden_layers, else one more than the tensors' largest layer
+/// index), at most kMaxLayers: a count of 2^31 − 1 would allocate gigabytes of layer kinds.
+int rule_layer_count(const Checkpoint& checkpoint, int found) {
+  const int layers = config_int(checkpoint, "num_hidden_layers").value_or(found);
+  if (layers > kMaxLayers)
+    throw Error(checkpoint.config_path().string(),
+                "field \"num_hidden_layers\": " + std::to_string(layers) +
+                    " layers is more than kvrank reads (at most " + std::to_string(kMaxLayers) +
+                    ")");
+  return layers;
+}
+
+/// Bamba's attn_layer_indices: each a layer number below `layers`.
+std::optional<LayerKinds> indexed_kinds(const Checkpoint& checkpoint, int layers) {
+  const char* key = "attn_layer_indices";
+  const auto it = checkpoint.config()->find(key);
+  if (it == checkpoint.config()->end() || it->is_null()) return std::nullopt;
+  const std::string file = checkpoint.config_path().string();
+  if (!it->is_array())
+    throw Error(file, std::string("field \"") + key +
+                          "\": expected a list of layer numbers, found " + json_excerpt(*it));
+  LayerKinds indexed{std::vector<std::string>(static_cast<std::size_t>(layers), "mamba"), key};
+  for (const auto& entry : *it) {
+    const bool in_range = entry.is_number_integer() && entry.get<std::int64_t>() >= 0 &&
+                          entry.get<std::int64_t>() < layers;
+    if (!in_range)
+      throw Error(file, std::string("field \"") + key + "\": " + json_excerpt(entry) +
+                            " is not a layer number of this model (0-" +
+                            std::to_string(layers - 1) + ", num_hidden_layers " +
+                            std::to_string(layers) + ")");
+    indexed.kinds[static_cast<std::size_t>(entry.get<std::int64_t>())] = "attention";
+  }
+  return indexed;
+}
+
 /// The kinds of a rule (period and offset, or interval) over config.json's layer count.
 LayerKinds ruled_kinds(const Checkpoint& checkpoint, int layers) {
   const auto period = config_int(checkpoint, "attn_layer_period");
@@ -88,8 +126,8 @@ LayerKinds ruled_kinds(const Checkpoint& checkpoint, int layers) {
   if ((!period || !offset) && !interval)
     throw Error(checkpoint.config_path().string(),
                 "does not say which layers of this hybrid have attention (looked for layer_types, "
-                "layers_block_type, attn_layer_period with attn_layer_offset, and "
-                "full_attention_interval)");
+                "layers_block_type, attn_layer_indices, attn_layer_period with attn_layer_offset, "
+                "and full_attention_interval)");
   if (period ? *period < 1 : *interval < 1)
     throw Error(checkpoint.config_path().string(), period ? "attn_layer_period must be at least 1"
                                                           : "full_attention_interval must be "
@@ -108,7 +146,8 @@ LayerKinds layer_kinds(const Checkpoint& checkpoint, int found) {
                 "this hybrid's attention layers are named by config.json, which it has not");
   for (const char* key : {"layer_types", "layers_block_type"})
     if (auto listed = listed_kinds(checkpoint, key)) return *listed;
-  const int layers = config_int(checkpoint, "num_hidden_layers").value_or(found);
+  const int layers = rule_layer_count(checkpoint, found);
+  if (auto indexed = indexed_kinds(checkpoint, layers)) return *indexed;
   return ruled_kinds(checkpoint, layers);
 }
 

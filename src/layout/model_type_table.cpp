@@ -14,7 +14,7 @@ constexpr AttentionLayers kSomeLayers = AttentionLayers::from_config;
 // model_type, reader, norm gain, GGUF architecture and, where it is a LayerNorm, the QK norm
 // (`--family` accepts each model type). MoE variants differ from their dense model only in the
 // MLP. The order is that of the lists in help and error texts.
-constexpr std::array<ModelTypeInfo, 49> kModelTypes{{
+constexpr std::array<ModelTypeInfo, 54> kModelTypes{{
     {"llama", Family::llama, kWeight, "llama"},
     {"mistral", Family::llama, kWeight, ""},
     {"mixtral", Family::llama, kWeight, ""},
@@ -46,7 +46,7 @@ constexpr std::array<ModelTypeInfo, 49> kModelTypes{{
     {"chatglm", Family::chatglm, kWeight, ""},
     {"glm", Family::llama, kWeight, ""},
     {"opt", Family::llama, kWeight, ""},                        // out_proj
-    {"phi", Family::llama, kWeight, ""},                        // phi-2: dense
+    {"phi", Family::llama, kWeight, "", NormKind::layer},       // dense; q_layernorm
     {"stablelm", Family::llama, kWeight, "", NormKind::layer},  // q_layernorm.norms.{h}
     {"cohere", Family::llama, kWeight, "", NormKind::layer},    // q_norm [heads, head_dim]
     {"llama4", Family::llama, kWeight, ""},  // weightless L2 QK norm: nothing to fold
@@ -60,6 +60,9 @@ constexpr std::array<ModelTypeInfo, 49> kModelTypes{{
     // Zamba 2: a shared attention block before some Mamba layers, its own reader
     // (family_zamba2.cpp).
     {"zamba2", Family::zamba2, kWeight, "", NormKind::rms, kSomeLayers},
+    // IBM's Bamba: llama's attention names in the layers attn_layer_indices lists, Mamba 2 in the
+    // others.
+    {"bamba", Family::llama, kWeight, "", NormKind::rms, kSomeLayers},
     // Encoders and encoder-decoders: one series per stack and kind of attention (layout.hpp).
     {"bert", Family::bert, kWeight, ""},
     {"roberta", Family::bert, kWeight, ""},  // bert's names under roberta.
@@ -70,6 +73,11 @@ constexpr std::array<ModelTypeInfo, 49> kModelTypes{{
     {"mbart", Family::whisper, kWeight, ""},
     {"clip", Family::clip, kWeight, ""},
     {"siglip", Family::clip, kWeight, ""},  // clip's names; its pooling head is not read
+    // One tower alone (Stable Diffusion's text_encoder/): its section's keys at the top level.
+    {"clip_text_model", Family::clip, kWeight, ""},
+    {"clip_vision_model", Family::clip, kWeight, ""},
+    {"siglip_text_model", Family::clip, kWeight, ""},
+    {"siglip_vision_model", Family::clip, kWeight, ""},
 }};
 
 }  // namespace

@@ -16,7 +16,10 @@
 // head's d_h entries: q_h = γ_h ∘ P (W_Q^h x) / σ, P = I − 11ᵀ/d_h, a fixed projection that folds
 // with the gains as diag(γ_h) P W_Q^h (each head's rows minus their mean row, then scaled):
 //   StableLM:        q_layernorm.norms.{h}.weight [d_h], one torch LayerNorm per head;
-//   Cohere:          q_norm.weight [H, d_h], k_norm.weight [H_kv, d_h] (CohereLayerNorm).
+//   Cohere:          q_norm.weight [H, d_h], k_norm.weight [H_kv, d_h] (CohereLayerNorm);
+//   phi (qk_layernorm): q_layernorm.weight [d_h], one torch LayerNorm shared by all heads (its
+//                    bias shifts q by a constant: no part of the bilinear form, like a q_proj
+//                    bias).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -169,14 +172,17 @@ const TensorView& check_per_head_gains(const Checkpoint& checkpoint,
 }
 
 /// The QK norm of `role` beside the key projection `key_template`, if the checkpoint has one:
-/// `q_norm` (Qwen3, Gemma 3, OLMo 2, Cohere) or StableLM's per-head `q_layernorm.norms.{h}`.
+/// `q_norm` (Qwen3, Gemma 3, OLMo 2, Cohere), phi's `q_layernorm` or StableLM's per-head
+/// `q_layernorm.norms.{h}`.
 std::optional<DenseTensors::NormTensor> find_qk_norm(const Checkpoint& checkpoint,
                                                      const std::string& key_template,
                                                      int first_layer, ProjectionRole role,
                                                      int count) {
   const std::string role_text(role_name(role));
-  const std::string one = replace_last(key_template, "k_proj", role_text + "_norm");
-  if (checkpoint.find(layer_name(one, first_layer))) return DenseTensors::NormTensor{one, 0};
+  for (const std::string& suffix : {role_text + "_norm", role_text + "_layernorm"}) {
+    const std::string one = replace_last(key_template, "k_proj", suffix);
+    if (checkpoint.find(layer_name(one, first_layer))) return DenseTensors::NormTensor{one, 0};
+  }
   const std::string per_head = replace_last(
       key_template, "k_proj", role_text + "_layernorm.norms." + std::string(kHeadSlot));
   if (checkpoint.find(head_norm_name(per_head, first_layer, 0)))
@@ -247,8 +253,9 @@ void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_templat
     const int count = query ? layout.heads : layout.kv_heads;
     const auto norm = find_qk_norm(checkpoint, key_template, first_layer, role, count);
     if (!norm) continue;
-    if (norm->per_head > 0) {  // StableLM's are torch LayerNorms, whatever the model type
-      tensors.qk_norm_kind = NormKind::layer;
+    // StableLM's and phi's q_layernorm are torch LayerNorms, whatever the model type.
+    if (norm->name.find("_layernorm") != std::string::npos) tensors.qk_norm_kind = NormKind::layer;
+    if (norm->per_head > 0) {
       check_per_head_gains(checkpoint, norm->name, first_layer, count, layout.head_dim);
     } else {
       check_qk_gain_shape(checkpoint.at(layer_name(norm->name, first_layer)), count,
@@ -265,7 +272,8 @@ void detect_qk_norm(const Checkpoint& checkpoint, const std::string& key_templat
     throw Error(checkpoint.config_path().string(),
                 "its QK-norm switch (qk_layernorm, use_qk_norm) is true, but " +
                     layer_name(replace_last(key_template, "k_proj", role + "_norm"), first_layer) +
-                    " (or StableLM's " + role + "_layernorm.norms.0) is not in the checkpoint");
+                    " (or phi's " + role + "_layernorm, StableLM's " + role +
+                    "_layernorm.norms.0) is not in the checkpoint");
   }
   if (tensors.q_norm || tensors.k_norm)
     tensors.norm_gain = norm_gain_of(checkpoint, layout.model_type);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end: encoders and encoder-decoders (bert, roberta, vit, t5, whisper, bart, mbart, clip,
-siglip), written in their Hugging Face names by tests/writers/write_encoder_checkpoints.py
+siglip, and a clip or siglip tower alone), written in their Hugging Face names by tests/writers/write_encoder_checkpoints.py
 (independent numpy). Each attention series — every stack's self-attention, a decoder's
 cross-attention — is its own model in the result, with an "attention" field and (when the model has
 several series) a label suffix; every number matches `reference.py encoder`, which builds each d×d
@@ -31,8 +31,15 @@ SERIES = {
     "mbart": ["encoder self", "decoder self", "decoder cross"],
     "clip": ["text self", "vision self"],
     "siglip": ["text self", "vision self"],
+    # One tower alone: config.json holds its text_config / vision_config keys at the top level.
+    "clip_text_model": ["text self"],
+    "clip_vision_model": ["vision self"],
+    "siglip_text_model": ["text self"],
+    "siglip_vision_model": ["vision self"],
 }
-FAMILY = {"roberta": "bert", "siglip": "clip", "bart": "whisper", "mbart": "whisper"}
+FAMILY = {"roberta": "bert", "siglip": "clip", "bart": "whisper", "mbart": "whisper",
+          "clip_text_model": "clip", "clip_vision_model": "clip", "siglip_text_model": "clip",
+          "siglip_vision_model": "clip"}
 
 
 class EncoderFamilies(harness.TestCase):

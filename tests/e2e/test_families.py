@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end: `kvrank analyze` on every dense checkpoint family (llama MHA/GQA/MQA and explicit
 head_dim, gpt2 with and without `transformer.`, gpt_neox, falcon's three layouts, phi3, --map, K/V-only
-NPY; bloom, mpt, baichuan, qwen v1, gpt_bigcode MQA/MHA, internlm2, chatglm, opt, phi-2, llama4 —
+NPY; bloom, mpt, baichuan, qwen v1, gpt_bigcode MQA/MHA, internlm2, chatglm (multi-query, MHA and
+ChatGLM-6B v1), opt, phi-2, llama4 —
 each found by its config's model_type — and minicpm3's MLA) in F32, BF16 and F16, checked against scripts/reference.py on the per-head matrices the
 checkpoints were assembled from (tests/writers/write_family_checkpoints.py). Plus the detection errors.
 
@@ -63,6 +64,12 @@ CASES = [
      dict(family="internlm2", variant="gqa", heads=8, kv_heads=2, head_dim=4), []),
     ("chatglm", "chatglm", dict(heads=8, kv_heads=2), ["qk", "ov", "k", "v"],
      dict(family="chatglm", variant="gqa", heads=8, kv_heads=2, head_dim=4), []),
+    # ChatGLM2/3 without multi_query_attention and ChatGLM-6B (v1): per head q, k, v rows.
+    ("chatglm-mha", "chatglm", dict(heads=4), ["qk", "ov", "k", "v"],
+     dict(family="chatglm", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
+    ("chatglm-v1", "chatglm_v1", dict(heads=4), ["qk", "ov", "k", "v"],
+     dict(family="chatglm", model_type="chatglm", variant="mha", heads=4, kv_heads=4, head_dim=8),
+     []),
     ("opt", "opt", dict(heads=4), ["qk", "ov"],
      dict(family="llama", model_type="opt", variant="mha", heads=4, kv_heads=4, head_dim=8), []),
     ("phi-2", "phi", dict(heads=4, kv_heads=2), ["qk", "ov"],
@@ -164,6 +171,28 @@ class FamiliesAgainstReference(unittest.TestCase):
                                  ("deepseek_v2", "minicpm3", "mla"))
                 self.check_model(model, reference_layers(os.path.join(ref, model["repr"] + ".npz")),
                                  f"minicpm3 {model['repr']}")
+
+    def test_chatglm_identical_heads_are_one(self):
+        """Two (here: four) identical heads of a ChatGLM without multi_query_attention are one
+        head: erank 1. Read as [Q; K; V] blocks, the rows of different heads mixed (1.9986)."""
+        for family in ("chatglm", "chatglm_v1"):
+            with self.subTest(family=family), tempfile.TemporaryDirectory() as tmp:
+                out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
+                tensors, config = writer.write_family(family, out, ref, seed=4, layers=2, heads=4,
+                                                      d_model=32)
+                rng = np.random.default_rng(4)
+                for i in range(2):
+                    m = writer.Heads(rng, i, 4, 4, 8, 32, "F32")
+                    for role in ("q", "k", "v", "o"):
+                        setattr(m, role, [getattr(m, role)[0]] * 4)
+                    tensors.update(writer.fused_tensors(family, i, m))
+                writer.write_checkpoint(out, tensors, config, "F32")
+                doc, _ = analyze_json([out, "--repr", "qk,ov,k,v"])
+                for model in doc["models"]:
+                    for layer in model["layers"]:
+                        self.assertTrue(close(layer["erank"], 1.0),
+                                        f"{family} {model['repr']} layer {layer['layer']}: "
+                                        f"erank {layer['erank']}")
 
     def test_bare_safetensors_needs_heads(self):
         with tempfile.TemporaryDirectory() as tmp:

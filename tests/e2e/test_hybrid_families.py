@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end: `kvrank analyze` on hybrids whose attention heads are in some layers only — Jamba
 (attn_layer_period / attn_layer_offset), Granite 4.0 hybrid (layer_types) and Qwen3-Next
-(full_attention_interval, gated q_proj, q_norm / k_norm of 1 + w) and Zamba 2 (shared attention
+(full_attention_interval, gated q_proj, q_norm / k_norm of 1 + w), Bamba (attn_layer_indices)
+and Zamba 2 (shared attention
 blocks with per-layer adapters, reference.py zamba2) — written in their Hugging Face names by
 tests/writers/write_family_checkpoints.py (independent numpy), with NaN Mamba and linear-attention
 blocks in the other layers.
@@ -157,6 +158,39 @@ class HybridFamilies(unittest.TestCase):
         def no_rule(_, config):
             del config["full_attention_interval"]
         self.expect_error("qwen3_next", no_rule, "full_attention_interval")
+
+    def test_bamba_names_its_attention_layers(self):
+        """Bamba's attn_layer_indices: read as a hybrid, its Mamba layers not as llama's."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out, _, _, _, attention = write(tmp, "bamba", seed=8)
+            self.assertEqual(attention, [1, 5])
+            assert_layers_select(self, out, "5", [5], "1,5")
+
+        def out_of_range(_, config):
+            config["attn_layer_indices"] = [1, 8]
+        self.expect_error("bamba", out_of_range, "config.json", "attn_layer_indices",
+                          "8 is not a layer number of this model (0-7")
+
+    def test_a_huge_layer_count_is_refused_before_any_allocation(self):
+        """2^31 − 1 layers in a rule's config (Jamba's period, Qwen3-Next's interval, Bamba's
+        indices): one line naming config.json, exit 2, at once, under a 2 GB address-space limit."""
+        limited = {}
+        if not harness.built_with_asan(harness.KVRANK):
+            import resource
+            limit = 2 << 30
+            limited["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        for family in ("jamba", "qwen3_next", "bamba"):
+            with self.subTest(family=family), tempfile.TemporaryDirectory() as tmp:
+                out, _, tensors, config, _ = write(tmp, family, seed=9)
+                config["num_hidden_layers"] = 2**31 - 1
+                writer.write_checkpoint(out, tensors, config, "F32")
+                result = harness.run("analyze", out, "--format", "json", timeout=20, **limited)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(result.stdout, "")
+                self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+                for needle in ("config.json", "num_hidden_layers", "2147483647 layers is more than "
+                               "kvrank reads (at most 100000)"):
+                    self.assertIn(needle, result.stderr)
 
     def test_mamba_tensors_are_never_read(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -4,9 +4,9 @@ layout by tests/writers/write_family_checkpoints.py (independent numpy):
 
 - Qwen3, Gemma 3 (text and multimodal), OLMo 2, Qwen3-MoE: q_norm / k_norm gains (per head over
   head_dim; over the whole width for OLMo 2; Gemma's 1 + weight) folded into the query / key rows;
-- StableLM (q_layernorm.norms.{h}) and Cohere (q_norm [H, d_h]): per-head QK LayerNorms, whose
-  centring P = I − 11ᵀ/d_h is folded with the gains; their config switches (qk_layernorm,
-  use_qk_norm);
+- StableLM (q_layernorm.norms.{h}), Cohere (q_norm [H, d_h]) and phi with qk_layernorm (one
+  q_layernorm [d_h] for all heads, with a bias): QK LayerNorms, whose centring P = I − 11ᵀ/d_h is
+  folded with the gains; their config switches (qk_layernorm, use_qk_norm);
 - Gemma 2 (head_dim ≠ d/H, no QK norm), Mixtral and Qwen2-MoE (expert tensors are NaN: they must
   never be read), attention biases (llama `attention_bias`, Qwen2-MoE's qkv biases: accepted, not
   part of W_Q W_Kᵀ).
@@ -159,7 +159,8 @@ class ModernFamilies(unittest.TestCase):
                                     for g, u in zip(model["layers"], uncentred)), model["repr"])
 
     def test_a_qk_norm_switched_off_is_not_read(self):
-        for family, switch in (("stablelm", "qk_layernorm"), ("cohere", "use_qk_norm")):
+        for family, switch in (("stablelm", "qk_layernorm"), ("cohere", "use_qk_norm"),
+                               ("phi_qk", "qk_layernorm")):
             with self.subTest(family=family), tempfile.TemporaryDirectory() as tmp:
                 out, _, tensors, config = write(tmp, family, seed=12)
                 writer.write_checkpoint(out, tensors, dict(config, **{switch: False}), "F32")

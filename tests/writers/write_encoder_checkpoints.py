@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes a small encoder or encoder-decoder checkpoint in its Hugging Face tensor names and config
-keys: bert, roberta, vit, t5, whisper, bart, mbart, clip, siglip. Every projection is random (seeded), with
+keys: bert, roberta, vit, t5, whisper, bart, mbart, clip, siglip, and one tower of clip or siglip
+alone (clip_text_model, clip_vision_model, siglip_text_model, siglip_vision_model). Every projection is random (seeded), with
 biases where the model has them (t5 has none) and NaN non-attention tensors (MLPs, norms,
 embeddings, siglip's pooling head): kvrank must never read those. Independent of kvrank's C++
 code; scripts/reference.py (`encoder`) reads the same names itself.
@@ -58,6 +59,12 @@ def geometry(model_type):
                       vision_config=dict(hidden_size=24, num_attention_heads=3, num_hidden_layers=3))
         return config, [("text_model.encoder.layers.", SELF_ATTN, 2, 4, 16, 4, True),
                         ("vision_model.encoder.layers.", SELF_ATTN, 3, 3, 24, 8, True)]
+    if model_type.endswith(("_text_model", "_vision_model")):  # one tower alone (CLIPTextModel
+        # of Stable Diffusion's text_encoder/): its section's keys at the top level, its own names
+        tower = "text" if model_type.endswith("_text_model") else "vision"
+        both, stacks = geometry(model_type.split("_")[0])
+        config = dict(both[tower + "_config"], model_type=model_type)
+        return config, [stack for stack in stacks if stack[0].startswith(tower + "_model.")]
     raise ValueError(model_type)
 
 

@@ -35,7 +35,9 @@ import numpy as np
 #            "heads" = a LayerNorm per head with its own gain [H, d_h] (CohereAttention: CohereLayerNorm
 #            ((heads, head_dim)) as q_norm / k_norm); "per_head" = one torch LayerNorm per head, its
 #            gain [d_h] stored as q_layernorm.norms.{h} (StableLmAttention: StableLmLayerNormPerHead).
-#            Both LayerNorms also subtract the mean of each head's d_h entries before the gain.
+#            "layernorm" = one torch LayerNorm [d_h] shared by all heads, q_layernorm.weight and
+#            .bias (PhiAttention with qk_layernorm: nn.LayerNorm(head_dim) on q.view(…, H, d_h)).
+#            The LayerNorms also subtract the mean of each head's d_h entries before the gain.
 #   offset:  Gemma's RMSNorm multiplies by (1 + weight): the stored weight is the gain minus 1.
 #   experts: MoE MLP tensors (filled with NaN: kvrank must never read them).
 #   bias:    q/k/v (and o) projection biases (llama `attention_bias`, qwen2's qkv biases).
@@ -54,14 +56,15 @@ MODERN = {
     "qwen2_moe": dict(model_type="qwen2_moe", experts="qwen2_moe", bias=True),
     "qwen3_moe": dict(model_type="qwen3_moe", qk_norm="head", experts="qwen3_moe"),
     "llama_bias": dict(model_type="llama", bias=True),
+    "phi_qk": dict(model_type="phi", qk_norm="layernorm"),
 }
 
 FAMILIES = ["llama", "gpt2", "gpt_neox", "falcon_new", "falcon_mq", "falcon_mha", "phi3", "map",
             "kvonly"] + list(MODERN) + ["bloom", "mpt", "baichuan", "qwen", "gpt_bigcode_mq",
-                                        "gpt_bigcode_mha", "internlm2", "chatglm", "opt", "phi",
-                                        "llama4"]
+                                        "gpt_bigcode_mha", "internlm2", "chatglm", "chatglm_v1",
+                                        "opt", "phi", "llama4"]
 MHA_ONLY = {"gpt2", "gpt_neox", "falcon_mha", "bloom", "mpt", "baichuan", "qwen", "gpt_bigcode_mha",
-            "opt"}
+            "opt", "chatglm_v1"}
 
 
 # ---- dtype rounding and safetensors writing --------------------------------------------------
@@ -273,9 +276,14 @@ def fused_tensors(family, i, m):
     if family == "internlm2":  # rearrange 'b q (h gs d) -> b q h gs d', gs = group + 2
         base = f"model.layers.{i}.attention."
         return {base + "wqkv.weight": grouped_qkv(m), base + "wo.weight": out}
-    if family == "chatglm":  # split([heads·d_h, groups·d_h, groups·d_h])
+    if family == "chatglm":  # multi_query_attention: split([heads·d_h, groups·d_h, groups·d_h]);
+        # without: mixed_x_layer.view(…, heads, 3·d_h), then split into q, k, v per head
         base = f"transformer.encoder.layers.{i}.self_attention."
-        return {base + "query_key_value.weight": stacked_qkv(m), base + "dense.weight": out}
+        qkv = stacked_qkv(m) if m.group > 1 else per_head_qkv(m)
+        return {base + "query_key_value.weight": qkv, base + "dense.weight": out}
+    if family == "chatglm_v1":  # ChatGLM-6B: view(…, heads, 3·d_h) under transformer.layers
+        base = f"transformer.layers.{i}.attention."
+        return {base + "query_key_value.weight": per_head_qkv(m), base + "dense.weight": out}
     if family == "opt":  # OPTAttention: q/k/v/out_proj under model.decoder.layers
         return {k.replace("o_proj", "out_proj"): v
                 for k, v in llama_tensors(i, m, "model.decoder.layers").items()}
@@ -298,6 +306,9 @@ def fused_config(family, layers, heads, kv_heads, head_dim, d_model):
     if family.startswith("gpt_bigcode"):
         return {"model_type": "gpt_bigcode", "n_embd": d_model, "n_head": heads, "n_layer": layers,
                 "multi_query": family.endswith("_mq")}
+    if family == "chatglm_v1":  # ChatGLMConfig of ChatGLM-6B: no kv_channels, no multi-query
+        return {"model_type": "chatglm", "hidden_size": d_model, "num_attention_heads": heads,
+                "num_layers": layers, "position_encoding_2d": True}
     if family == "chatglm":
         return {"model_type": "chatglm", "hidden_size": d_model, "num_attention_heads": heads,
                 "num_layers": layers, "kv_channels": head_dim,
@@ -324,10 +335,11 @@ def qk_norm_gains(rng, spec, heads, kv_heads, head_dim, dtype):
     offset = spec.get("offset", 0.0)
 
     def one(count):
-        width = head_dim if spec["qk_norm"] == "head" else count * head_dim
+        shared = spec["qk_norm"] in ("head", "layernorm")
+        width = head_dim if shared else count * head_dim
         stored = round_to(np.exp(rng.standard_normal(width)) - offset, dtype)
         effective = stored + offset
-        if spec["qk_norm"] == "head":
+        if shared:
             return stored, [effective] * count
         per_head = list(effective.reshape(count, head_dim))
         if spec["qk_norm"] == "heads":  # Cohere: one 2-D weight
@@ -372,6 +384,11 @@ def modern_tensors(family, i, m, norms, rng, dtype):
         for role, stored in zip("qk", norms):
             for h, gain in enumerate(stored):
                 tensors[f"{base}self_attn.{role}_layernorm.norms.{h}.weight"] = gain
+    elif norms is not None and spec["qk_norm"] == "layernorm":  # a bias too: no part of the form
+        for role, stored in zip("qk", norms):
+            tensors[f"{base}self_attn.{role}_layernorm.weight"] = stored
+            tensors[f"{base}self_attn.{role}_layernorm.bias"] = round_to(
+                rng.standard_normal(stored.shape), dtype)
     elif norms is not None:
         tensors[base + "self_attn.q_norm.weight"], tensors[base + "self_attn.k_norm.weight"] = norms
     if spec.get("bias"):  # present, and not part of the bilinear form W_Q W_Kᵀ
@@ -382,6 +399,8 @@ def modern_tensors(family, i, m, norms, rng, dtype):
             tensors[base + "self_attn.o_proj.bias"] = round_to(rng.standard_normal(m.o[0].shape[0]), dtype)
     if spec.get("experts"):
         tensors.update(expert_tensors(spec["experts"], base, m.q[0].shape[1]))
+    if spec["model_type"] == "phi":  # PhiAttention's output projection is `dense`
+        tensors = {k.replace("o_proj", "dense"): v for k, v in tensors.items()}
     if family == "gemma3_mm":  # the SigLIP vision tower: attention-named, NaN, never read
         vision = f"vision_tower.vision_model.encoder.layers.{i}.self_attn."
         for role in ("q", "k", "v", "out"):
@@ -395,8 +414,10 @@ def modern_config(family, layers, heads, kv_heads, head_dim, d_model):
               "num_key_value_heads": kv_heads, "num_hidden_layers": layers, "rms_norm_eps": 1e-6}
     if family not in ("olmo2", "stablelm") or head_dim * heads != d_model:  # theirs have none
         config["head_dim"] = head_dim
-    if spec.get("qk_norm") in ("heads", "per_head"):  # LayerNorms: no RMSNorm epsilon
+    if spec.get("qk_norm") in ("heads", "per_head", "layernorm"):  # LayerNorms: no RMSNorm epsilon
         del config["rms_norm_eps"]
+    if family == "phi_qk":
+        config.update(qk_layernorm=True, layer_norm_eps=1e-5, partial_rotary_factor=0.5)
     if family == "stablelm":
         config.update(qk_layernorm=True, layer_norm_eps=1e-5, partial_rotary_factor=0.25)
     if family == "cohere":
@@ -484,7 +505,7 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
         for i, m in enumerate(per_layer):
             q_stored, k_stored, q_gain, k_gain = qk_norm_gains(rng, MODERN[family], heads, kv_heads,
                                                                head_dim, dtype)
-            centred = MODERN[family]["qk_norm"] in ("heads", "per_head")  # LayerNorms
+            centred = MODERN[family]["qk_norm"] in ("heads", "per_head", "layernorm")  # LayerNorms
             norms[i], seen[i] = (q_stored, k_stored), m.with_gains(q_gain, k_gain, centred)
     save_reference_factors(ref_dir, dict(enumerate(seen)))
 
@@ -520,7 +541,8 @@ def write_family(family, out_dir, ref_dir, dtype="F32", seed=0, layers=3, heads=
 #   qwen3_next:       full_attention_interval n: layer i is "full_attention" when (i + 1) % n == 0,
 #                     else "linear_attention" (Qwen3NextGatedDeltaNet, linear_attn.*). Its q_proj is
 #                     [H·2·d_h, d]: per head d_h query rows, then d_h gate rows (torch.chunk of
-#                     q_proj(x).view(…, H, 2·d_h)); q_norm / k_norm are RMSNorms with gain 1 + w.
+#                     q_proj(x).view(…, H, 2·d_h)); q_norm / k_norm are RMSNorms with gain 1 + w;
+#   bamba:            attn_layer_indices [i, …]: the attention layers, Mamba 2 (mamba.*) elsewhere.
 HYBRIDS = {
     "jamba": dict(attention=lambda i: i % 4 == 2, config=dict(attn_layer_period=4,
                                                               attn_layer_offset=2),
@@ -528,6 +550,9 @@ HYBRIDS = {
     "granitemoehybrid": dict(attention=lambda i: i % 3 == 1, other="mamba"),
     "qwen3_next": dict(attention=lambda i: (i + 1) % 4 == 0, config=dict(full_attention_interval=4),
                        other="linear_attn"),
+    # BambaConfig: attn_layer_indices lists the BambaAttentionDecoderLayers, Mamba 2 elsewhere.
+    "bamba": dict(attention=lambda i: i in (1, 5), config=dict(attn_layer_indices=[1, 5]),
+                  other="mamba"),
 }
 
 def other_layer_tensors(kind, base, d_model):
