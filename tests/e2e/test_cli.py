@@ -197,7 +197,7 @@ class CliTest(unittest.TestCase):
             with self.subTest(args=args):
                 line = self.assert_usage_error(run(*args))
                 self.assertRegex(line, r"--\S+: (expected a decimal integer|\S+ is out of range)")
-        self.assertIn(f"--step: {too_large} is out of range (0 to 9223372036854775807)",
+        self.assertIn(f"--step: {too_large} is out of range (at most 9223372036854775807)",
                       self.assert_usage_error(run("analyze", self.mha, "--step", too_large)))
 
     # ---------------------------------------------------------------- --keep-going
@@ -261,6 +261,14 @@ class CliTest(unittest.TestCase):
         analyze = run("analyze", "--help").stdout
         for choices in ("{qk,ov,k,v}", "{self,cross,all}", "{table,json,csv,tsv}"):
             self.assertIn(choices, analyze)
+
+    def test_plot_model_lists_the_labels_present(self):
+        results = os.path.join(self.tmp.name, "similarity.json")
+        analyzed = run("analyze", self.gqa, self.mha, "--similarity", "-o", results, "-q")
+        self.assertEqual(analyzed.returncode, 0, analyzed.stderr)
+        line = self.assert_usage_error(run("plot", results, "-o", os.path.join(self.tmp.name, "h.svg"),
+                                           "--heatmap", "0", "--model", "Foo"))
+        self.assertIn('has no model labelled "Foo" (it holds "gqa", "mha")', line)
 
     def test_help_and_version(self):
         self.assertEqual(run("--help").returncode, 0)
