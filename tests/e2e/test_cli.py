@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 import unittest
 
@@ -269,6 +270,17 @@ class CliTest(unittest.TestCase):
         line = self.assert_usage_error(run("plot", results, "-o", os.path.join(self.tmp.name, "h.svg"),
                                            "--heatmap", "0", "--model", "Foo"))
         self.assertIn('has no model labelled "Foo" (it holds "gqa", "mha")', line)
+
+    def test_every_subcommand_is_in_the_readme_synopsis(self):
+        # The subcommands are the command line's table (kvrank --help lists it); the README's
+        # synopsis is written by hand, so a row added without its line fails here.
+        listing = re.split(r"(?i)^subcommands:$", run("--help").stdout, flags=re.M)[1]
+        names = [line.split()[0] for line in listing.splitlines() if line.startswith("  ")]
+        self.assertIn("analyze", names)
+        with open("README.md", encoding="utf-8") as handle:
+            readme = handle.read()
+        for name in names:
+            self.assertRegex(readme, rf"(?m)^kvrank {name} ", f"README.md has no synopsis of {name}")
 
     def test_help_and_version(self):
         self.assertEqual(run("--help").returncode, 0)
