@@ -6,7 +6,7 @@ execute_process(COMMAND ${KVRANK} --help OUTPUT_VARIABLE help RESULT_VARIABLE st
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "${KVRANK} --help failed")
 endif()
-string(REGEX REPLACE ".*\nSUBCOMMANDS:\n" "" listing "${help}")
+string(REGEX REPLACE ".*\n[Ss][Uu][Bb][Cc][Oo][Mm][Mm][Aa][Nn][Dd][Ss]:\n" "" listing "${help}")  # CLI11 2.4: SUBCOMMANDS
 string(REPLACE "\n" ";" lines "${listing}")
 file(MAKE_DIRECTORY ${OUT_DIR})
 foreach(line IN LISTS lines)

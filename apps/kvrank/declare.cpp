@@ -15,12 +15,6 @@ constexpr const char* kLoggingFooter =
     "-q/--quiet (errors and warnings only, no progress) and -v/--verbose (more detail) go before "
     "or after the subcommand.";
 
-std::vector<std::string> repr_names() { return app::parse_name_list(repr_list(",")); }
-
-std::vector<std::string> attention_names() {
-  return app::parse_name_list(attention_choice_list(","));
-}
-
 /// The metric names `plot --metric` and `check --metric` accept, from the metric table.
 std::vector<std::string> metric_names() {
   std::vector<std::string> names;
@@ -54,9 +48,10 @@ void add_layout(CLI::App& command, app::LayoutRequest& layout) {
       "--map", layout.map_file,
       "JSON file naming the attention tensors (docs/map-format.md; default: none, names "
       "are recognised)");
-  add_choice(command, "--npy-dtype", {"bf16"},
-             "Element type of '<V2' NPY arrays (default: refused, the type is unknown)",
-             [&layout](const std::string&) { layout.npy_bf16 = true; })
+  command
+      .add_option_function<std::string>(
+          "--npy-dtype", [&layout](const std::string&) { layout.npy_bf16 = true; },
+          "Element type of '<V2' NPY arrays (default: refused, the type is unknown)")
       ->check(CLI::IsMember({"bf16"}));
   command.add_flag("--activations", layout.activations, "Inputs are captured Q/K/V activations");
   command.add_flag("--fold-input-norm", layout.fold_input_norm,
@@ -66,12 +61,12 @@ void add_layout(CLI::App& command, app::LayoutRequest& layout) {
 /// analyze's options that choose what is measured.
 void add_selection(CLI::App& command, app::AnalyzeRequest& request) {
   add_choice(command, "--repr", repr_names(),
-             "Head representation(s), a comma list of " + repr_list() +
+             "Head representation(s), a comma list of " + or_list(repr_names()) +
                  " (default: qk; k,v for K/V-only inputs)",
              [&request](const std::string& text) { request.reprs = app::parse_repr_list(text); });
   add_choice(
-      command, "--attention", attention_names(),
-      "Attention series of encoders and encoder-decoders: " + attention_choice_list() +
+      command, "--attention", attention_choice_names(),
+      "Attention series of encoders and encoder-decoders: " + or_list(attention_choice_names()) +
           " (default: all; decoder-only models have self only)",
       [&request](const std::string& name) { request.attention = parse_attention_choice(name); })
       ->default_str("all");
@@ -124,8 +119,10 @@ void declare_analyze(CLI::App& command, AnalyzeCommand& options) {
 
 void declare_inspect(CLI::App& command, app::InspectRequest& request) {
   command.add_option("paths", request.inputs, "Checkpoints")->required();
-  add_choice(command, "--format", {"text", "table", "json"}, "Output format",
-             [&request](const std::string& name) { request.json = name == "json"; })
+  command
+      .add_option_function<std::string>(
+          "--format", [&request](const std::string& name) { request.json = name == "json"; },
+          "Output format")
       ->check(CLI::IsMember({"text", "table", "json"}))
       ->default_str("text");
   add_layout(command, request.layout);
@@ -152,8 +149,10 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
       "Which changes fail: down (a rank that falls), up, or both",
       [&request](const std::string& name) { request.options.direction = parse_direction(name); })
       ->default_str("both");
-  add_choice(command, "--format", {"text", "json"}, "Output: text table or JSON",
-             [&request](const std::string& name) { request.json = name == "json"; })
+  command
+      .add_option_function<std::string>(
+          "--format", [&request](const std::string& name) { request.json = name == "json"; },
+          "Output: text table or JSON")
       ->check(CLI::IsMember({"text", "json"}))
       ->default_str("text");
   add_choice(command, "--annotate", app::annotate_names(),

@@ -14,7 +14,6 @@
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
-#include "kvrank/base/usage.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/gram_backend.hpp"
@@ -297,27 +296,6 @@ std::vector<ModelReport> analyze_checkpoint(const Checkpoint& checkpoint, const 
   // A model in memory has no folder to find its step in: only options.step names it.
   const ModelInput input{checkpoint.path(), label, checkpoint.path().string(), {}, {}};
   return analyze_opened(checkpoint, input, options.step, label, options);
-}
-
-std::vector<ModelReport> analyze_models(
-    const std::vector<ModelInput>& inputs, AnalyzeOptions options,
-    const std::vector<std::int64_t>& steps, bool with_baseline,
-    const std::function<void(const std::string& label, int done, int total)>& progress) {
-  check_given_per_input("--step", steps.size(), inputs.size());
-  const std::optional<std::int64_t> default_step = options.step;
-  std::vector<ModelReport> models;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const ModelInput& input = inputs[i];
-    if (progress)
-      options.progress = [&](int done, int total) { progress(input.label, done, total); };
-    options.step = i < steps.size() ? std::optional(steps[i]) : default_step;
-    for (ModelReport& model : analyze_checkpoint(input, input.label, options))
-      models.push_back(std::move(model));
-  }
-  if (with_baseline && !models.empty())
-    models.push_back(fully_redundant_baseline(models.front().geometry.num_layers,
-                                              models.front().geometry.heads));
-  return models;
 }
 
 ModelReport fully_redundant_baseline(int num_layers, int heads) {

@@ -7,7 +7,6 @@
 #include <system_error>
 
 #include "kvrank/base/error.hpp"
-#include "kvrank/base/usage.hpp"
 
 namespace kvrank {
 namespace fs = std::filesystem;
@@ -197,22 +196,6 @@ std::vector<std::string> unique_labels(const std::vector<LabelChoice>& choices,
     labels.push_back(unique);
   }
   return labels;
-}
-
-std::vector<ModelInput> resolve_models(const std::vector<std::string>& arguments,
-                                       const std::vector<std::string>& labels,
-                                       const std::function<void(const std::string&)>& note) {
-  check_given_per_input("--label", labels.size(), arguments.size());
-  std::vector<ModelInput> inputs;
-  std::vector<LabelChoice> choices;
-  for (std::size_t i = 0; i < arguments.size(); ++i) {
-    inputs.push_back(resolve_model_argument(arguments[i]));
-    const bool given = i < labels.size();
-    choices.push_back({given ? labels[i] : inputs.back().label, given, arguments[i]});
-  }
-  const std::vector<std::string> unique = unique_labels(choices, note);
-  for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].label = unique[i];
-  return inputs;
 }
 
 }  // namespace kvrank

@@ -6,6 +6,7 @@
 #include "kvrank/app/commands.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
+#include "kvrank/base/text.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/result_files.hpp"
@@ -41,7 +42,15 @@ const ModelReport& pick_model(const std::vector<ModelReport>& models, const std:
   for (const auto& model : models) {
     if (label.empty() || model.label == label) return model;
   }
-  throw Error(file, label.empty() ? "holds no model" : "has no model labelled \"" + label + "\"");
+  if (label.empty() || models.empty()) throw Error(file, "holds no model");
+  // The labels it has, so that the next try can be right (a few, each cut: labels are input).
+  constexpr std::size_t kLabelsShown = 8;
+  std::string present;
+  for (std::size_t i = 0; i < models.size() && i < kLabelsShown; ++i)
+    present += (i == 0 ? "\"" : ", \"") + excerpt(models[i].label) + "\"";
+  if (models.size() > kLabelsShown)
+    present += " and " + std::to_string(models.size() - kLabelsShown) + " more";
+  throw Error(file, "has no model labelled \"" + excerpt(label) + "\" (it holds " + present + ")");
 }
 
 /// An input FILE=Title: the file and its panel title. A whole argument naming an existing file

@@ -37,13 +37,6 @@ constexpr std::array<Named<Annotate>, 3> kAnnotate{
     {{Annotate::automatic, "auto"}, {Annotate::github, "github"}, {Annotate::none, "none"}}};
 static_assert(in_enum_order(kAnnotate));
 
-template <typename Row, std::size_t N>
-std::vector<std::string> names_of(const std::array<Row, N>& table) {
-  std::vector<std::string> names;
-  for (const Row& row : table) names.emplace_back(row.name);
-  return names;
-}
-
 [[noreturn]] void invalid(const std::string& option, const std::string& rule) {
   throw Error("", option + ": " + rule);
 }

@@ -151,9 +151,13 @@ std::int64_t parse_integer(std::string_view option, std::string_view text, std::
   const std::optional<std::int64_t> magnitude = decimal_value(digits);
   const std::optional<std::int64_t> value =
       magnitude ? std::optional(negative ? -*magnitude : *magnitude) : std::nullopt;
-  if (!value || *value < min || *value > max)
-    throw Error("", std::string(option) + ": " + excerpt(text) + " is out of range (" +
-                        std::to_string(min) + " to " + std::to_string(max) + ")");
+  const bool too_small = value ? *value < min : negative;
+  if (too_small)
+    throw Error("", std::string(option) + ": " + excerpt(text) + " is out of range (at least " +
+                        std::to_string(min) + ")");
+  if (!value || *value > max)
+    throw Error("", std::string(option) + ": " + excerpt(text) + " is out of range (at most " +
+                        std::to_string(max) + ")");
   return *value;
 }
 

@@ -310,11 +310,9 @@ std::string_view attention_choice_name(AttentionChoice choice) noexcept {
   return name_of(kAttentionChoices, choice);
 }
 
-std::string attention_choice_list(std::string_view last_separator) {
-  return name_list(kAttentionChoices, last_separator);
-}
+std::vector<std::string> attention_choice_names() { return names_of(kAttentionChoices); }
 
-std::string repr_list(std::string_view last_separator) { return name_list(kReprs, last_separator); }
+std::vector<std::string> repr_names() { return names_of(kReprs); }
 
 bool attention_chosen(AttentionChoice choice, const std::optional<AttentionSeries>& series) {
   const AttentionKind kind = series ? series->kind : AttentionKind::self;

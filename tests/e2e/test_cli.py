@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 import unittest
 
@@ -197,7 +198,7 @@ class CliTest(unittest.TestCase):
             with self.subTest(args=args):
                 line = self.assert_usage_error(run(*args))
                 self.assertRegex(line, r"--\S+: (expected a decimal integer|\S+ is out of range)")
-        self.assertIn(f"--step: {too_large} is out of range (0 to 9223372036854775807)",
+        self.assertIn(f"--step: {too_large} is out of range (at most 9223372036854775807)",
                       self.assert_usage_error(run("analyze", self.mha, "--step", too_large)))
 
     # ---------------------------------------------------------------- --keep-going
@@ -261,6 +262,25 @@ class CliTest(unittest.TestCase):
         analyze = run("analyze", "--help").stdout
         for choices in ("{qk,ov,k,v}", "{self,cross,all}", "{table,json,csv,tsv}"):
             self.assertIn(choices, analyze)
+
+    def test_plot_model_lists_the_labels_present(self):
+        results = os.path.join(self.tmp.name, "similarity.json")
+        analyzed = run("analyze", self.gqa, self.mha, "--similarity", "-o", results, "-q")
+        self.assertEqual(analyzed.returncode, 0, analyzed.stderr)
+        line = self.assert_usage_error(run("plot", results, "-o", os.path.join(self.tmp.name, "h.svg"),
+                                           "--heatmap", "0", "--model", "Foo"))
+        self.assertIn('has no model labelled "Foo" (it holds "gqa", "mha")', line)
+
+    def test_every_subcommand_is_in_the_readme_synopsis(self):
+        # The subcommands are the command line's table (kvrank --help lists it); the README's
+        # synopsis is written by hand, so a row added without its line fails here.
+        listing = re.split(r"(?i)^subcommands:$", run("--help").stdout, flags=re.M)[1]
+        names = [line.split()[0] for line in listing.splitlines() if line.startswith("  ")]
+        self.assertIn("analyze", names)
+        with open("README.md", encoding="utf-8") as handle:
+            readme = handle.read()
+        for name in names:
+            self.assertRegex(readme, rf"(?m)^kvrank {name} ", f"README.md has no synopsis of {name}")
 
     def test_help_and_version(self):
         self.assertEqual(run("--help").returncode, 0)

@@ -65,16 +65,6 @@ std::vector<ModelReport> analyze_checkpoint(const std::filesystem::path& path,
 std::vector<ModelReport> analyze_checkpoint(const Checkpoint& checkpoint, const std::string& label,
                                             const AnalyzeOptions& options);
 
-/// `kvrank analyze` on several models (model_inputs.hpp resolves them): analyze_checkpoint on each
-/// in order, then, `with_baseline`, the fully-redundant series of the first model's geometry.
-/// `steps[i]` is the training step of input i (`--step`, in order; the others' options.step);
-/// more steps than inputs is a usage error. `progress` (may be empty) is told each model's label
-/// with its layers done and total.
-std::vector<ModelReport> analyze_models(
-    const std::vector<ModelInput>& inputs, AnalyzeOptions options,
-    const std::vector<std::int64_t>& steps, bool with_baseline,
-    const std::function<void(const std::string& label, int done, int total)>& progress);
-
 /// The fully-redundant series (1.0 at every layer), label "Fully redundant", variant "baseline".
 ModelReport fully_redundant_baseline(int num_layers, int heads);
 

@@ -5,8 +5,9 @@
 // Labels name the models in tables, legends and `check`, which matches models by label — so every
 // model of one run gets its own:
 //
-//   std::vector<ModelInput> inputs = resolve_models(arguments, /*labels=*/{}, note);
-//   // inputs[i].path, inputs[i].label: "model", "model-2", …
+//   ModelInput input = resolve_model_argument("data/tiny/mha");  // input.label: "mha"
+//   // unique_labels() then tells several models apart: "model", "model-2", …
+//   // (the application layer, kvrank/app/commands.hpp, runs both for `analyze`)
 #pragma once
 
 #include <filesystem>
@@ -55,13 +56,6 @@ struct LabelChoice {
 /// ones are a usage error (kvrank::Error) — and reserved first; a default label already taken
 /// becomes "LABEL-2", "LABEL-3", … (the first number free), and `note` (may be empty) is told so.
 std::vector<std::string> unique_labels(const std::vector<LabelChoice>& choices,
-                                       const std::function<void(const std::string&)>& note);
-
-/// Every model argument resolved and labelled, as `analyze` takes them: `labels[i]` (--label) for
-/// the first arguments, default labels for the rest, all made unique as above. Throws
-/// kvrank::Error when more labels than arguments are given, or as the two functions above.
-std::vector<ModelInput> resolve_models(const std::vector<std::string>& arguments,
-                                       const std::vector<std::string>& labels,
                                        const std::function<void(const std::string&)>& note);
 
 }  // namespace kvrank

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvrank {
 
@@ -61,6 +62,14 @@ template <typename Enum, std::size_t N>
 constexpr std::optional<Enum> value_named(const std::array<Named<Enum>, N>& table,
                                           std::string_view name) {
   return value_named(table, name, &Named<Enum>::value);
+}
+
+/// The names of a table, in order (help texts list them).
+template <typename Row, std::size_t N>
+std::vector<std::string> names_of(const std::array<Row, N>& table) {
+  std::vector<std::string> names;
+  for (const Row& row : table) names.emplace_back(row.name);
+  return names;
 }
 
 /// "a, b or c": the names of a table (of Named or of any rows with a `name`), for error messages.

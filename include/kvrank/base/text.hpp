@@ -58,7 +58,7 @@ std::optional<std::int64_t> decimal_value(std::string_view digits) noexcept;
 /// The integer given for `option` (named in messages, e.g. "--step"): decimal only — an optional
 /// '-' then digits; "0x10", "1e3", "+5", " 5" are refused — and within [min, max], checked, never
 /// clamped. Throws kvrank::Error "OPTION: expected a decimal integer, found "TEXT"" or
-/// "OPTION: TEXT is out of range (MIN to MAX)".
+/// "OPTION: TEXT is out of range (at most MAX)" (or "at least MIN").
 ///   parse_integer("--step", "000500", 0, INT64_MAX) == 500
 std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min,
                            std::int64_t max);

@@ -36,8 +36,8 @@ enum class Repr { qk, ov, k, v };
 std::string_view repr_name(Repr repr) noexcept;
 /// Parses "qk", "ov", "k", "v"; throws kvrank::Error (usage) otherwise.
 Repr parse_repr(std::string_view name);
-/// "qk, ov, k or v": the names parse_repr accepts, from its table (help texts are built of it).
-std::string repr_list(std::string_view last_separator = " or ");
+/// "qk", "ov", "k", "v": the names parse_repr accepts, from its table (for help texts).
+std::vector<std::string> repr_names();
 
 /// What the user may force from the command line (each wins over config.json).
 struct LayoutOverrides {
@@ -155,8 +155,8 @@ enum class AttentionChoice { self, cross, all };
 /// Parses "self", "cross", "all"; throws kvrank::Error (usage) otherwise.
 AttentionChoice parse_attention_choice(std::string_view name);
 std::string_view attention_choice_name(AttentionChoice choice) noexcept;
-/// "self, cross or all": the names parse_attention_choice accepts, from its table.
-std::string attention_choice_list(std::string_view last_separator = " or ");
+/// "self", "cross", "all": the names parse_attention_choice accepts, from its table.
+std::vector<std::string> attention_choice_names();
 /// Whether a series (empty: a decoder-only model's self-attention) is one `choice` selects.
 bool attention_chosen(AttentionChoice choice, const std::optional<AttentionSeries>& series);
 
