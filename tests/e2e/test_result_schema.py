@@ -92,6 +92,10 @@ class ResultSchemaTest(harness.TestCase):
     def test_every_json_written_validates(self):
         with open(SCHEMA) as handle:
             validator = jsonschema.Draft202012Validator(json.load(handle))
+        t5, jamba = self.path("t5"), self.path("jamba")
+        harness.run_writer("write_encoder_checkpoints.py", "t5", t5)
+        harness.run_writer("write_family_checkpoints.py", "jamba", jamba, self.path("ref"),
+                           "--layers", "8")
         parts = [self.path("p0.json"), self.path("p1.json")]
         for index, part in enumerate(parts):
             run("analyze", MHA, "--layers", "0-2", "--layer-shard", f"{index}/2", "-q", "-o", part)
@@ -103,6 +107,10 @@ class ResultSchemaTest(harness.TestCase):
             "analyze of the tiny lrkv and mla": self.json_of(
                 "analyze", os.path.join("data", "tiny", "lrkv-r2"),
                 os.path.join("data", "tiny", "mla"), "--format", "json", "-q"),
+            "analyze of an encoder-decoder (attention)": self.json_of(
+                "analyze", t5, "--format", "json", "-q"),
+            "analyze of a hybrid (attention_layers)": self.json_of(
+                "analyze", jamba, "--format", "json", "-q"),
             "baseline": self.json_of("baseline", "--layers", "3", "--format", "json"),
             "merge": self.json_of("merge", *parts, "--layers", "0-2"),
             "merge of a version-1 file": self.json_of("merge", RESULT_V1),
@@ -112,6 +120,13 @@ class ResultSchemaTest(harness.TestCase):
                 errors = [f"{list(error.absolute_path)}: {error.message}"
                           for error in validator.iter_errors(document)]
                 self.assertEqual(errors, [])
+            with self.subTest(name=name, read_back="merge"):  # what kvrank writes, it reads
+                part = self.path("written.json")
+                with open(part, "w") as handle:
+                    json.dump(document, handle)
+                self.assertEqual(self.json_of("merge", part, *(
+                    ["--layers", document["models"][0]["options"]["layers"]]
+                    if document["models"][0]["options"]["layers"] else [])), document)
 
     def test_a_wrong_document_fails_validation(self):
         """The schema is strict enough to catch a renamed or missing field."""
