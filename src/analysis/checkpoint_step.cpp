@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <system_error>
 
+#include "base/json_strict.hpp"
 #include "kvrank/analysis/analysis.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
@@ -24,9 +25,9 @@ std::optional<std::int64_t> checkpoint_step(const std::filesystem::path& path) {
   const bool valid = found != document.end() && found->is_number_unsigned() &&
                      found->get<std::uint64_t>() <= std::uint64_t{INT64_MAX};
   if (!valid) {
-    throw Error(state.string(),
-                "global_step: expected a non-negative integer, found " +
-                    (found == document.end() ? std::string("nothing") : found->dump()));
+    throw Error(state.string(), "global_step: expected a non-negative integer, found " +
+                                    (found == document.end() ? std::string("nothing")
+                                                             : detail::json_excerpt(*found)));
   }
   return found->get<std::int64_t>();
 }

@@ -21,9 +21,10 @@ namespace {
 using ModelKey = std::pair<std::string, std::string>;  // (label, repr)
 
 // Models are told apart by label, and by repr when one label comes with several representations.
+// Labels come from the files: quoted as excerpts, so that a 100 MB label makes a short line.
 std::string describe(const ModelKey& key, bool with_repr) {
-  std::string text = "model \"" + key.first + "\"";
-  if (with_repr) text += " (repr " + key.second + ")";
+  std::string text = "model \"" + excerpt(key.first) + "\"";
+  if (with_repr) text += " (repr " + excerpt(key.second) + ")";
   return text;
 }
 
@@ -33,8 +34,8 @@ std::map<ModelKey, const ModelReport*> index_models(const std::vector<ModelRepor
   for (const ModelReport& model : models) {
     const ModelKey key{model.label, model.repr};
     if (!index.emplace(key, &model).second) {
-      throw Error(file, "two models labelled \"" + model.label + "\" with repr " + model.repr +
-                            " (labels must be unique to be compared)");
+      throw Error(file, "two models labelled \"" + excerpt(model.label) + "\" with repr " +
+                            excerpt(model.repr) + " (labels must be unique to be compared)");
     }
   }
   return index;
@@ -65,10 +66,37 @@ std::string layer_ranges(const std::vector<LayerMetrics>& layers) {
   return text;
 }
 
+/// A metric that a file's schema_version predates cannot be compared.
+void require_recorded(const ModelReport& model, Curve metric, const std::string& file,
+                      const std::string& name) {
+  if (std::find(model.absent_curves.begin(), model.absent_curves.end(), metric) ==
+      model.absent_curves.end())
+    return;
+  throw Error(file, name + " has no \"" + std::string(curve_name(metric)) +
+                        "\" (the file's schema_version predates it)");
+}
+
 std::map<int, const LayerMetrics*> index_layers(const std::vector<LayerMetrics>& layers) {
   std::map<int, const LayerMetrics*> index;
   for (const LayerMetrics& layer : layers) index.emplace(layer.layer, &layer);
   return index;
+}
+
+// A value as the reports print it: 6 decimals, or 6 significant digits where the decimals would
+// take more than a line (1.8e308 has 309 digits before the point).
+std::string number_text(double value) {
+  char buffer[32];
+  const bool fixed = std::fabs(value) < 1e9;  // NaN and infinities print short in either form
+  std::snprintf(buffer, sizeof buffer, fixed ? "%.6f" : "%.6g", value);
+  return buffer;
+}
+
+std::string signed_number_text(double value) {
+  return (std::signbit(value) ? "" : "+") + number_text(value);
+}
+
+std::string right_aligned(const std::string& text, std::size_t width) {
+  return std::string(width - std::min(width, text.size()), ' ') + text;
 }
 
 constexpr std::array<Named<Direction>, 3> kDirections{
@@ -99,11 +127,20 @@ Direction parse_direction(std::string_view name) {
                       name_list(kDirections) + ")");
 }
 
+void validate(const CheckOptions& options) {
+  if (options.metrics.empty()) throw Error("", "no metric to check");
+  // Written as "not >= 0" so that NaN, which would fail every comparison, is refused too.
+  if (!(options.abs_tol >= 0))
+    throw Error("", "--abs-tol: expected a number >= 0, found " + number_text(options.abs_tol));
+  if (options.rel_tol && !(*options.rel_tol >= 0))
+    throw Error("", "--rel-tol: expected a number >= 0, found " + number_text(*options.rel_tol));
+}
+
 std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
                                      const std::vector<ModelReport>& golden,
                                      const CheckOptions& options, const std::string& current_file,
                                      const std::string& golden_file) {
-  if (options.metrics.empty()) throw Error("", "no metric to check");
+  validate(options);
 
   const auto current_models = index_models(current, current_file);
   const auto golden_models = index_models(golden, golden_file);
@@ -131,6 +168,10 @@ std::vector<Violation> check_reports(const std::vector<ModelReport>& current,
                                     std::to_string(*cur_model.step) + " but at step " +
                                     std::to_string(*gold_model.step) + " in " + golden_file +
                                     " (a label names one checkpoint)");
+    }
+    for (const Curve metric : options.metrics) {
+      require_recorded(cur_model, metric, current_file, describe(key, with_repr));
+      require_recorded(gold_model, metric, golden_file, describe(key, with_repr));
     }
     const auto cur_layers = index_layers(cur_model.layers);
     const auto gold_layers = index_layers(gold_model.layers);
@@ -178,22 +219,17 @@ std::string format_violations(const std::vector<Violation>& raw_violations) {
   std::string out = pad("label", label_width) + "  " + pad("repr", repr_width) + "  layer  " +
                     pad("metric", metric_width) + "      golden     current        diff\n";
   for (const Violation& v : violations) {
-    char numbers[128];
-    std::snprintf(numbers, sizeof numbers, "%5d  %s  %10.6f  %10.6f  %+10.6f", v.layer,
-                  pad(std::string(curve_name(v.metric)), metric_width).c_str(), v.golden, v.current,
-                  v.current - v.golden);
-    out += pad(v.label, label_width) + "  " + pad(v.repr, repr_width) + "  " + numbers + "\n";
+    out += pad(v.label, label_width) + "  " + pad(v.repr, repr_width) + "  " +
+           right_aligned(std::to_string(v.layer), 5) + "  " +
+           pad(std::string(curve_name(v.metric)), metric_width) + "  " +
+           right_aligned(number_text(v.golden), 10) + "  " +
+           right_aligned(number_text(v.current), 10) + "  " +
+           right_aligned(signed_number_text(v.current - v.golden), 10) + "\n";
   }
   return out;
 }
 
 namespace {
-
-std::string number_text(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.6f", value);
-  return buffer;
-}
 
 std::string tolerance_text(const CheckOptions& options) {
   std::string text = "abs-tol " + number_text(options.abs_tol);

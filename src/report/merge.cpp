@@ -46,6 +46,16 @@ void require_same_tool(const ResultPart& part, const ResultPart& first) {
                              ": merge parts written by one kvrank version");
 }
 
+/// A part written before a curve existed cannot be merged into a file that must hold it.
+void require_every_curve(const ModelReport& model, const std::string& file,
+                         const std::string& where) {
+  if (model.absent_curves.empty()) return;
+  throw Error(file, where + ": " + model_name(model) + " has no \"" +
+                        std::string(curve_name(model.absent_curves.front())) +
+                        "\" (its schema_version predates it), which merge writes: analyze the "
+                        "checkpoint again");
+}
+
 /// Every layer of every part must carry a similarity matrix (`analyze --similarity`) or none.
 class SimilarityPresence {
  public:
@@ -216,6 +226,7 @@ class Merger {
     const json& models_json = part.document.at("models");
     for (std::size_t m = 0; m < models.size(); ++m) {
       const std::string where = "models[" + std::to_string(m) + "]";
+      require_every_curve(models[m], part.file, where);
       const json& layers_json = models_json[m].at("layers");
       for (std::size_t l = 0; l < layers_json.size(); ++l)
         similarity_.check(layers_json[l], part.file, where + ".layers[" + std::to_string(l) + "]");

@@ -16,40 +16,40 @@ namespace {
 constexpr std::array<CurveField, 6> kMetrics{{
     {Curve::erank, "erank", [](const LayerMetrics& m) { return m.erank; },
      [](LayerMetrics& m, double v) { m.erank = v; }, false, "Effective rank", true,
-     &Summary::erank_mean, "     erank", " %9.3f"},
+     &Summary::erank_mean, "     erank", " %9.3f", 1},
     {Curve::erank_pct, "erank_pct", [](const LayerMetrics& m) { return m.erank_pct; },
      [](LayerMetrics& m, double v) { m.erank_pct = v; }, false, "Effective rank (% of heads)",
-     false, &Summary::erank_pct_mean, "  erank%", " %7.1f%%"},
+     false, &Summary::erank_pct_mean, "  erank%", " %7.1f%%", 1},
     {Curve::erank_centered, "erank_centered",
      [](const LayerMetrics& m) { return m.erank_centered; },
      [](LayerMetrics& m, double v) { m.erank_centered = v; }, false, "Effective rank (centred)",
-     true, &Summary::erank_centered_mean, "   centred", " %9.3f"},
+     true, &Summary::erank_centered_mean, "   centred", " %9.3f", 1},
     {Curve::erank_centered_pct, "erank_centered_pct",
      [](const LayerMetrics& m) { return m.erank_centered_pct; },
      [](LayerMetrics& m, double v) { m.erank_centered_pct = v; }, false,
      "Centred effective rank (% of heads)", false, &Summary::erank_centered_pct_mean, "  centred%",
-     " %8.1f%%"},
+     " %8.1f%%", 1},
     {Curve::mean_similarity, "mean_similarity",
      [](const LayerMetrics& m) { return m.mean_similarity; },
      [](LayerMetrics& m, double v) { m.mean_similarity = v; }, false, "Mean head similarity", false,
-     nullptr, "  mean sim", " %9.3f"},
+     nullptr, "  mean sim", " %9.3f", 1},
     {Curve::pcs_90, "pcs_90", [](const LayerMetrics& m) { return double(m.pcs_90); },
      [](LayerMetrics& m, double v) { m.pcs_90 = static_cast<int>(v); }, true,
-     "Components for 90% of variance", false, nullptr, "  pcs90", " %6.0f"},
+     "Components for 90% of variance", false, nullptr, "  pcs90", " %6.0f", 1},
 }};
 static_assert(in_enum_order(kMetrics, &CurveField::metric));
 
 constexpr std::array<GeometryField, 5> kGeometry{{
-    {"heads", &ModelGeometry::heads},
-    {"kv_heads", &ModelGeometry::kv_heads},
-    {"head_dim", &ModelGeometry::head_dim},
-    {"d_model", &ModelGeometry::d_model},
-    {"num_layers", &ModelGeometry::num_layers},
+    {"heads", &ModelGeometry::heads, 1},
+    {"kv_heads", &ModelGeometry::kv_heads, 1},
+    {"head_dim", &ModelGeometry::head_dim, 1},
+    {"d_model", &ModelGeometry::d_model, 1},
+    {"num_layers", &ModelGeometry::num_layers, 1},
 }};
 
 constexpr std::array<OptionalGeometryField, 2> kOptionalGeometry{{
-    {"lrkv_rank", &ModelGeometry::lrkv_rank},
-    {"mla_kv_lora_rank", &ModelGeometry::mla_kv_lora_rank},
+    {"lrkv_rank", &ModelGeometry::lrkv_rank, 1},
+    {"mla_kv_lora_rank", &ModelGeometry::mla_kv_lora_rank, 1},
 }};
 
 }  // namespace

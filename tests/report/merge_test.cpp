@@ -186,9 +186,9 @@ TEST_CASE("merge: a num_layers beyond what kvrank reads is refused before the la
   CHECK(merge_error({part("a.json", {make_model("A", {0}, 2'147'483'647)})}) ==
         "a.json: model \"A\" (repr qk): num_layers 2147483647 is out of range (kvrank reads 0 to "
         "100000 layers)");
+  // A negative count is refused by the reader already, as the schema's minimum says.
   CHECK(merge_error({part("a.json", {make_model("A", {0}, -1)})}) ==
-        "a.json: model \"A\" (repr qk): num_layers -1 is out of range (kvrank reads 0 to 100000 "
-        "layers)");
+        "a.json: models[0].num_layers: expected >= 0, found -1");
 }
 
 TEST_CASE("merge: a long label or version is quoted as an excerpt", "[merge]") {
@@ -245,13 +245,18 @@ TEST_CASE("merge: parts that disagree on family, variant or geometry are refused
     CHECK(merge_error({first, part("b.json", {changed})}) ==
           "b.json: model \"A\" (repr qk): mla_kv_lora_rank is 32, but null in a.json");
   }
-  SECTION("a field only one part has") {
+  SECTION("an optional field only one part has") {
+    ResultPart second = part("b.json", {changed});
+    second.document["models"][0]["attention"] = nullptr;
+    CHECK(merge_error({first, second}) ==
+          "b.json: model \"A\" (repr qk): attention is null, but absent in a.json");
+    CHECK(merge_error({second, first}) ==
+          "a.json: model \"A\" (repr qk): attention is absent, but null in b.json");
+  }
+  SECTION("a field the schema does not list") {
     ResultPart second = part("b.json", {changed});
     second.document["models"][0]["extra"] = 1;
-    CHECK(merge_error({first, second}) ==
-          "b.json: model \"A\" (repr qk): extra is 1, but absent in a.json");
-    CHECK(merge_error({second, first}) ==
-          "a.json: model \"A\" (repr qk): extra is absent, but 1 in b.json");
+    CHECK(merge_error({first, second}) == "b.json: models[0]: unexpected key \"extra\"");
   }
 }
 

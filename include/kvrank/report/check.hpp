@@ -27,6 +27,10 @@ struct CheckOptions {
   std::optional<double> rel_tol;  ///< when set, a difference within rel_tol·|golden| also passes
 };
 
+/// Throws kvrank::Error (a usage error naming the option) when a tolerance is negative or NaN, or
+/// no metric is given. check_reports calls it first.
+void validate(const CheckOptions& options);
+
 struct Violation {
   std::string label;
   std::string repr;

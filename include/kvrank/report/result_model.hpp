@@ -2,6 +2,7 @@
 // see them: one ModelReport per model and representation. Needs no checkpoint reader.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -49,6 +50,9 @@ struct Provenance {
   bool operator==(const Provenance&) const = default;
 };
 
+/// The per-layer curves (CurveField, below).
+enum class Curve { erank, erank_pct, erank_centered, erank_centered_pct, mean_similarity, pcs_90 };
+
 struct ModelReport {
   std::string label;
   std::string path;
@@ -70,6 +74,10 @@ struct ModelReport {
   std::vector<int> attention_layers;
   std::vector<LayerMetrics> layers;
   Summary summary;
+  /// Curves the file was written without (its schema_version predates them, CurveField::since):
+  /// their values in `layers` are the defaults and their means NaN. Empty for every file of the
+  /// current version; `check` refuses to compare them and `merge` to write them.
+  std::vector<Curve> absent_curves;
 };
 
 inline bool is_baseline(const ModelReport& model) { return model.variant == kBaseline; }
@@ -80,10 +88,9 @@ Summary summarize(const std::vector<LayerMetrics>& layers);
 /// The per-layer curves of a result (LayerMetrics) that every writer prints, `check` compares and
 /// `plot` draws. One table (src/report/metric_table.cpp) describes each one — its name, value, axis
 /// label, summary mean and table column — and the JSON, CSV and table writers and the JSON reader
-/// are driven by it: a new curve is one row there (plus its LayerMetrics field). In the order of
-/// the terminal table's columns.
-enum class Curve { erank, erank_pct, erank_centered, erank_centered_pct, mean_similarity, pcs_90 };
-
+/// are driven by it: a new curve is one row there (plus its LayerMetrics field), whose `since` is
+/// the new schema_version, so that the files written before it stay readable (without it). In the
+/// order of the terminal table's columns.
 struct CurveField {
   Curve metric;
   std::string_view name;  ///< the JSON key and CSV column
@@ -95,6 +102,7 @@ struct CurveField {
   double Summary::*mean;         ///< its mean over the layers in Summary; nullptr: not summarised
   std::string_view table_title;  ///< its terminal-table heading, padded to the column
   const char* table_pattern;     ///< printf pattern of one value (a double) in the table
+  int since;                     ///< the schema_version that introduced it (docs/result-format.md)
 };
 
 /// Every metric, in enum order.
@@ -117,11 +125,18 @@ std::string summary_key(const CurveField& field);
 struct GeometryField {
   std::string_view name;
   int ModelGeometry::*value;
+  int since;  ///< the schema_version that introduced it
 };
 struct OptionalGeometryField {
   std::string_view name;
   std::optional<int> ModelGeometry::*value;
+  int since;
 };
+
+/// The names a result's "repr" may have (the head representations of layout.hpp's Repr: a test
+/// checks that they agree), and those of options.qk_norm_gain and options.input_norm_gain.
+inline constexpr std::array<std::string_view, 4> kReprNames{"qk", "ov", "k", "v"};
+inline constexpr std::array<std::string_view, 2> kNormGainNames{"weight", "1+weight"};
 std::span<const GeometryField> geometry_fields() noexcept;
 std::span<const OptionalGeometryField> optional_geometry_fields() noexcept;
 
