@@ -432,15 +432,6 @@ void write_figure(const std::string& svg, kvrank::FigureFormat format, const Plo
   destination.file()->commit();
 }
 
-const kvrank::ModelReport& pick_model(const std::vector<kvrank::ModelReport>& models,
-                                      const std::string& label, const std::string& file) {
-  for (const auto& model : models) {
-    if (label.empty() || model.label == label) return model;
-  }
-  throw kvrank::Error(file,
-                      label.empty() ? "holds no model" : "has no model labelled \"" + label + "\"");
-}
-
 /// An input FILE=Title: the file and its panel title. A whole argument naming an existing file
 /// is that file, '=' and all.
 std::pair<std::string, std::optional<std::string>> titled_input(const std::string& argument) {
@@ -467,12 +458,12 @@ std::vector<fs::path> plot_input_paths(const PlotArgs& args) {
   return paths;
 }
 
-std::string similarity_figure(const PlotArgs& args) {
+std::string similarity_figure(const PlotArgs& args, const kvrank::PlotOptions& options) {
   const std::string file = titled_input(args.inputs.front()).first;
   const auto models = read_results(file);
-  const auto& model = pick_model(models, args.heatmap_model, file);
+  const auto& model = kvrank::heatmap_model(models, args.heatmap_model, file);
   try {
-    return kvrank::plot_heatmap_svg(model, *args.heatmap_layer, args.figure.title);
+    return kvrank::plot_heatmap_svg(model, *args.heatmap_layer, options);
   } catch (const kvrank::Error& e) {  // the plotter knows the model, not the file it came from
     throw kvrank::Error(file, e.what());
   }
@@ -489,7 +480,7 @@ int run_plot(const PlotArgs& args) {
   std::string svg;
   std::string drawn;
   if (args.heatmap_layer) {
-    svg = similarity_figure(args);
+    svg = similarity_figure(args, options);
     drawn = "the similarity of layer " + std::to_string(*args.heatmap_layer);
   } else if (!args.over_steps.empty()) {
     svg = kvrank::plot_steps_svg(plot_panels(args).front(),

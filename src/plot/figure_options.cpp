@@ -2,6 +2,7 @@
 #include "kvrank/plot/figure_options.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,13 @@
 
 namespace kvrank {
 namespace {
+
+/// The narrowest --ylim, relative to the size of its limits (a double has 15–16 digits: ticks
+/// closer than this would print alike).
+constexpr double kMinYlimSpread = 1e-9;
+
+constexpr std::array kLegendCorners = {LegendCorner::top_right, LegendCorner::top_left,
+                                       LegendCorner::bottom_left, LegendCorner::bottom_right};
 
 std::string_view trim_spaces(std::string_view text) {
   const std::size_t first = text.find_first_not_of(' ');
@@ -32,7 +40,7 @@ double parse_number(std::string_view text, std::string_view whole) {
   const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), value);
   if (trimmed.empty() || error != std::errc() || end != trimmed.data() + trimmed.size() ||
       !std::isfinite(value)) {
-    throw Error("", "--ylim: expected LOW,HIGH (e.g. 1,8), found \"" + std::string(whole) + "\"");
+    throw Error("", "--ylim: expected LOW,HIGH (e.g. 1,8), found \"" + excerpt(whole) + "\"");
   }
   return value;
 }
@@ -127,7 +135,10 @@ PlotOptions plot_options(const FigureSettings& settings) {
     options.columns = in_range("--cols", *settings.columns, 1, kMaxPanelColumns);
   options.share_y = settings.share_y;
   if (!settings.ylim.empty()) options.ylim = parse_ylim(settings.ylim);
-  options.legend = parse_legend_place(settings.legend);
+  const LegendChoice legend = parse_legend(settings.legend);
+  options.legend = legend.place;
+  options.legend_corner = legend.corner;
+  if (!settings.colour_map.empty()) options.colour_map = parse_colour_map(settings.colour_map);
   if (!settings.style_file.empty())
     options.styles = parse_style_file(read_json_object(settings.style_file), settings.style_file);
   return options;
@@ -164,19 +175,71 @@ std::pair<double, double> parse_ylim(std::string_view text) {
   if (comma == std::string_view::npos) parse_number("", text);  // throws the usage message
   const double low = parse_number(text.substr(0, comma), text);
   const double high = parse_number(text.substr(comma + 1), text);
-  if (!(low < high)) {
-    throw Error("", "--ylim: LOW must be below HIGH, found \"" + std::string(text) + "\"");
-  }
+  const std::string quoted = "\"" + excerpt(text) + "\"";
+  if (!(low < high)) throw Error("", "--ylim: LOW must be below HIGH, found " + quoted);
+  // Beyond these the axis has no coordinates (HIGH − LOW is infinite: NaN positions) or no
+  // distinct ticks (a one-ulp range gives ticks that print alike).
+  if (!std::isfinite(high - low))
+    throw Error("", "--ylim: " + quoted + " is too wide to draw (HIGH - LOW overflows a double)");
+  if (!(high - low > kMinYlimSpread * std::max(std::fabs(low), std::fabs(high))))
+    throw Error("", "--ylim: " + quoted +
+                        " is too narrow to draw (HIGH - LOW must be at least 1e-9 of their size)");
   return {low, high};
 }
 
-LegendPlace parse_legend_place(std::string_view text) {
-  if (text == "below") return LegendPlace::below;
-  if (text == "right") return LegendPlace::right;
-  if (text == "inside") return LegendPlace::inside;
-  if (text == "none") return LegendPlace::none;
-  throw Error(
-      "", "--legend: expected below, right, inside or none, found \"" + std::string(text) + "\"");
+LegendChoice parse_legend(std::string_view text) {
+  static constexpr std::array kPlaces = {
+      std::pair{"below", LegendPlace::below}, std::pair{"right", LegendPlace::right},
+      std::pair{"inside", LegendPlace::inside}, std::pair{"none", LegendPlace::none}};
+  for (const auto& [name, place] : kPlaces) {
+    if (text == name) return {place, std::nullopt};
+  }
+  constexpr std::string_view kInside = "inside:";
+  if (text.substr(0, kInside.size()) == kInside) {
+    for (const LegendCorner corner : kLegendCorners) {
+      if (text.substr(kInside.size()) == legend_corner_name(corner))
+        return {LegendPlace::inside, corner};
+    }
+  }
+  throw Error("",
+              "--legend: expected below, right, inside, inside:CORNER (top-left, top-right, "
+              "bottom-left, bottom-right) or none, found \"" +
+                  excerpt(text) + "\"");
+}
+
+LegendPlace parse_legend_place(std::string_view text) { return parse_legend(text).place; }
+
+const char* legend_corner_name(LegendCorner corner) {
+  switch (corner) {
+    case LegendCorner::top_right:
+      return "top-right";
+    case LegendCorner::top_left:
+      return "top-left";
+    case LegendCorner::bottom_left:
+      return "bottom-left";
+    case LegendCorner::bottom_right:
+      return "bottom-right";
+  }
+  return "";
+}
+
+ColourMap parse_colour_map(std::string_view text) {
+  for (const ColourMap map : {ColourMap::viridis, ColourMap::rdbu, ColourMap::greys}) {
+    if (text == colour_map_name(map)) return map;
+  }
+  throw Error("", "--colour-map: expected viridis, rdbu or greys, found \"" + excerpt(text) + "\"");
+}
+
+const char* colour_map_name(ColourMap map) {
+  switch (map) {
+    case ColourMap::viridis:
+      return "viridis";
+    case ColourMap::rdbu:
+      return "rdbu";
+    case ColourMap::greys:
+      return "greys";
+  }
+  return "";
 }
 
 std::map<std::string, SeriesStyle> parse_style_file(const nlohmann::json& document,

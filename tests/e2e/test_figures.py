@@ -293,11 +293,17 @@ class FigureTest(harness.TestCase):
             values = [1.0 + k + 0.3 * i for i in range(4)]
             inputs.append(self.write(f"run{k}.json", [model_entry("M", values)]))
         titled = [f"{inputs[0]}=128M scale"] + inputs[1:]
-        self.plot(*titled, "--panel-title", "First", "--panel-title", "Second",
+        names = ["First", "Second", "Third", "Fourth", "Fifth", "Sixth"]
+        self.plot(*titled, *[a for name in names for a in ("--panel-title", name)],
                   "-o", self.path("grid.svg"), "--cols", "3")
         svg = svg_summary(self.path("grid.svg"))
-        titles = [p["title"] for p in svg["panels"]]
-        self.assertEqual(titles, ["First", "Second", "run2", "run3", "run4", "run5"])
+        self.assertEqual([p["title"] for p in svg["panels"]], names)
+        for given, count in ((2, "2 times"), (7, "7 times"), (1, "once")):
+            titles = [a for name in (names * 2)[:given] for a in ("--panel-title", name)]
+            line = self.assert_usage_error(run("plot", *titled, *titles, "-o", self.path("n.svg")))
+            self.assertEqual(line, f"kvrank: error: --panel-title given {count} for 6 inputs: "
+                             "give it once per input, in order, or not at all")
+            self.assertFalse(os.path.exists(self.path("n.svg")))
         self.plot(*titled, "-o", self.path("grid.svg"), "--cols", "3")
         svg = svg_summary(self.path("grid.svg"))
         self.assertEqual(svg["panels"][0]["title"], "128M scale")
