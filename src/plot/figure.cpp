@@ -169,12 +169,12 @@ std::string axes_and_grid(const Frame& frame, const LinePanel& panel, const Font
 // Series
 // ---------------------------------------------------------------------------------------------
 
-/// Points along a drawn line from a to b (both ends excluded), every few units: what an inside
-/// legend should not cover besides the markers.
+/// Points along a drawn line from a to b (both ends excluded), one every `spacing` units: what an
+/// inside legend should not cover besides the markers.
 void sample_segment(std::pair<double, double> a, std::pair<double, double> b,
-                    std::vector<std::pair<double, double>>& drawn) {
+                    std::vector<std::pair<double, double>>& drawn, double spacing = 4) {
   const double length = std::hypot(b.first - a.first, b.second - a.second);
-  const int samples = static_cast<int>(std::min(200.0, length / 4));
+  const int samples = static_cast<int>(std::min(200.0, length / spacing));
   for (int i = 1; i < samples; ++i) {
     const double t = static_cast<double>(i) / samples;
     drawn.emplace_back(a.first + t * (b.first - a.first), a.second + t * (b.second - a.second));
@@ -251,9 +251,8 @@ std::string baselines_svg(const LinePanel& panel, const Frame& frame, const Font
     const double right = frame.left + frame.width;
     out += baseline_path("M" + num(frame.left) + " " + num(y) + " L" + num(right) + " " + num(y),
                          kBaselineLabel, fonts);
-    drawn.emplace_back(frame.left, y);
-    sample_segment({frame.left, y}, {right, y}, drawn);
-    drawn.emplace_back(right, y);
+    // A reference line, not data: covering it costs a quarter of covering a series.
+    sample_segment({frame.left, y}, {right, y}, drawn, 16);
   }
   return out;
 }
