@@ -106,13 +106,9 @@ LinePanel line_panel(const Panel& panel, const std::string& repr, const std::str
 void apply_panel_titles(std::vector<Panel>& panels, const std::vector<std::string>& titles) {
   if (titles.empty()) return;
   if (titles.size() != panels.size()) {
-    const auto times = [](std::size_t n) {
-      return n == 1 ? std::string("once") : std::to_string(n) + " times";
-    };
-    throw Error("", "--panel-title given " + times(titles.size()) + " for " +
+    throw Error("", "--panel-title given " + std::to_string(titles.size()) + " times for " +
                         std::to_string(panels.size()) +
-                        (panels.size() == 1 ? " input" : " inputs") +
-                        ": give it once per input, in order, or not at all");
+                        " input(s): give it once per input, in order, or not at all");
   }
   for (std::size_t i = 0; i < titles.size(); ++i) panels[i].title = titles[i];
 }

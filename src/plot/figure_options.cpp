@@ -202,8 +202,8 @@ LegendChoice parse_legend(std::string_view text) {
     }
   }
   throw Error("",
-              "--legend: expected below, right, inside, inside:CORNER (top-left, top-right, "
-              "bottom-left, bottom-right) or none, found \"" +
+              "--legend: expected below, right, inside or none (inside:CORNER: top-left, "
+              "top-right, bottom-left or bottom-right), found \"" +
                   excerpt(text) + "\"");
 }
 

@@ -357,11 +357,11 @@ class FigureTest(harness.TestCase):
                   "-o", self.path("grid.svg"), "--cols", "3")
         svg = svg_summary(self.path("grid.svg"))
         self.assertEqual([p["title"] for p in svg["panels"]], names)
-        for given, count in ((2, "2 times"), (7, "7 times"), (1, "once")):
+        for given in (2, 7, 1):
             titles = [a for name in (names * 2)[:given] for a in ("--panel-title", name)]
             line = self.assert_usage_error(run("plot", *titled, *titles, "-o", self.path("n.svg")))
-            self.assertEqual(line, f"kvrank: error: --panel-title given {count} for 6 inputs: "
-                             "give it once per input, in order, or not at all")
+            self.assertEqual(line, f"kvrank: error: --panel-title given {given} times for 6 "
+                             "input(s): give it once per input, in order, or not at all")
             self.assertFalse(os.path.exists(self.path("n.svg")))
         self.plot(*titled, "-o", self.path("grid.svg"), "--cols", "3")
         svg = svg_summary(self.path("grid.svg"))
@@ -691,9 +691,9 @@ class FigureTest(harness.TestCase):
         for bad in ("inside:middle", "inside:", "top"):
             line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"),
                                                "--legend", bad))
-            self.assertEqual(line, "kvrank: error: --legend: expected below, right, inside, "
-                             "inside:CORNER (top-left, top-right, bottom-left, bottom-right) or "
-                             f'none, found "{bad}"')
+            self.assertEqual(line, "kvrank: error: --legend: expected below, right, inside or "
+                             "none (inside:CORNER: top-left, top-right, bottom-left or "
+                             f'bottom-right), found "{bad}"')
         line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"), "--legend",
                                            "inside", "--width", "1.5"))
         self.assertIn("--legend inside: the legend (", line)
@@ -765,9 +765,9 @@ class FigureTest(harness.TestCase):
 
     def test_ylim_at_the_limits_of_a_double(self):
         path = self.write("y.json", seed_like())
-        for ylim, reason in (("-1e308,1e308", "is too wide to draw (HIGH - LOW overflows a double)"),
-                             ("1,1.0000000000000002", "is too narrow to draw (HIGH - LOW must be "
-                                                      "at least 1e-9 of their size)")):
+        wide = "is too wide to draw (HIGH - LOW overflows a double)"
+        narrow = "is too narrow to draw (HIGH - LOW must be at least 1e-9 of their size)"
+        for ylim, reason in (("-1e308,1e308", wide), ("1,1.0000000000000002", narrow)):
             line = self.assert_usage_error(run("plot", path, "-o", self.path("y.svg"),
                                                f"--ylim={ylim}"))
             self.assertEqual(line, f'kvrank: error: --ylim: "{ylim}" {reason}')

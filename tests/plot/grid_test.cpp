@@ -146,8 +146,8 @@ TEST_CASE("--legend and --colour-map: the places, corners and maps, and their er
   CHECK(parse_legend("inside:top-right").corner == LegendCorner::top_right);
   for (const char* bad : {"inside:", "inside:middle", "top", "inside:bottom-left ", "Inside"}) {
     CHECK(test::error_message([&] { parse_legend(bad); }) ==
-          std::string("--legend: expected below, right, inside, inside:CORNER (top-left, "
-                      "top-right, bottom-left, bottom-right) or none, found \"") +
+          std::string("--legend: expected below, right, inside or none (inside:CORNER: "
+                      "top-left, top-right, bottom-left or bottom-right), found \"") +
               bad + "\"");
   }
   CHECK(parse_colour_map("greys") == ColourMap::greys);
@@ -224,12 +224,13 @@ TEST_CASE("curves: --panel-title once per panel or not at all; --title names one
   std::vector<Panel> panels = {{"a", {rising("M", 2)}, "dir/a.json"},
                                {"b", {rising("M", 3)}, "b.json"}};
   CHECK(test::error_message([&] { apply_panel_titles(panels, {"x"}); }) ==
-        "--panel-title given once for 2 inputs: give it once per input, in order, or not at all");
+        "--panel-title given 1 times for 2 input(s): give it once per input, in order, or not at "
+        "all");
   CHECK(test::error_message([&] {
           apply_panel_titles(panels, {"x", "y", "z"});
         }) ==
-        "--panel-title given 3 times for 2 inputs: give it once per input, in order, or not at "
-        "all");
+        "--panel-title given 3 times for 2 input(s): give it once per input, in order, or not "
+        "at all");
   apply_panel_titles(panels, {});
   CHECK(panels[0].title == "a");
   PlotOptions options;
