@@ -19,8 +19,33 @@ namespace {
 /// closer than this would print alike).
 constexpr double kMinYlimSpread = 1e-9;
 
-constexpr std::array kLegendCorners = {LegendCorner::top_right, LegendCorner::top_left,
-                                       LegendCorner::bottom_left, LegendCorner::bottom_right};
+// The names the options take, one table per enum: parsing and naming read the same rows.
+constexpr std::array kCornerNames = {std::pair{LegendCorner::top_right, "top-right"},
+                                     std::pair{LegendCorner::top_left, "top-left"},
+                                     std::pair{LegendCorner::bottom_left, "bottom-left"},
+                                     std::pair{LegendCorner::bottom_right, "bottom-right"}};
+constexpr std::array kColourMapNames = {std::pair{ColourMap::viridis, "viridis"},
+                                        std::pair{ColourMap::rdbu, "rdbu"},
+                                        std::pair{ColourMap::greys, "greys"}};
+
+/// The name of `value` in a table of (value, name) rows.
+template <typename Enum, std::size_t N>
+const char* name_in(const std::array<std::pair<Enum, const char*>, N>& table, Enum value) {
+  for (const auto& [entry, name] : table) {
+    if (entry == value) return name;
+  }
+  return "";
+}
+
+/// The value named `text` in a table of (value, name) rows, if any.
+template <typename Enum, std::size_t N>
+std::optional<Enum> value_in(const std::array<std::pair<Enum, const char*>, N>& table,
+                             std::string_view text) {
+  for (const auto& [entry, name] : table) {
+    if (text == name) return entry;
+  }
+  return std::nullopt;
+}
 
 std::string_view trim_spaces(std::string_view text) {
   const std::size_t first = text.find_first_not_of(' ');
@@ -189,17 +214,13 @@ std::pair<double, double> parse_ylim(std::string_view text) {
 
 LegendChoice parse_legend(std::string_view text) {
   static constexpr std::array kPlaces = {
-      std::pair{"below", LegendPlace::below}, std::pair{"right", LegendPlace::right},
-      std::pair{"inside", LegendPlace::inside}, std::pair{"none", LegendPlace::none}};
-  for (const auto& [name, place] : kPlaces) {
-    if (text == name) return {place, std::nullopt};
-  }
+      std::pair{LegendPlace::below, "below"}, std::pair{LegendPlace::right, "right"},
+      std::pair{LegendPlace::inside, "inside"}, std::pair{LegendPlace::none, "none"}};
+  if (const auto place = value_in(kPlaces, text)) return {*place, std::nullopt};
   constexpr std::string_view kInside = "inside:";
   if (text.substr(0, kInside.size()) == kInside) {
-    for (const LegendCorner corner : kLegendCorners) {
-      if (text.substr(kInside.size()) == legend_corner_name(corner))
-        return {LegendPlace::inside, corner};
-    }
+    if (const auto corner = value_in(kCornerNames, text.substr(kInside.size())))
+      return {LegendPlace::inside, corner};
   }
   throw Error("",
               "--legend: expected below, right, inside or none (inside:CORNER: top-left, "
@@ -209,38 +230,14 @@ LegendChoice parse_legend(std::string_view text) {
 
 LegendPlace parse_legend_place(std::string_view text) { return parse_legend(text).place; }
 
-const char* legend_corner_name(LegendCorner corner) {
-  switch (corner) {
-    case LegendCorner::top_right:
-      return "top-right";
-    case LegendCorner::top_left:
-      return "top-left";
-    case LegendCorner::bottom_left:
-      return "bottom-left";
-    case LegendCorner::bottom_right:
-      return "bottom-right";
-  }
-  return "";
-}
+const char* legend_corner_name(LegendCorner corner) { return name_in(kCornerNames, corner); }
 
 ColourMap parse_colour_map(std::string_view text) {
-  for (const ColourMap map : {ColourMap::viridis, ColourMap::rdbu, ColourMap::greys}) {
-    if (text == colour_map_name(map)) return map;
-  }
+  if (const auto map = value_in(kColourMapNames, text)) return *map;
   throw Error("", "--colour-map: expected viridis, rdbu or greys, found \"" + excerpt(text) + "\"");
 }
 
-const char* colour_map_name(ColourMap map) {
-  switch (map) {
-    case ColourMap::viridis:
-      return "viridis";
-    case ColourMap::rdbu:
-      return "rdbu";
-    case ColourMap::greys:
-      return "greys";
-  }
-  return "";
-}
+const char* colour_map_name(ColourMap map) { return name_in(kColourMapNames, map); }
 
 std::map<std::string, SeriesStyle> parse_style_file(const nlohmann::json& document,
                                                     const std::string& file) {
