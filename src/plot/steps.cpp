@@ -230,7 +230,13 @@ std::string heatmap_panel(const Run& run, const Frame& frame, const ColourScale&
   out += step_cells(run, layers, frame, scale, options.metric);
   out += "<rect class=\"frame\"" + attr("x", left) + attr("y", top) + attr("width", width) +
          attr("height", height) + " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
-  const std::size_t every_step = label_every(run.checkpoints.size(), 8);
+  // At most 8 step labels, and no more than fit side by side in the map's width.
+  double widest = 0;
+  for (const Checkpoint& checkpoint : run.checkpoints) {
+    widest = std::max(widest, text_width(std::to_string(checkpoint.step), fonts.tick));
+  }
+  const auto fit = static_cast<std::size_t>(std::max(1.0, width / (widest + fonts.tick)));
+  const std::size_t every_step = label_every(run.checkpoints.size(), std::min<std::size_t>(8, fit));
   for (std::size_t column = 0; column < run.checkpoints.size(); column += every_step) {
     const double x = left + (static_cast<double>(column) + 0.5) * cell_width;
     out += text(x, top + height + 4 + 1.15 * fonts.tick,
