@@ -239,14 +239,15 @@ std::string heatmap_panel(const Run& run, const Frame& frame, const ColourScale&
   const std::size_t every_step = label_every(run.checkpoints.size(), std::min<std::size_t>(8, fit));
   for (std::size_t column = 0; column < run.checkpoints.size(); column += every_step) {
     const double x = left + (static_cast<double>(column) + 0.5) * cell_width;
-    out += text(x, top + height + 4 + 1.15 * fonts.tick,
-                std::to_string(run.checkpoints[column].step), fonts.tick, Anchor::kMiddle);
+    out +=
+        text(x, top + height + 4 + 1.15 * fonts.tick, std::to_string(run.checkpoints[column].step),
+             fonts.tick, Anchor::kMiddle, attr("class", "x-tick"));
   }
   const std::size_t every_layer = label_every(layers.size(), 16);
   for (std::size_t row = 0; row < layers.size(); row += every_layer) {
     const double y = top + height - (static_cast<double>(row) + 0.5) * cell_height;
     out += text(left - 6, y + 0.35 * fonts.tick, std::to_string(layers[row]), fonts.tick,
-                Anchor::kEnd);
+                Anchor::kEnd, attr("class", "y-tick"));
   }
   out += text(left + width / 2, top + height + 4 + 1.15 * fonts.tick + 1.45 * fonts.label,
               "Training step", fonts.label, Anchor::kMiddle, attr("class", "x-label"));

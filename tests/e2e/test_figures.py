@@ -797,6 +797,21 @@ class FigureTest(harness.TestCase):
                             self.assertTrue(left <= x <= left + width, (steps, mode, x))
                             self.assertTrue(top_ <= y <= top_ + height, (steps, mode, y))
 
+    def test_tick_labels_of_long_steps_never_run_into_each_other(self):
+        if not os.path.exists(DEJAVU):
+            self.skipTest("DejaVu Sans is not installed (fonts-dejavu-core)")
+        advance = font_advances(DEJAVU)
+        path = self.write("long.json", [
+            model_entry(f"c{s}", [2.0 + k / 4, 3.0], step=s, path=f"/runs/a/checkpoint-{s}")
+            for k, s in enumerate(range(100_000_000, 900_000_000, 100_000_000))])
+        for mode in ("heatmap", "layers", "mean"):
+            self.plot(path, "--over-steps", mode, "--size", "column", "-o", self.path("l.svg"))
+            root = ET.parse(self.path("l.svg")).getroot()
+            boxes = [text_box(t, advance) for t in root.iter(NS + "text") if cls(t) == "x-tick"]
+            self.assertGreaterEqual(len(boxes), 2, mode)
+            for a, b in zip(boxes, boxes[1:]):
+                self.assertFalse(overlap(a, b), (mode, a, b))
+
     def test_one_label_twice_is_refused_unless_the_steps_tell_them_apart(self):
         twice = self.write("twice.json", [model_entry("A", [2.0, 3.0]),
                                           model_entry("A", [3.0, 4.0])])
