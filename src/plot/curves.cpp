@@ -1,6 +1,5 @@
 // Rank curves (svg.hpp): one panel per input file and representation, one series per model.
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <set>
 
@@ -119,10 +118,7 @@ std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions&
   const auto styles = model_styles(series_keys(panels, labels), options);
   std::vector<LinePanel> line_panels;
   for (const Panel& panel : panels) {
-    // One file under a figure title: the title names it, not its file name once more.
-    const bool named_by_figure = panels.size() == 1 && !options.title.empty() &&
-                                 panel.title == std::filesystem::path(panel.source).stem().string();
-    const std::string name = named_by_figure ? "" : panel.title;
+    const std::string name = panels.size() == 1 ? file_title(panel, options) : panel.title;
     const std::vector<std::string> reprs = reprs_of(panel);
     if (reprs.size() <= 1) {
       line_panels.push_back(line_panel(panel, "", name, options, styles, labels));
@@ -130,7 +126,7 @@ std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions&
     }
     // Never two series that look like one: each representation gets its own panel.
     for (const std::string& repr : reprs) {
-      const std::string title = name.empty() ? repr : name + " (" + repr + ")";
+      const std::string title = with_repr(name, repr);
       line_panels.push_back(line_panel(panel, repr, title, options, styles, labels));
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "kvrank/base/error.hpp"
 #include "plot/svg_detail.hpp"
@@ -88,6 +89,15 @@ std::string figure_document(const PanelGrid& grid, const PlotOptions& options, c
 // ---------------------------------------------------------------------------------------------
 // Panel titles
 // ---------------------------------------------------------------------------------------------
+
+std::string file_title(const Panel& panel, const PlotOptions& options) {
+  const bool file_name = panel.title == std::filesystem::path(panel.source).stem().string();
+  return !options.title.empty() && file_name ? "" : panel.title;
+}
+
+std::string with_repr(const std::string& name, const std::string& repr) {
+  return name.empty() ? repr : name + " (" + repr + ")";
+}
 
 std::vector<TitleLayout> fit_titles(const std::vector<std::string>& titles, const Fonts& fonts,
                                     double width) {

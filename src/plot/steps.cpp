@@ -143,7 +143,8 @@ std::string mean_svg(const Panel& panel, const std::vector<Run>& runs, const Plo
   const auto styles = model_styles(keys, options);
   std::vector<LinePanel> panels;
   for (const std::string& repr : reprs) {
-    const std::string title = reprs.size() > 1 ? panel.title + " (" + repr + ")" : panel.title;
+    const std::string name = file_title(panel, options);
+    const std::string title = reprs.size() > 1 ? with_repr(name, repr) : name;
     LinePanel out = step_panel(title, panel, options, " (mean over layers)");
     for (const Run& run : runs) {
       if (run.repr != repr) continue;

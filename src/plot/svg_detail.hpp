@@ -218,6 +218,12 @@ InsideLegend place_inside_legend(const std::vector<Frame>& frames,
                                  const LegendBox& box, std::optional<LegendCorner> corner,
                                  double inset, double margin);
 
+/// The title of the panels of a figure's only file: its own, or none under a figure title when it
+/// is the file's name (the figure's title names it then, not its file name once more) (grid.cpp).
+std::string file_title(const Panel& panel, const PlotOptions& options);
+/// "NAME (repr)", or the representation alone when there is no name.
+std::string with_repr(const std::string& name, const std::string& repr);
+
 /// Panels in a row or grid, one legend for all: the curves and trajectory figures.
 std::string line_figure_svg(const std::vector<LinePanel>& panels, const PlotOptions& options);
 

@@ -654,6 +654,9 @@ class FigureTest(harness.TestCase):
                     self.assertFalse(overlap(a, b), (size, title_a, title_b, a, b))
             self.assertEqual(len({float(t.get("font-size")) for t in root.iter(NS + "text")
                                   if cls(t) == "panel-title"}), 1)  # one title size for all
+            x_ticks = [text_box(t, advance) for t in root.iter(NS + "text") if cls(t) == "x-tick"]
+            for i, a in enumerate(x_ticks):  # closer panels: tick labels still apart
+                self.assertFalse(any(overlap(a, b) for b in x_ticks[i + 1:]), (size, a))
             y_labels = [t for t in root.iter(NS + "text") if cls(t) == "y-label"]
             self.assertEqual(len(y_labels), 1)
             first_column = min(f[0] for f in frames)
@@ -713,6 +716,11 @@ class FigureTest(harness.TestCase):
         both = self.write("both.json", [model_entry("M", [2.0, 3.0]),
                                         model_entry("M", [1.0, 1.5], repr_="k")])
         self.assertEqual(titles(both, "--title", "Rank"), (["Rank"], ["qk", "k"]))
+        steps = self.write("run.json", [model_entry(f"c{s}", [2.0, 3.0], step=s,
+                                                    path=f"/runs/a/checkpoint-{s}")
+                                        for s in (10, 20)])
+        self.assertEqual(titles(steps, "--over-steps", "mean"), ([], ["run"]))
+        self.assertEqual(titles(steps, "--over-steps", "mean", "--title", "Rank"), (["Rank"], []))
 
     def test_heatmap_colour_map_per_kind_and_errors_that_list_what_exists(self):
         def with_similarity(label, off_diagonal):
