@@ -209,9 +209,12 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
   add_integer(command, "--cols", figure.columns, "Panels per row (default: all in one row)");
   command.add_flag("--share-y", figure.share_y, "One y range for every panel");
   command.add_option("--ylim", figure.ylim, "Fixed y range LOW,HIGH (default: from the data)");
-  command.add_option("--legend", figure.legend, "Legend place")
-      ->check(CLI::IsMember({"below", "right", "inside", "none"}))
+  command
+      .add_option("--legend", figure.legend, "Legend place: below, right, inside[:CORNER], none")
       ->capture_default_str();
+  command.add_option("--colour-map", figure.colour_map,
+                     "Heatmap colours: viridis, rdbu or greys (default: rdbu for similarity, "
+                     "viridis over steps)");
   command.add_option("--style", figure.style_file,
                      "JSON file: label -> {colour, marker, dash}, the same look in every figure");
   add_choice(command, "--over-steps", {"layers", "mean", "heatmap"},

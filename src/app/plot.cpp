@@ -37,22 +37,6 @@ void write_figure(const std::string& svg, FigureFormat format, const PlotRequest
   destination.file()->commit();
 }
 
-const ModelReport& pick_model(const std::vector<ModelReport>& models, const std::string& label,
-                              const std::string& file) {
-  for (const auto& model : models) {
-    if (label.empty() || model.label == label) return model;
-  }
-  if (label.empty() || models.empty()) throw Error(file, "holds no model");
-  // The labels it has, so that the next try can be right (a few, each cut: labels are input).
-  constexpr std::size_t kLabelsShown = 8;
-  std::string present;
-  for (std::size_t i = 0; i < models.size() && i < kLabelsShown; ++i)
-    present += (i == 0 ? "\"" : ", \"") + excerpt(models[i].label) + "\"";
-  if (models.size() > kLabelsShown)
-    present += " and " + std::to_string(models.size() - kLabelsShown) + " more";
-  throw Error(file, "has no model labelled \"" + excerpt(label) + "\" (it holds " + present + ")");
-}
-
 /// An input FILE=Title: the file and its panel title. A whole argument naming an existing file
 /// is that file, '=' and all.
 std::pair<std::string, std::optional<std::string>> titled_input(const std::string& argument) {
@@ -80,12 +64,12 @@ std::vector<fs::path> plot_input_paths(const PlotRequest& request) {
   return paths;
 }
 
-std::string similarity_figure(const PlotRequest& request) {
+std::string similarity_figure(const PlotRequest& request, const PlotOptions& options) {
   const std::string file = titled_input(request.inputs.front()).first;
   const auto models = read_result_file(file);
-  const auto& model = pick_model(models, request.heatmap_model, file);
+  const auto& model = heatmap_model(models, request.heatmap_model, file);
   try {
-    return plot_heatmap_svg(model, *request.heatmap_layer, request.figure.title);
+    return plot_heatmap_svg(model, *request.heatmap_layer, options);
   } catch (const Error& e) {  // the plotter knows the model, not the file it came from
     throw Error(file, e.what());
   }
@@ -102,7 +86,7 @@ int run_plot(const PlotRequest& request, const Hooks& hooks) {
   std::string svg;
   std::string drawn;
   if (request.heatmap_layer) {
-    svg = similarity_figure(request);
+    svg = similarity_figure(request, options);
     drawn = "the similarity of layer " + std::to_string(*request.heatmap_layer);
   } else if (!request.over_steps.empty()) {
     svg =

@@ -1,5 +1,5 @@
-// The multi-panel line figure (svg_detail.hpp): panels in a row or a grid, axes, series with
-// markers, the fully-redundant line, and one legend for all panels.
+// The multi-panel line figure (svg_detail.hpp): panels in a row or a grid (grid.cpp), axes,
+// series with markers, the fully-redundant line, and one legend for all panels (legend.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,84 +9,7 @@
 #include "plot/svg_detail.hpp"
 
 namespace kvrank::plot_detail {
-
-Fonts fonts_for(const PlotOptions& options) {
-  const double size = options.font_pt * kUnitsPerInch / 72;  // points → user units
-  return {size, 0.85 * size, 1.05 * size, 0.9 * size, 1.2 * size};
-}
-
-double PanelGrid::panel_left(std::size_t i) const {
-  const auto column = static_cast<double>(i % static_cast<std::size_t>(columns));
-  return pad + column * (margin_left + plot_width + margin_right) + margin_left;
-}
-
-double PanelGrid::panel_top(std::size_t i) const {
-  const auto row = static_cast<double>(i / static_cast<std::size_t>(columns));
-  return title_band + pad + row * (margin_top + plot_height + margin_bottom) + margin_top;
-}
-
-void size_grid(PanelGrid& grid, std::size_t panels, const PlotOptions& options,
-               double default_plot_width, const std::function<double(double)>& bottom_band_for) {
-  const std::size_t wanted =
-      options.columns > 0 ? static_cast<std::size_t>(options.columns) : panels;
-  grid.columns =
-      static_cast<int>(std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(panels, 1)));
-  grid.rows = static_cast<int>((panels + static_cast<std::size_t>(grid.columns) - 1) /
-                               static_cast<std::size_t>(grid.columns));
-  const double margins = grid.margin_left + grid.margin_right;
-  const auto columns = static_cast<double>(grid.columns);
-  const auto rows = static_cast<double>(grid.rows);
-  if (options.width_in > 0) {
-    grid.width = options.width_in * kUnitsPerInch;
-    grid.plot_width = (grid.width - 2 * grid.pad - grid.right_band) / columns - margins;
-  } else {
-    grid.plot_width = default_plot_width;
-    grid.width = 2 * grid.pad + columns * (margins + grid.plot_width) + grid.right_band;
-  }
-  grid.bottom_band = bottom_band_for(grid.width);
-  const double vertical = grid.margin_top + grid.margin_bottom;
-  if (options.height_in > 0) {
-    grid.height = options.height_in * kUnitsPerInch;
-    grid.plot_height =
-        (grid.height - grid.title_band - grid.bottom_band - 2 * grid.pad) / rows - vertical;
-  } else {
-    grid.plot_height =
-        options.width_in > 0 ? std::clamp(0.72 * grid.plot_width, 60.0, 420.0) : 300.0;
-    grid.height =
-        grid.title_band + 2 * grid.pad + rows * (vertical + grid.plot_height) + grid.bottom_band;
-  }
-  if (grid.plot_width < 30 || grid.plot_height < 30) {
-    char size[160];
-    std::snprintf(size, sizeof size,
-                  "a %.2f × %.2f in figure leaves %.2f × %.2f in per plot for %zu panel(s) in "
-                  "%d row(s): give a larger --width/--height, a smaller --font-size or --cols",
-                  grid.width / kUnitsPerInch, grid.height / kUnitsPerInch,
-                  std::max(0.0, grid.plot_width) / kUnitsPerInch,
-                  std::max(0.0, grid.plot_height) / kUnitsPerInch, panels, grid.rows);
-    throw Error("", size);
-  }
-}
-
-std::string figure_document(const PanelGrid& grid, const PlotOptions& options, const Fonts& fonts,
-                            const std::string& body) {
-  std::string out = document_open(grid.width, grid.height);
-  if (!options.title.empty()) {
-    out +=
-        text(grid.width / 2, grid.pad + 1.3 * fonts.figure_title, options.title, fonts.figure_title,
-             Anchor::kMiddle, attr("class", "figure-title") + attr("font-weight", "bold"));
-  }
-  return out + body + "</svg>\n";
-}
-
 namespace {
-
-struct Frame {
-  double left = 0, top = 0, width = 0, height = 0;
-  Axis x, y;
-
-  double px(double value) const { return left + x.fraction(value) * width; }
-  double py(double value) const { return top + (1 - y.fraction(value)) * height; }
-};
 
 // ---------------------------------------------------------------------------------------------
 // Axes
@@ -111,6 +34,15 @@ std::pair<double, double> y_range(const LinePanel& panel) {
   return {low, high};
 }
 
+/// A whole x value (a layer or a step, held as a double) back in 64 bits: steps near 2^63 round
+/// to 2^63 as doubles, which llround cannot return.
+std::int64_t whole(double x) {
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (x >= kTwoTo63) return std::numeric_limits<std::int64_t>::max();
+  if (x < -kTwoTo63) return std::numeric_limits<std::int64_t>::min();
+  return std::llround(x);
+}
+
 std::pair<std::int64_t, std::int64_t> x_range(const LinePanel& panel) {
   double first = std::numeric_limits<double>::infinity();
   double last = -first;
@@ -121,7 +53,19 @@ std::pair<std::int64_t, std::int64_t> x_range(const LinePanel& panel) {
     }
   }
   if (first > last) return {0, 1};
-  return {std::llround(first), std::llround(last)};
+  return {whole(first), whole(last)};
+}
+
+/// The x axis of a panel, its ticks thinned until their labels fit the plot's width.
+Axis x_axis(const LinePanel& panel, double plot_width, const Fonts& fonts) {
+  const auto [first, last] = x_range(panel);
+  Axis axis = integer_axis(first, last);
+  double widest = 0;
+  for (std::size_t i = 0; i < axis.ticks.size(); ++i) {
+    widest = std::max(widest, text_width(axis.label(i), fonts.tick));
+  }
+  const int fit = static_cast<int>(plot_width / (widest + fonts.tick));
+  return fit < 10 ? integer_axis(first, last, fit) : axis;
 }
 
 /// A value axis; values too far apart for a double (±1e308) are an error naming the panel's
@@ -163,14 +107,33 @@ std::vector<Axis> y_axes(const std::vector<LinePanel>& panels, const PlotOptions
 double widest_tick_label(const std::vector<Axis>& axes, double size) {
   double widest = 0;
   for (const Axis& axis : axes) {
-    for (double tick : axis.ticks) {
-      widest = std::max(widest, text_width(tick_label(tick, axis.decimals), size));
+    for (std::size_t i = 0; i < axis.ticks.size(); ++i) {
+      widest = std::max(widest, text_width(axis.label(i), size));
     }
   }
   return widest;
 }
 
-std::string axes_and_grid(const Frame& frame, const LinePanel& panel, const Fonts& fonts) {
+/// Where the y label goes: its centre, left of the tick labels of `frame`.
+double y_label_x(const Frame& frame, const Fonts& fonts) {
+  return frame.left - 7 - widest_tick_label({frame.y}, fonts.tick) - 0.9 * fonts.label;
+}
+
+std::string y_label_svg(const std::string& label, double x, double y, const Fonts& fonts) {
+  return text(
+      x, y, label, fonts.label, Anchor::kMiddle,
+      attr("class", "y-label") + attr("transform", "rotate(-90 " + num(x) + " " + num(y) + ")"));
+}
+
+/// What a panel writes on its y axis: with shared axes, only the first column has tick labels,
+/// and the figure one y label.
+struct YText {
+  bool tick_labels = true;
+  bool label = true;
+};
+
+std::string axes_and_grid(const Frame& frame, const LinePanel& panel, const Fonts& fonts,
+                          YText y_text) {
   std::string out = "<g class=\"grid\" stroke=\"#e5e5e5\" stroke-width=\"0.8\">\n";
   for (double tick : frame.x.ticks) {
     out += line(frame.px(tick), frame.top, frame.px(tick), frame.top + frame.height, "");
@@ -181,24 +144,24 @@ std::string axes_and_grid(const Frame& frame, const LinePanel& panel, const Font
   out += "</g>\n<g class=\"axes\">\n";
   const double bottom = frame.top + frame.height;
   const std::string tick_style = attr("stroke", "#262626") + attr("stroke-width", 0.8);
-  for (double tick : frame.x.ticks) {
-    out += line(frame.px(tick), bottom, frame.px(tick), bottom + 4, tick_style);
-    out += text(frame.px(tick), bottom + 4 + 1.15 * fonts.tick, tick_label(tick, 0), fonts.tick,
-                Anchor::kMiddle);
+  for (std::size_t i = 0; i < frame.x.ticks.size(); ++i) {
+    const double x = frame.px(frame.x.ticks[i]);
+    out += line(x, bottom, x, bottom + 4, tick_style);
+    out += text(x, bottom + 4 + 1.15 * fonts.tick, frame.x.label(i), fonts.tick, Anchor::kMiddle,
+                attr("class", "x-tick"));
   }
-  for (double tick : frame.y.ticks) {
-    out += line(frame.left - 4, frame.py(tick), frame.left, frame.py(tick), tick_style);
-    out += text(frame.left - 7, frame.py(tick) + 0.35 * fonts.tick,
-                tick_label(tick, frame.y.decimals), fonts.tick, Anchor::kEnd);
+  for (std::size_t i = 0; i < frame.y.ticks.size(); ++i) {
+    const double y = frame.py(frame.y.ticks[i]);
+    out += line(frame.left - 4, y, frame.left, y, tick_style);
+    if (!y_text.tick_labels) continue;
+    out += text(frame.left - 7, y + 0.35 * fonts.tick, frame.y.label(i), fonts.tick, Anchor::kEnd,
+                attr("class", "y-tick"));
   }
   out += text(frame.left + frame.width / 2, bottom + 4 + 1.15 * fonts.tick + 1.45 * fonts.label,
               panel.x_label, fonts.label, Anchor::kMiddle, attr("class", "x-label"));
-  const double widest = widest_tick_label({frame.y}, fonts.tick);
-  const double label_x = frame.left - 7 - widest - 0.9 * fonts.label;
-  const double label_y = frame.top + frame.height / 2;
-  out += text(label_x, label_y, panel.y_label, fonts.label, Anchor::kMiddle,
-              attr("class", "y-label") +
-                  attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
+  if (y_text.label) {
+    out += y_label_svg(panel.y_label, y_label_x(frame, fonts), frame.top + frame.height / 2, fonts);
+  }
   return out + "</g>\n";
 }
 
@@ -206,25 +169,40 @@ std::string axes_and_grid(const Frame& frame, const LinePanel& panel, const Font
 // Series
 // ---------------------------------------------------------------------------------------------
 
-double line_width(const Fonts& fonts) { return std::max(1.0, 1.8 * fonts.label / 13.33); }
+/// Points along a drawn line from a to b (both ends excluded), one every `spacing` units: what an
+/// inside legend should not cover besides the markers.
+void sample_segment(std::pair<double, double> a, std::pair<double, double> b,
+                    std::vector<std::pair<double, double>>& drawn, double spacing = 4) {
+  const double length = std::hypot(b.first - a.first, b.second - a.second);
+  const int samples = static_cast<int>(std::min(200.0, length / spacing));
+  for (int i = 1; i < samples; ++i) {
+    const double t = static_cast<double>(i) / samples;
+    drawn.emplace_back(a.first + t * (b.first - a.first), a.second + t * (b.second - a.second));
+  }
+}
 
-/// Path data through the finite points (a non-finite value breaks the line).
+/// Path data through the finite points (a non-finite value breaks the line): the points go to
+/// `points`, and they and samples along the line to `drawn`.
 std::string path_data(const Frame& frame, const Series& series,
-                      std::vector<std::pair<double, double>>* points) {
+                      std::vector<std::pair<double, double>>& points,
+                      std::vector<std::pair<double, double>>& drawn) {
   std::string data;
   bool pen_down = false;
+  std::pair<double, double> previous;
   for (const auto& [x_value, y_value] : series.points) {
     if (!std::isfinite(y_value)) {
       pen_down = false;
       continue;
     }
-    const double x = frame.px(x_value);
-    const double y = frame.py(y_value);
+    const std::pair<double, double> point{frame.px(x_value), frame.py(y_value)};
     if (!data.empty()) data += ' ';
     data += pen_down ? 'L' : 'M';
-    data += num(x) + " " + num(y);
+    data += num(point.first) + " " + num(point.second);
+    if (pen_down) sample_segment(previous, point, drawn);
     pen_down = true;
-    if (points) points->emplace_back(x, y);
+    previous = point;
+    points.push_back(point);
+    drawn.push_back(point);
   }
   return data;
 }
@@ -236,9 +214,9 @@ std::string baseline_path(const std::string& data, const std::string& label, con
 }
 
 std::string series_svg(const Frame& frame, const Series& series, double marker_radius,
-                       const Fonts& fonts) {
+                       const Fonts& fonts, std::vector<std::pair<double, double>>& drawn) {
   std::vector<std::pair<double, double>> points;
-  const std::string data = path_data(frame, series, &points);
+  const std::string data = path_data(frame, series, points, drawn);
   const std::string label = xml_escape(series.label);
   std::string out = "<g class=\"model\"" + attr("data-label", label) +
                     attr("data-colour", series.style.colour) + ">\n";
@@ -259,9 +237,31 @@ std::string exact(double value) {
   return buffer;
 }
 
-/// One panel: grid, axes, baseline(s), series (clipped to the frame), frame, title.
+/// The baselines of a panel: its baseline series, or the fully-redundant line at 1.0.
+std::string baselines_svg(const LinePanel& panel, const Frame& frame, const Fonts& fonts,
+                          std::vector<std::pair<double, double>>& drawn) {
+  std::string out;
+  for (const Series& series : panel.series) {
+    if (!series.baseline) continue;
+    std::vector<std::pair<double, double>> points;
+    out += baseline_path(path_data(frame, series, points, drawn), series.label, fonts);
+  }
+  if (out.empty() && panel.line_at_one) {
+    const double y = frame.py(1.0);
+    const double right = frame.left + frame.width;
+    out += baseline_path("M" + num(frame.left) + " " + num(y) + " L" + num(right) + " " + num(y),
+                         kBaselineLabel, fonts);
+    // A reference line, not data: covering it costs a quarter of covering a series.
+    sample_segment({frame.left, y}, {right, y}, drawn, 16);
+  }
+  return out;
+}
+
+/// One panel: grid, axes, baseline(s), series (clipped to the frame), frame, title. What it
+/// draws inside the frame goes to `drawn`.
 std::string panel_svg(const LinePanel& panel, const Frame& frame, std::size_t index,
-                      const Fonts& fonts) {
+                      const TitleLayout& title, YText y_text, const Fonts& fonts,
+                      std::vector<std::pair<double, double>>& drawn) {
   std::string out =
       "<g class=\"panel\"" + attr("data-title", xml_escape(panel.title)) +
       attr("data-y-low", exact(frame.y.low)) + attr("data-y-high", exact(frame.y.high)) +
@@ -269,117 +269,102 @@ std::string panel_svg(const LinePanel& panel, const Frame& frame, std::size_t in
   const std::string clip = "kvrank-clip-" + std::to_string(index);
   out += "<clipPath" + attr("id", clip) + "><rect" + attr("x", frame.left) + attr("y", frame.top) +
          attr("width", frame.width) + attr("height", frame.height) + "/></clipPath>\n";
-  out += axes_and_grid(frame, panel, fonts);
+  out += axes_and_grid(frame, panel, fonts, y_text);
   out += "<g clip-path=\"url(#" + clip + ")\">\n";
-  bool has_baseline = false;
-  for (const Series& series : panel.series) {
-    if (!series.baseline) continue;
-    has_baseline = true;
-    out += baseline_path(path_data(frame, series, nullptr), series.label, fonts);
-  }
-  if (!has_baseline && panel.line_at_one) {
-    const double y = frame.py(1.0);
-    out += baseline_path(
-        "M" + num(frame.left) + " " + num(y) + " L" + num(frame.left + frame.width) + " " + num(y),
-        kBaselineLabel, fonts);
-  }
+  out += baselines_svg(panel, frame, fonts, drawn);
   std::size_t points = 0;
   for (const Series& series : panel.series) points = std::max(points, series.points.size());
   const double marker_radius = (points > 20 ? 2.4 : 3.3) * fonts.label / 13.33;
   for (const Series& series : panel.series) {
-    if (!series.baseline) out += series_svg(frame, series, marker_radius, fonts);
+    if (!series.baseline) out += series_svg(frame, series, marker_radius, fonts, drawn);
   }
   out += "</g>\n<rect class=\"frame\"" + attr("x", frame.left) + attr("y", frame.top) +
          attr("width", frame.width) + attr("height", frame.height) +
          " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.9\"/>\n";
-  out += text(frame.left + frame.width / 2, frame.top - 0.75 * fonts.title, panel.title,
-              fonts.title, Anchor::kMiddle, attr("class", "panel-title"));
+  out += title_svg(title, frame.left + frame.width / 2, frame.top, fonts);
   return out + "</g>\n";
 }
 
-// ---------------------------------------------------------------------------------------------
-// Legend
-// ---------------------------------------------------------------------------------------------
+/// Whether the panels show one y axis: the same range (--share-y or --ylim) and the same label.
+bool shared_y(const std::vector<LinePanel>& panels, const PlotOptions& options) {
+  if (panels.size() < 2 || !(options.share_y || options.ylim)) return false;
+  return std::all_of(panels.begin(), panels.end(),
+                     [&](const LinePanel& p) { return p.y_label == panels.front().y_label; });
+}
 
-struct LegendEntry {
-  std::string label;
-  SeriesStyle style;
-  bool baseline = false;
-};
-
-/// Every series label once, in order of appearance; the fully-redundant entry last.
-std::vector<LegendEntry> legend_entries(const std::vector<LinePanel>& panels) {
-  std::vector<LegendEntry> entries;
-  std::optional<std::string> baseline;
+/// The grid of a line figure: room for the y tick labels (left of the first column only when the
+/// y axis is shared), the legend, and the panel titles fitted to the plots' width.
+PanelGrid line_grid(const std::vector<LinePanel>& panels, const std::vector<Axis>& y,
+                    const std::vector<LegendEntry>& entries, const PlotOptions& options,
+                    const Fonts& fonts, std::vector<TitleLayout>& titles) {
+  PanelGrid grid;
+  grid.title_band = options.title.empty() ? 0 : 2.2 * fonts.figure_title;
+  grid.margin_left = 7 + widest_tick_label(y, fonts.tick) + 1.5 * fonts.label + 4;
+  grid.margin_right = 0.8 * fonts.tick + 4;
+  if (shared_y(panels, options)) grid.inner_margin_left = 0.8 * fonts.tick + 8;
+  grid.margin_top = 1.9 * fonts.title;
+  grid.margin_bottom = 4 + 1.15 * fonts.tick + 2.0 * fonts.label;
+  if (options.legend == LegendPlace::right && !entries.empty())
+    grid.right_band = legend_box(entries, fonts, 0, true).width + grid.pad;
+  std::int64_t widest_span = 0;
   for (const LinePanel& panel : panels) {
-    bool panel_baseline = false;
-    for (const Series& series : panel.series) {
-      if (series.baseline) {
-        panel_baseline = true;
-        if (!baseline) baseline = series.label;
-        continue;
-      }
-      const bool seen = std::any_of(entries.begin(), entries.end(),
-                                    [&](const LegendEntry& e) { return e.label == series.label; });
-      if (!seen) entries.push_back({series.label, series.style, false});
-    }
-    if (!panel_baseline && panel.line_at_one && !baseline) baseline = kBaselineLabel;
+    const auto [first, last] = x_range(panel);
+    widest_span = std::max(widest_span, last - first);
   }
-  if (baseline) entries.push_back({*baseline, {}, true});
-  return entries;
+  const bool below = options.legend == LegendPlace::below && !entries.empty();
+  const auto bottom_band = [&](double width) {
+    return below ? legend_box(entries, fonts, width, false).height + 6 : 0.0;
+  };
+  const double default_width = widest_span > 20 ? 520 : 420;
+  size_grid(grid, panels.size(), options, default_width, bottom_band);
+  std::vector<std::string> names;
+  for (const LinePanel& panel : panels) names.push_back(panel.title);
+  titles = fit_titles(names, fonts, grid.plot_width);
+  grid.margin_top = title_room(titles, fonts);
+  size_grid(grid, panels.size(), options, default_width, bottom_band);  // the plots' new height
+  return grid;
 }
 
-struct LegendBox {
-  int columns = 1;
-  double column_width = 0, row_height = 0, width = 0, height = 0;
-};
-
-LegendBox legend_box(const std::vector<LegendEntry>& entries, const Fonts& fonts, double available,
-                     bool one_column) {
-  LegendBox box;
-  if (entries.empty()) return box;
-  double widest = 0;
-  for (const LegendEntry& entry : entries) {
-    widest = std::max(widest, text_width(entry.label, fonts.legend));
-  }
-  box.column_width = 2.3 * fonts.legend + 8 + widest + 1.5 * fonts.legend;
-  box.row_height = 1.65 * fonts.legend;
-  const int fit = std::max(1, static_cast<int>((available - 16) / box.column_width));
-  box.columns = one_column ? 1 : std::min(fit, static_cast<int>(entries.size()));
-  const auto rows = (entries.size() + static_cast<std::size_t>(box.columns) - 1) /
-                    static_cast<std::size_t>(box.columns);
-  box.width = box.columns * box.column_width + 8;
-  box.height = static_cast<double>(rows) * box.row_height + 0.9 * fonts.legend;
-  return box;
+/// A legend inside a panel must leave the panel visible.
+void check_legend_fits(const LegendBox& box, const Frame& frame) {
+  if (box.width + 12 <= frame.width && box.height + 12 <= frame.height) return;
+  char sizes[128];
+  std::snprintf(sizes, sizeof sizes,
+                "the legend (%.2f × %.2f in) does not fit in a panel (%.2f × %.2f in)",
+                box.width / kUnitsPerInch, box.height / kUnitsPerInch, frame.width / kUnitsPerInch,
+                frame.height / kUnitsPerInch);
+  throw Error("", std::string("--legend inside: ") + sizes +
+                      ": give --legend below or right, or a larger --width");
 }
 
-std::string legend_svg(const std::vector<LegendEntry>& entries, const LegendBox& box, double left,
-                       double top, const Fonts& fonts, double marker_radius) {
-  std::string out = "<g class=\"legend\">\n<rect" + attr("x", left) + attr("y", top) +
-                    attr("width", box.width) + attr("height", box.height) +
-                    " rx=\"3\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#cccccc\"/>\n";
-  const double swatch = 2.3 * fonts.legend;
-  const auto columns = static_cast<std::size_t>(box.columns);
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const LegendEntry& entry = entries[i];
-    const double x = left + 10 + static_cast<double>(i % columns) * box.column_width;
-    const double y =
-        top + 0.45 * fonts.legend + (static_cast<double>(i / columns) + 0.5) * box.row_height;
-    out += "<g class=\"legend-entry\"" + attr("data-label", xml_escape(entry.label)) + ">\n";
-    if (entry.baseline) {
-      out += line(x, y, x + swatch, y,
-                  attr("stroke", kBaselineColour) + attr("stroke-width", 0.9 * line_width(fonts)) +
-                      " stroke-dasharray=\"6 4\"");
-    } else {
-      out += line(x, y, x + swatch, y,
-                  attr("stroke", entry.style.colour) + attr("stroke-width", line_width(fonts)) +
-                      dash_attribute(entry.style.dash));
-      out += marker_svg(entry.style.marker, x + swatch / 2, y, marker_radius, entry.style.colour);
+std::string legend_placed(const std::vector<LegendEntry>& entries, const PanelGrid& grid,
+                          const std::vector<Frame>& frames,
+                          const std::vector<std::vector<std::pair<double, double>>>& drawn,
+                          const PlotOptions& options, const Fonts& fonts) {
+  if (entries.empty()) return "";
+  switch (options.legend) {
+    case LegendPlace::below: {
+      const LegendBox box = legend_box(entries, fonts, grid.width, false);
+      const double top = grid.height - grid.pad - grid.bottom_band + 6;
+      return legend_svg(entries, box, (grid.width - box.width) / 2, top, fonts);
     }
-    out += text(x + swatch + 8, y + 0.35 * fonts.legend, entry.label, fonts.legend, Anchor::kStart);
-    out += "</g>\n";
+    case LegendPlace::right: {
+      const LegendBox box = legend_box(entries, fonts, 0, true);
+      return legend_svg(entries, box, grid.width - grid.pad - box.width, grid.panel_top(0), fonts);
+    }
+    case LegendPlace::inside: {
+      const LegendBox box = legend_box(entries, fonts, 0, true);
+      check_legend_fits(box, frames.front());
+      const InsideLegend place =
+          place_inside_legend(frames, drawn, box, options.legend_corner, 6, 0.3 * fonts.label);
+      return legend_svg(entries, box, place.left, place.top, fonts,
+                        attr("data-panel", std::to_string(place.panel)) +
+                            attr("data-corner", legend_corner_name(place.corner)));
+    }
+    case LegendPlace::none:
+      break;
   }
-  return out + "</g>\n";
+  return "";
 }
 
 }  // namespace
@@ -389,51 +374,28 @@ std::string line_figure_svg(const std::vector<LinePanel>& panels, const PlotOpti
   const Fonts fonts = fonts_for(options);
   const std::vector<Axis> y = y_axes(panels, options);
   const std::vector<LegendEntry> entries = legend_entries(panels);
-
-  PanelGrid grid;
-  grid.title_band = options.title.empty() ? 0 : 2.2 * fonts.figure_title;
-  grid.margin_left = 7 + widest_tick_label(y, fonts.tick) + 1.5 * fonts.label + 4;
-  grid.margin_right = 0.8 * fonts.tick + 4;
-  grid.margin_top = 1.9 * fonts.title;
-  grid.margin_bottom = 4 + 1.15 * fonts.tick + 2.0 * fonts.label;
-  const bool right = options.legend == LegendPlace::right && !entries.empty();
-  const bool below = options.legend == LegendPlace::below && !entries.empty();
-  const LegendBox right_box = legend_box(entries, fonts, 0, true);
-  if (right) grid.right_band = right_box.width + grid.pad;
-  std::int64_t widest_span = 0;
-  for (const LinePanel& panel : panels) {
-    const auto [first, last] = x_range(panel);
-    widest_span = std::max(widest_span, last - first);
-  }
-  size_grid(grid, panels.size(), options, widest_span > 20 ? 520 : 420, [&](double width) {
-    return below ? legend_box(entries, fonts, width, false).height + 6 : 0.0;
-  });
+  std::vector<TitleLayout> titles;
+  const PanelGrid grid = line_grid(panels, y, entries, options, fonts, titles);
+  const bool shared = shared_y(panels, options);
 
   std::string body;
+  std::vector<Frame> frames;
+  std::vector<std::vector<std::pair<double, double>>> drawn(panels.size());
   for (std::size_t i = 0; i < panels.size(); ++i) {
-    Frame frame;
-    frame.left = grid.panel_left(i);
-    frame.top = grid.panel_top(i);
-    frame.width = grid.plot_width;
-    frame.height = grid.plot_height;
-    const auto [first, last] = x_range(panels[i]);
-    frame.x = integer_axis(first, last);
-    frame.y = y[i];
-    body += panel_svg(panels[i], frame, i, fonts);
+    Frame frame{grid.panel_left(i), grid.panel_top(i), grid.plot_width, grid.plot_height, {}, y[i]};
+    frame.x = x_axis(panels[i], grid.plot_width, fonts);
+    const bool first_column = i % static_cast<std::size_t>(grid.columns) == 0;
+    const YText y_text{!shared || first_column, !shared};
+    body += panel_svg(panels[i], frame, i, titles[i], y_text, fonts, drawn[i]);
+    frames.push_back(frame);
   }
-  const double legend_marker = 3.3 * fonts.label / 13.33;
-  if (below) {
-    const LegendBox box = legend_box(entries, fonts, grid.width, false);
-    const double top = grid.height - grid.pad - grid.bottom_band + 6;
-    body += legend_svg(entries, box, (grid.width - box.width) / 2, top, fonts, legend_marker);
-  } else if (right) {
-    body += legend_svg(entries, right_box, grid.width - grid.pad - right_box.width,
-                       grid.panel_top(0), fonts, legend_marker);
-  } else if (options.legend == LegendPlace::inside && !entries.empty()) {
-    body +=
-        legend_svg(entries, right_box, grid.panel_left(0) + grid.plot_width - right_box.width - 6,
-                   grid.panel_top(0) + 6, fonts, legend_marker);
+  if (shared) {  // one y label, centred on the rows
+    const Frame& last =
+        frames[(static_cast<std::size_t>(grid.rows) - 1) * static_cast<std::size_t>(grid.columns)];
+    body += y_label_svg(panels.front().y_label, y_label_x(frames.front(), fonts),
+                        (frames.front().top + last.top + last.height) / 2, fonts);
   }
+  body += legend_placed(entries, grid, frames, drawn, options, fonts);
   return figure_document(grid, options, fonts, body);
 }
 

@@ -2,6 +2,7 @@
 #include "kvrank/plot/figure_options.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,38 @@
 
 namespace kvrank {
 namespace {
+
+/// The narrowest --ylim, relative to the size of its limits (a double has 15–16 digits: ticks
+/// closer than this would print alike).
+constexpr double kMinYlimSpread = 1e-9;
+
+// The names the options take, one table per enum: parsing and naming read the same rows.
+constexpr std::array kCornerNames = {std::pair{LegendCorner::top_right, "top-right"},
+                                     std::pair{LegendCorner::top_left, "top-left"},
+                                     std::pair{LegendCorner::bottom_left, "bottom-left"},
+                                     std::pair{LegendCorner::bottom_right, "bottom-right"}};
+constexpr std::array kColourMapNames = {std::pair{ColourMap::viridis, "viridis"},
+                                        std::pair{ColourMap::rdbu, "rdbu"},
+                                        std::pair{ColourMap::greys, "greys"}};
+
+/// The name of `value` in a table of (value, name) rows.
+template <typename Enum, std::size_t N>
+const char* name_in(const std::array<std::pair<Enum, const char*>, N>& table, Enum value) {
+  for (const auto& [entry, name] : table) {
+    if (entry == value) return name;
+  }
+  return "";
+}
+
+/// The value named `text` in a table of (value, name) rows, if any.
+template <typename Enum, std::size_t N>
+std::optional<Enum> value_in(const std::array<std::pair<Enum, const char*>, N>& table,
+                             std::string_view text) {
+  for (const auto& [entry, name] : table) {
+    if (text == name) return entry;
+  }
+  return std::nullopt;
+}
 
 std::string_view trim_spaces(std::string_view text) {
   const std::size_t first = text.find_first_not_of(' ');
@@ -32,7 +65,7 @@ double parse_number(std::string_view text, std::string_view whole) {
   const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), value);
   if (trimmed.empty() || error != std::errc() || end != trimmed.data() + trimmed.size() ||
       !std::isfinite(value)) {
-    throw Error("", "--ylim: expected LOW,HIGH (e.g. 1,8), found \"" + std::string(whole) + "\"");
+    throw Error("", "--ylim: expected LOW,HIGH (e.g. 1,8), found \"" + excerpt(whole) + "\"");
   }
   return value;
 }
@@ -127,7 +160,10 @@ PlotOptions plot_options(const FigureSettings& settings) {
     options.columns = in_range("--cols", *settings.columns, 1, kMaxPanelColumns);
   options.share_y = settings.share_y;
   if (!settings.ylim.empty()) options.ylim = parse_ylim(settings.ylim);
-  options.legend = parse_legend_place(settings.legend);
+  const LegendChoice legend = parse_legend(settings.legend);
+  options.legend = legend.place;
+  options.legend_corner = legend.corner;
+  if (!settings.colour_map.empty()) options.colour_map = parse_colour_map(settings.colour_map);
   if (!settings.style_file.empty())
     options.styles = parse_style_file(read_json_object(settings.style_file), settings.style_file);
   return options;
@@ -164,20 +200,44 @@ std::pair<double, double> parse_ylim(std::string_view text) {
   if (comma == std::string_view::npos) parse_number("", text);  // throws the usage message
   const double low = parse_number(text.substr(0, comma), text);
   const double high = parse_number(text.substr(comma + 1), text);
-  if (!(low < high)) {
-    throw Error("", "--ylim: LOW must be below HIGH, found \"" + std::string(text) + "\"");
-  }
+  const std::string quoted = "\"" + excerpt(text) + "\"";
+  if (!(low < high)) throw Error("", "--ylim: LOW must be below HIGH, found " + quoted);
+  // Beyond these the axis has no coordinates (HIGH − LOW is infinite: NaN positions) or no
+  // distinct ticks (a one-ulp range gives ticks that print alike).
+  if (!std::isfinite(high - low))
+    throw Error("", "--ylim: " + quoted + " is too wide to draw (HIGH - LOW overflows a double)");
+  if (!(high - low > kMinYlimSpread * std::max(std::fabs(low), std::fabs(high))))
+    throw Error("", "--ylim: " + quoted +
+                        " is too narrow to draw (HIGH - LOW must be at least 1e-9 of their size)");
   return {low, high};
 }
 
-LegendPlace parse_legend_place(std::string_view text) {
-  if (text == "below") return LegendPlace::below;
-  if (text == "right") return LegendPlace::right;
-  if (text == "inside") return LegendPlace::inside;
-  if (text == "none") return LegendPlace::none;
-  throw Error(
-      "", "--legend: expected below, right, inside or none, found \"" + std::string(text) + "\"");
+LegendChoice parse_legend(std::string_view text) {
+  static constexpr std::array kPlaces = {
+      std::pair{LegendPlace::below, "below"}, std::pair{LegendPlace::right, "right"},
+      std::pair{LegendPlace::inside, "inside"}, std::pair{LegendPlace::none, "none"}};
+  if (const auto place = value_in(kPlaces, text)) return {*place, std::nullopt};
+  constexpr std::string_view kInside = "inside:";
+  if (text.substr(0, kInside.size()) == kInside) {
+    if (const auto corner = value_in(kCornerNames, text.substr(kInside.size())))
+      return {LegendPlace::inside, corner};
+  }
+  throw Error("",
+              "--legend: expected below, right, inside or none (inside:CORNER: top-left, "
+              "top-right, bottom-left or bottom-right), found \"" +
+                  excerpt(text) + "\"");
 }
+
+LegendPlace parse_legend_place(std::string_view text) { return parse_legend(text).place; }
+
+const char* legend_corner_name(LegendCorner corner) { return name_in(kCornerNames, corner); }
+
+ColourMap parse_colour_map(std::string_view text) {
+  if (const auto map = value_in(kColourMapNames, text)) return *map;
+  throw Error("", "--colour-map: expected viridis, rdbu or greys, found \"" + excerpt(text) + "\"");
+}
+
+const char* colour_map_name(ColourMap map) { return name_in(kColourMapNames, map); }
 
 std::map<std::string, SeriesStyle> parse_style_file(const nlohmann::json& document,
                                                     const std::string& file) {

@@ -1,10 +1,11 @@
 // Similarity heatmaps (svg.hpp): one layer's head-by-head similarity matrix.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/layer_list.hpp"
+#include "kvrank/base/text.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "plot/svg_detail.hpp"
 
@@ -16,46 +17,6 @@ namespace kvrank {
 namespace {
 
 using namespace plot_detail;
-
-struct Rgb {
-  double r, g, b;
-};
-
-// Anchor colours, evenly spaced over the map's range, interpolated linearly in between.
-const std::vector<Rgb> kViridis = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},
-                                   {44, 114, 142}, {33, 145, 140}, {40, 174, 128},
-                                   {94, 201, 98},  {173, 220, 48}, {253, 231, 37}};
-const std::vector<Rgb> kRedBlue = {{5, 48, 97},     {33, 102, 172},  {67, 147, 195},
-                                   {146, 197, 222}, {209, 229, 240}, {247, 247, 247},
-                                   {253, 219, 199}, {244, 165, 130}, {214, 96, 77},
-                                   {178, 24, 43},   {103, 0, 31}};
-
-struct ColourMap {
-  const std::vector<Rgb>* anchors;
-  double low, high;
-
-  Rgb at(double value) const {
-    double t = std::clamp((value - low) / (high - low), 0.0, 1.0);
-    if (!std::isfinite(t)) t = 0;
-    const double position = t * static_cast<double>(anchors->size() - 1);
-    const auto index = std::min(static_cast<std::size_t>(position), anchors->size() - 2);
-    const double w = position - static_cast<double>(index);
-    const Rgb& a = (*anchors)[index];
-    const Rgb& b = (*anchors)[index + 1];
-    return {a.r + w * (b.r - a.r), a.g + w * (b.g - a.g), a.b + w * (b.b - a.b)};
-  }
-};
-
-std::string hex(const Rgb& colour) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "#%02x%02x%02x", static_cast<int>(std::lround(colour.r)),
-                static_cast<int>(std::lround(colour.g)), static_cast<int>(std::lround(colour.b)));
-  return buffer;
-}
-
-bool is_dark(const Rgb& colour) {
-  return 0.299 * colour.r + 0.587 * colour.g + 0.114 * colour.b < 128;
-}
 
 /// Indices (in the model) of the heads kept in S: all heads but the zero heads, in order.
 std::vector<int> kept_heads(const LayerMetrics& layer, Index size) {
@@ -69,25 +30,26 @@ std::vector<int> kept_heads(const LayerMetrics& layer, Index size) {
   return kept;
 }
 
-std::string colour_bar(const ColourMap& map, double left, double top, double height) {
-  std::string out =
-      "<defs><linearGradient id=\"kvrank-colour-bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
-  const int stops = 20;
-  for (int i = 0; i <= stops; ++i) {
-    const double t = static_cast<double>(i) / stops;
-    out += "<stop" + attr("offset", t) +
-           attr("stop-color", hex(map.at(map.low + t * (map.high - map.low)))) + "/>\n";
-  }
-  out += "</linearGradient></defs>\n<g class=\"colour-bar\">\n<rect" + attr("x", left) +
-         attr("y", top) + attr("width", 16.0) + attr("height", height) +
+std::string colour_bar(const ColourScale& scale, bool clipped, double left, double top,
+                       double height) {
+  std::string out = "<defs>" + scale.gradient("kvrank-colour-bar") + "</defs>\n";
+  out += "<g class=\"colour-bar\"" + attr("data-colour-map", colour_map_name(scale.map)) +
+         "><rect" + attr("x", left) + attr("y", top) + attr("width", 16.0) +
+         attr("height", height) +
          " fill=\"url(#kvrank-colour-bar)\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
-  const double step = (map.high - map.low) / 4;
+  const double step = (scale.high - scale.low) / 4;
   for (int i = 0; i <= 4; ++i) {
-    const double value = map.low + i * step;
+    const double value = scale.low + i * step;
     const double y = top + height * (1 - static_cast<double>(i) / 4);
     out += line(left + 16, y, left + 20, y, " stroke=\"#262626\" stroke-width=\"0.8\"");
-    out += text(left + 23, y + 3.8, tick_label(value, step < 0.5 ? 2 : 1), 11, Anchor::kStart);
+    const std::string label = tick_label(value, step < 0.5 ? 2 : 1);
+    out += text(left + 23, y + 3.8, (i == 0 && clipped ? "≤ " : "") + label, 11, Anchor::kStart);
   }
+  const double label_x = left + 23 + text_width("-0.50", 11) + 14;
+  const double label_y = top + height / 2;
+  out += text(label_x, label_y, "Cosine similarity", 12, Anchor::kMiddle,
+              attr("class", "colour-bar-label") +
+                  attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
   return out + "</g>\n";
 }
 
@@ -108,71 +70,72 @@ void check_cosines(const ModelReport& model, int layer_index, const MatrixD& sim
 
 }  // namespace
 
-namespace plot_detail {
+namespace {
 
-std::string viridis(double t) { return hex(ColourMap{&kViridis, 0, 1}.at(t)); }
-
-}  // namespace plot_detail
-
-std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const std::string& title) {
+/// The layer of `model` with this index, holding a similarity matrix; the usage error listing the
+/// layers it has otherwise.
+const LayerMetrics& heatmap_layer(const ModelReport& model, int layer_index) {
+  const std::string name = "model \"" + excerpt(model.label) + "\"";
   const auto found = std::find_if(model.layers.begin(), model.layers.end(),
                                   [&](const LayerMetrics& l) { return l.layer == layer_index; });
   if (found == model.layers.end()) {
-    throw Error("", "model \"" + model.label + "\" has no layer " + std::to_string(layer_index));
+    std::vector<int> layers;
+    for (const LayerMetrics& layer : model.layers) layers.push_back(layer.layer);
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    const std::string held =
+        layers.empty() ? "no layers" : "layers " + excerpt(format_layer_list(layers));
+    throw Error("",
+                name + " has no layer " + std::to_string(layer_index) + " (it has " + held + ")");
   }
-  const MatrixD& similarity = found->similarity;
-  if (similarity.size() == 0) {
-    throw Error("", "model \"" + model.label + "\" layer " + std::to_string(layer_index) +
+  if (found->similarity.size() == 0) {
+    throw Error("", name + " layer " + std::to_string(layer_index) +
                         " has no similarity matrix (run analyze with --similarity)");
   }
-  check_cosines(model, layer_index, similarity);
+  return *found;
+}
+
+/// The colours of a similarity heatmap: every model, every representation on one scale —
+/// rdbu over [-1, 1] unless told otherwise; viridis and greys over [0, 1], where the negative
+/// cosines of qk and ov forms take the colour of 0.
+ColourScale similarity_scale(const PlotOptions& options) {
+  const ColourMap map = options.colour_map.value_or(ColourMap::rdbu);
+  return map == ColourMap::rdbu ? ColourScale{map, -1, 1} : ColourScale{map, 0, 1};
+}
+
+std::string heatmap_cells(const MatrixD& similarity, const std::vector<int>& head_ids,
+                          const ColourScale& scale, double left, double top, double cell) {
+  std::string out = "<g class=\"cells\" shape-rendering=\"crispEdges\">\n";
   const Index heads = similarity.rows();
-  // Cosines of QK forms can be negative: then a diverging map over [-1, 1], else viridis [0, 1].
-  const bool negative = similarity.minCoeff() < -1e-12;
-  const ColourMap map = negative ? ColourMap{&kRedBlue, -1, 1} : ColourMap{&kViridis, 0, 1};
-  const std::vector<int> head_ids = kept_heads(*found, heads);
-
-  const double cell = std::clamp(360.0 / static_cast<double>(heads), 3.0, 48.0);
-  const double size = cell * static_cast<double>(heads);
-  const double left = 64;
-  const double top = 52;
-  const double width = left + size + 24 + 16 + 48;
-  const double height = top + size + 52;
-  const std::string heading =
-      title.empty()
-          ? model.label + " — layer " + std::to_string(layer_index) + " (" + model.repr + ")"
-          : title;
-
-  std::string out = document_open(width, height);
-  out += text(left + size / 2, 30, heading, 15, Anchor::kMiddle, attr("class", "figure-title"));
-  out += "<g class=\"cells\" shape-rendering=\"crispEdges\">\n";
   const bool annotate = heads <= 12;
   for (Index i = 0; i < heads; ++i) {
     for (Index j = 0; j < heads; ++j) {
       const double value = similarity(i, j);
-      const Rgb colour = map.at(value);
       const double x = left + static_cast<double>(j) * cell;
       const double y = top + static_cast<double>(i) * cell;
       out += "<rect class=\"cell\"" + attr("x", x) + attr("y", y) + attr("width", cell) +
-             attr("height", cell) + attr("fill", hex(colour)) +
+             attr("height", cell) + attr("fill", scale.colour(value)) +
              attr("data-value", tick_label(value, 6)) + "><title>head " +
              std::to_string(head_ids[static_cast<std::size_t>(i)]) + " · head " +
              std::to_string(head_ids[static_cast<std::size_t>(j)]) + ": " + tick_label(value, 4) +
              "</title></rect>\n";
       if (annotate) {
         out += text(x + cell / 2, y + cell / 2 + 3.5, tick_label(value, 2), 10, Anchor::kMiddle,
-                    attr("fill", is_dark(colour) ? "white" : "#262626"));
+                    attr("fill", scale.dark(value) ? "white" : "#262626"));
       }
     }
   }
-  out += "</g>\n<rect" + attr("x", left) + attr("y", top) + attr("width", size) +
-         attr("height", size) + " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
+  return out + "</g>\n";
+}
 
-  // Head indices on both axes, thinned to at most 16 labels.
-  const Index every = std::max<Index>(1, (heads + 15) / 16);
-  out += "<g class=\"head-ticks\">\n";
-  for (Index i = 0; i < heads; i += every) {
-    const std::string id = std::to_string(head_ids[static_cast<std::size_t>(i)]);
+/// Head indices on both axes, thinned to at most 16 labels, and the axis names.
+std::string head_axes(const std::vector<int>& head_ids, double left, double top, double cell) {
+  const auto heads = static_cast<std::size_t>(head_ids.size());
+  const double size = cell * static_cast<double>(heads);
+  const std::size_t every = std::max<std::size_t>(1, (heads + 15) / 16);
+  std::string out = "<g class=\"head-ticks\">\n";
+  for (std::size_t i = 0; i < heads; i += every) {
+    const std::string id = std::to_string(head_ids[i]);
     const double centre = static_cast<double>(i) * cell + cell / 2;
     out += text(left + centre, top + size + 15, id, 11, Anchor::kMiddle);
     out += text(left - 6, top + centre + 3.8, id, 11, Anchor::kEnd);
@@ -180,10 +143,63 @@ std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const st
   out += "</g>\n";
   out += text(left + size / 2, top + size + 36, "Head", 13, Anchor::kMiddle);
   const double label_y = top + size / 2;
-  out += text(left - 40, label_y, "Head", 13, Anchor::kMiddle,
-              attr("transform", "rotate(-90 " + num(left - 40) + " " + num(label_y) + ")"));
-  out += colour_bar(map, left + size + 24, top, size);
+  return out + text(left - 40, label_y, "Head", 13, Anchor::kMiddle,
+                    attr("transform", "rotate(-90 " + num(left - 40) + " " + num(label_y) + ")"));
+}
+
+}  // namespace
+
+const ModelReport& heatmap_model(const std::vector<ModelReport>& models, const std::string& label,
+                                 const std::string& file) {
+  for (const ModelReport& model : models) {
+    if (label.empty() || model.label == label) return model;
+  }
+  if (label.empty()) throw Error(file, "holds no model");
+  std::vector<std::string> labels;
+  for (const ModelReport& model : models) {
+    if (std::find(labels.begin(), labels.end(), model.label) == labels.end())
+      labels.push_back(model.label);
+  }
+  throw Error(file, "has no model labelled \"" + excerpt(label) + "\" (it has " +
+                        quoted_list(labels, kListedLabels) + ")");
+}
+
+std::string plot_heatmap_svg(const ModelReport& model, int layer_index,
+                             const PlotOptions& options) {
+  const LayerMetrics& layer = heatmap_layer(model, layer_index);
+  const MatrixD& similarity = layer.similarity;
+  check_cosines(model, layer_index, similarity);
+  const ColourScale scale = similarity_scale(options);
+  // Values below the map (beyond round-off) are drawn at its end, and its label says so.
+  const bool clipped = similarity.minCoeff() < scale.low - 1e-6;
+  const Index heads = similarity.rows();
+  const std::vector<int> head_ids = kept_heads(layer, heads);
+
+  const double cell = std::clamp(360.0 / static_cast<double>(heads), 3.0, 48.0);
+  const double size = cell * static_cast<double>(heads);
+  const double left = 64;
+  const double top = 52;
+  const double width = left + size + 24 + 16 + 72;
+  const double height = top + size + 52;
+  const std::string heading =
+      options.title.empty()
+          ? model.label + " — layer " + std::to_string(layer_index) + " (" + model.repr + ")"
+          : options.title;
+
+  std::string out = document_open(width, height);
+  out += text(left + size / 2, 30, heading, 15, Anchor::kMiddle, attr("class", "figure-title"));
+  out += heatmap_cells(similarity, head_ids, scale, left, top, cell);
+  out += "<rect" + attr("x", left) + attr("y", top) + attr("width", size) + attr("height", size) +
+         " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
+  out += head_axes(head_ids, left, top, cell);
+  out += colour_bar(scale, clipped, left + size + 24, top, size);
   return out + "</svg>\n";
+}
+
+std::string plot_heatmap_svg(const ModelReport& model, int layer_index, const std::string& title) {
+  PlotOptions options;
+  options.title = title;
+  return plot_heatmap_svg(model, layer_index, options);
 }
 
 }  // namespace kvrank

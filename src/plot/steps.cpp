@@ -143,7 +143,8 @@ std::string mean_svg(const Panel& panel, const std::vector<Run>& runs, const Plo
   const auto styles = model_styles(keys, options);
   std::vector<LinePanel> panels;
   for (const std::string& repr : reprs) {
-    const std::string title = reprs.size() > 1 ? panel.title + " (" + repr + ")" : panel.title;
+    const std::string name = file_title(panel, options);
+    const std::string title = reprs.size() > 1 ? with_repr(name, repr) : name;
     LinePanel out = step_panel(title, panel, options, " (mean over layers)");
     for (const Run& run : runs) {
       if (run.repr != repr) continue;
@@ -193,24 +194,22 @@ std::size_t label_every(std::size_t count, std::size_t most) {
   return std::max<std::size_t>(1, (count + most - 1) / most);
 }
 
-std::string heatmap_panel(const Run& run, double left, double top, double width, double height,
-                          const Axis& colours, const PlotOptions& options, const Fonts& fonts) {
-  const std::vector<int> layers = layers_of(run);
-  const double cell_width = width / static_cast<double>(run.checkpoints.size());
-  const double cell_height = height / static_cast<double>(std::max<std::size_t>(layers.size(), 1));
-  std::string out = "<g class=\"panel\"" + attr("data-title", xml_escape(run.title)) + ">\n";
-  out += "<g class=\"cells\" shape-rendering=\"crispEdges\">\n";
+/// The run's layers × steps cells in `frame`, layer 0 at the bottom.
+std::string step_cells(const Run& run, const std::vector<int>& layers, const Frame& frame,
+                       const ColourScale& scale, Curve metric) {
+  const double cell_width = frame.width / static_cast<double>(run.checkpoints.size());
+  const double cell_height =
+      frame.height / static_cast<double>(std::max<std::size_t>(layers.size(), 1));
+  std::string out = "<g class=\"cells\" shape-rendering=\"crispEdges\">\n";
   for (std::size_t column = 0; column < run.checkpoints.size(); ++column) {
     const Checkpoint& checkpoint = run.checkpoints[column];
     for (std::size_t row = 0; row < layers.size(); ++row) {
-      const auto value = value_at(*checkpoint.model, layers[row], options.metric);
+      const auto value = value_at(*checkpoint.model, layers[row], metric);
       const bool finite = value && std::isfinite(*value);
-      const double x = left + static_cast<double>(column) * cell_width;
-      const double y = top + height - static_cast<double>(row + 1) * cell_height;  // layer 0 low
+      const double x = frame.left + static_cast<double>(column) * cell_width;
+      const double y = frame.top + frame.height - static_cast<double>(row + 1) * cell_height;
       out += "<rect class=\"cell\"" + attr("x", x) + attr("y", y) + attr("width", cell_width) +
-             attr("height", cell_height) +
-             attr("fill",
-                  finite ? viridis(std::clamp(colours.fraction(*value), 0.0, 1.0)) : "#d9d9d9") +
+             attr("height", cell_height) + attr("fill", finite ? scale.colour(*value) : "#d9d9d9") +
              attr("data-layer", std::to_string(layers[row])) +
              attr("data-step", std::to_string(checkpoint.step)) +
              attr("data-value", finite ? tick_label(*value, 6) : "nan") + "><title>" +
@@ -218,19 +217,38 @@ std::string heatmap_panel(const Run& run, double left, double top, double width,
              (finite ? tick_label(*value, 4) : "none") + "</title></rect>\n";
     }
   }
-  out += "</g>\n<rect class=\"frame\"" + attr("x", left) + attr("y", top) + attr("width", width) +
+  return out + "</g>\n";
+}
+
+std::string heatmap_panel(const Run& run, const Frame& frame, const ColourScale& scale,
+                          const TitleLayout& title, const PlotOptions& options,
+                          const Fonts& fonts) {
+  const std::vector<int> layers = layers_of(run);
+  const double left = frame.left, top = frame.top, width = frame.width, height = frame.height;
+  const double cell_width = width / static_cast<double>(run.checkpoints.size());
+  const double cell_height = height / static_cast<double>(std::max<std::size_t>(layers.size(), 1));
+  std::string out = "<g class=\"panel\"" + attr("data-title", xml_escape(run.title)) + ">\n";
+  out += step_cells(run, layers, frame, scale, options.metric);
+  out += "<rect class=\"frame\"" + attr("x", left) + attr("y", top) + attr("width", width) +
          attr("height", height) + " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
-  const std::size_t every_step = label_every(run.checkpoints.size(), 8);
+  // At most 8 step labels, and no more than fit side by side in the map's width.
+  double widest = 0;
+  for (const Checkpoint& checkpoint : run.checkpoints) {
+    widest = std::max(widest, text_width(std::to_string(checkpoint.step), fonts.tick));
+  }
+  const auto fit = static_cast<std::size_t>(std::max(1.0, width / (widest + fonts.tick)));
+  const std::size_t every_step = label_every(run.checkpoints.size(), std::min<std::size_t>(8, fit));
   for (std::size_t column = 0; column < run.checkpoints.size(); column += every_step) {
     const double x = left + (static_cast<double>(column) + 0.5) * cell_width;
-    out += text(x, top + height + 4 + 1.15 * fonts.tick,
-                std::to_string(run.checkpoints[column].step), fonts.tick, Anchor::kMiddle);
+    out +=
+        text(x, top + height + 4 + 1.15 * fonts.tick, std::to_string(run.checkpoints[column].step),
+             fonts.tick, Anchor::kMiddle, attr("class", "x-tick"));
   }
   const std::size_t every_layer = label_every(layers.size(), 16);
   for (std::size_t row = 0; row < layers.size(); row += every_layer) {
     const double y = top + height - (static_cast<double>(row) + 0.5) * cell_height;
     out += text(left - 6, y + 0.35 * fonts.tick, std::to_string(layers[row]), fonts.tick,
-                Anchor::kEnd);
+                Anchor::kEnd, attr("class", "y-tick"));
   }
   out += text(left + width / 2, top + height + 4 + 1.15 * fonts.tick + 1.45 * fonts.label,
               "Training step", fonts.label, Anchor::kMiddle, attr("class", "x-label"));
@@ -239,25 +257,21 @@ std::string heatmap_panel(const Run& run, double left, double top, double width,
   out += text(label_x, label_y, "Layer", fonts.label, Anchor::kMiddle,
               attr("class", "y-label") +
                   attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
-  out += text(left + width / 2, top - 0.75 * fonts.title, run.title, fonts.title, Anchor::kMiddle,
-              attr("class", "panel-title"));
+  out += title_svg(title, left + width / 2, top, fonts);
   return out + "</g>\n";
 }
 
-std::string step_colour_bar(const Axis& colours, double left, double top, double height,
-                            const std::string& label, const Fonts& fonts) {
-  std::string out =
-      "<defs><linearGradient id=\"kvrank-step-bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
-  for (int i = 0; i <= 20; ++i) {
-    out += "<stop" + attr("offset", i / 20.0) + attr("stop-color", viridis(i / 20.0)) + "/>\n";
-  }
-  out += "</linearGradient></defs>\n<g class=\"colour-bar\">\n<rect" + attr("x", left) +
-         attr("y", top) + attr("width", 14.0) + attr("height", height) +
+std::string step_colour_bar(const Axis& colours, const ColourScale& scale, double left, double top,
+                            double height, const std::string& label, const Fonts& fonts) {
+  std::string out = "<defs>" + scale.gradient("kvrank-step-bar") + "</defs>\n";
+  out += "<g class=\"colour-bar\"" + attr("data-colour-map", colour_map_name(scale.map)) +
+         ">\n<rect" + attr("x", left) + attr("y", top) + attr("width", 14.0) +
+         attr("height", height) +
          " fill=\"url(#kvrank-step-bar)\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
   double widest = 0;
-  for (double tick : colours.ticks) {
-    const double y = top + height * (1 - colours.fraction(tick));
-    const std::string value = tick_label(tick, colours.decimals);
+  for (std::size_t i = 0; i < colours.ticks.size(); ++i) {
+    const double y = top + height * (1 - colours.fraction(colours.ticks[i]));
+    const std::string value = colours.label(i);
     widest = std::max(widest, text_width(value, fonts.tick));
     out += line(left + 14, y, left + 18, y, " stroke=\"#262626\" stroke-width=\"0.8\"");
     out += text(left + 21, y + 0.35 * fonts.tick, value, fonts.tick, Anchor::kStart);
@@ -271,18 +285,15 @@ std::string step_colour_bar(const Axis& colours, double left, double top, double
   return out + "</g>\n";
 }
 
-std::string heatmap_svg(const Panel& panel, const std::vector<Run>& runs,
-                        const PlotOptions& options) {
-  const Fonts fonts = fonts_for(options);
-  const auto [low, high] = colour_range(runs, options, panel.source);
-  const Axis colours = exact_axis(low, high, 5);
+PanelGrid step_map_grid(const std::vector<Run>& runs, const Axis& colours,
+                        const PlotOptions& options, const Fonts& fonts,
+                        std::vector<TitleLayout>& titles) {
   double widest_tick = 0;
-  for (double tick : colours.ticks) {
-    widest_tick = std::max(widest_tick, text_width(tick_label(tick, colours.decimals), fonts.tick));
+  for (std::size_t i = 0; i < colours.ticks.size(); ++i) {
+    widest_tick = std::max(widest_tick, text_width(colours.label(i), fonts.tick));
   }
   std::size_t most_steps = 1;
   for (const Run& run : runs) most_steps = std::max(most_steps, run.checkpoints.size());
-
   PanelGrid grid;
   grid.title_band = options.title.empty() ? 0 : 2.2 * fonts.figure_title;
   grid.margin_left = 6 + text_width("00", fonts.tick) + 1.5 * fonts.label + 4;
@@ -292,15 +303,31 @@ std::string heatmap_svg(const Panel& panel, const std::vector<Run>& runs,
   grid.right_band = 14 + 21 + widest_tick + 1.6 * fonts.label + grid.pad;
   const double default_width = std::clamp(48.0 * static_cast<double>(most_steps), 240.0, 520.0);
   size_grid(grid, runs.size(), options, default_width, [](double) { return 0.0; });
+  std::vector<std::string> names;
+  for (const Run& run : runs) names.push_back(run.title);
+  titles = fit_titles(names, fonts, grid.plot_width);
+  grid.margin_top = title_room(titles, fonts);
+  size_grid(grid, runs.size(), options, default_width, [](double) { return 0.0; });
+  return grid;
+}
 
+std::string heatmap_svg(const Panel& panel, const std::vector<Run>& runs,
+                        const PlotOptions& options) {
+  const Fonts fonts = fonts_for(options);
+  const auto [low, high] = colour_range(runs, options, panel.source);
+  const Axis colours = exact_axis(low, high, 5);
+  const ColourScale scale{options.colour_map.value_or(ColourMap::viridis), low, high};
+  std::vector<TitleLayout> titles;
+  const PanelGrid grid = step_map_grid(runs, colours, options, fonts, titles);
   std::string body;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    body += heatmap_panel(runs[i], grid.panel_left(i), grid.panel_top(i), grid.plot_width,
-                          grid.plot_height, colours, options, fonts);
+    const Frame frame{
+        grid.panel_left(i), grid.panel_top(i), grid.plot_width, grid.plot_height, {}, {}};
+    body += heatmap_panel(runs[i], frame, scale, titles[i], options, fonts);
   }
   const double bar_height = grid.panel_top(runs.size() - 1) + grid.plot_height - grid.panel_top(0);
-  body += step_colour_bar(colours, grid.width - grid.right_band, grid.panel_top(0), bar_height,
-                          std::string(curve_axis_label(options.metric)), fonts);
+  body += step_colour_bar(colours, scale, grid.width - grid.right_band, grid.panel_top(0),
+                          bar_height, std::string(curve_axis_label(options.metric)), fonts);
   return figure_document(grid, options, fonts, body);
 }
 

@@ -187,6 +187,65 @@ def near(a, b, tolerance=40):
     return all(abs(p - q) <= tolerance for p, q in zip(a, b))
 
 
+DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def font_advances(path):
+    """Code point -> advance width in em, read from a TrueType font's cmap (format 4) and hmtx
+    tables: the font rsvg-convert draws the figures with, independent of kvrank's own table."""
+    with open(path, "rb") as f:
+        data = f.read()
+    tables = {}
+    for i in range(struct.unpack(">H", data[4:6])[0]):
+        tag, _, offset, _ = struct.unpack(">4sIII", data[12 + 16 * i:28 + 16 * i])
+        tables[tag.decode()] = offset
+    units = struct.unpack(">H", data[tables["head"] + 18:tables["head"] + 20])[0]
+    metrics = struct.unpack(">H", data[tables["hhea"] + 34:tables["hhea"] + 36])[0]
+    advances = [struct.unpack(">H", data[tables["hmtx"] + 4 * i:tables["hmtx"] + 4 * i + 2])[0]
+                for i in range(metrics)]
+    cmap = tables["cmap"]
+    sub = next(cmap + off for pid, eid, off in
+               (struct.unpack(">HHI", data[cmap + 4 + 8 * i:cmap + 12 + 8 * i])
+                for i in range(struct.unpack(">H", data[cmap + 2:cmap + 4])[0]))
+               if (pid, eid) == (3, 1))
+    segments = struct.unpack(">H", data[sub + 6:sub + 8])[0] // 2
+    def array(k, signed=False):
+        at = sub + 14 + 2 * segments * k + (2 if k else 0)
+        return struct.unpack(">%d%s" % (segments, "h" if signed else "H"),
+                             data[at:at + 2 * segments]), at
+    (ends, _), (starts, _) = array(0), array(1)
+    (deltas, _), (offsets, offsets_at) = array(2, True), array(3)
+    def width(code):
+        for i in range(segments):
+            if starts[i] <= code <= ends[i]:
+                glyph = code + deltas[i]
+                if offsets[i]:
+                    at = offsets_at + 2 * i + offsets[i] + 2 * (code - starts[i])
+                    glyph = struct.unpack(">H", data[at:at + 2])[0] + deltas[i]
+                return advances[min(glyph & 0xFFFF, metrics - 1)] / units
+        return advances[0] / units
+    return width
+
+
+def text_box(element, advance):
+    """(left, top, right, bottom) of a horizontal <text>, from its font's advance widths."""
+    size = float(element.get("font-size"))
+    width = size * sum(advance(ord(c)) for c in element.text or "")
+    x, y = float(element.get("x")), float(element.get("y"))
+    left = {"start": x, "middle": x - width / 2, "end": x - width}[element.get("text-anchor")]
+    return left, y - 0.76 * size, left + width, y + 0.24 * size  # DejaVu's ascent and descent
+
+
+def overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def no_nan_coordinates(test, path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    test.assertNotRegex(text.lower(), r'(x|y|d|width|height|transform|points)="[^"]*nan')
+
+
 class FigureTest(harness.TestCase):
     def write(self, name, models):
         path = self.path(name)
@@ -293,11 +352,17 @@ class FigureTest(harness.TestCase):
             values = [1.0 + k + 0.3 * i for i in range(4)]
             inputs.append(self.write(f"run{k}.json", [model_entry("M", values)]))
         titled = [f"{inputs[0]}=128M scale"] + inputs[1:]
-        self.plot(*titled, "--panel-title", "First", "--panel-title", "Second",
+        names = ["First", "Second", "Third", "Fourth", "Fifth", "Sixth"]
+        self.plot(*titled, *[a for name in names for a in ("--panel-title", name)],
                   "-o", self.path("grid.svg"), "--cols", "3")
         svg = svg_summary(self.path("grid.svg"))
-        titles = [p["title"] for p in svg["panels"]]
-        self.assertEqual(titles, ["First", "Second", "run2", "run3", "run4", "run5"])
+        self.assertEqual([p["title"] for p in svg["panels"]], names)
+        for given in (2, 7, 1):
+            titles = [a for name in (names * 2)[:given] for a in ("--panel-title", name)]
+            line = self.assert_usage_error(run("plot", *titled, *titles, "-o", self.path("n.svg")))
+            self.assertEqual(line, f"kvrank: error: --panel-title given {given} times for 6 "
+                             "input(s): give it once per input, in order, or not at all")
+            self.assertFalse(os.path.exists(self.path("n.svg")))
         self.plot(*titled, "-o", self.path("grid.svg"), "--cols", "3")
         svg = svg_summary(self.path("grid.svg"))
         self.assertEqual(svg["panels"][0]["title"], "128M scale")
@@ -546,6 +611,231 @@ class FigureTest(harness.TestCase):
                     self.assertAlmostEqual(x, marker_x(panel, model["step"]), delta=0.02)
                     self.assertAlmostEqual(y, marker_y(panel, model["layers"][layer]["erank"]),
                                            delta=0.02)
+
+    # --------------------------------------------------------------- grids for papers
+
+    def grid_files(self):
+        names = ["llama-3-8b-instruct", "mistral-7b-v0.3", "qwen2.5-7b-instruct-long-context",
+                 "gemma-2-9b", "phi-3-medium-128k-instruct", "olmo-2-1124-13b",
+                 "deepseek-v2-lite-chat", "falcon mamba 7b instruct", "smollm2-1.7b",
+                 "granite-3.0-8b-base-checkpoint-at-step-120000"]
+        return [self.write(name + ".json",
+                           [model_entry("MHA", [3.0 + k + 0.2 * i for i in range(6)]),
+                            model_entry("GQA", [2.0 + 0.1 * i for i in range(6)], "gqa")])
+                for k, name in enumerate(names)]
+
+    def test_grid_titles_fit_their_panels_and_a_shared_y_axis_is_labelled_once(self):
+        if not os.path.exists(DEJAVU):
+            self.skipTest("DejaVu Sans is not installed (fonts-dejavu-core)")
+        advance = font_advances(DEJAVU)
+        files = self.grid_files()
+        for size in ("page", "column"):
+            figure = self.path(f"grid-{size}.svg")
+            self.plot(*files, "--cols", "5", "--share-y", "--size", size, "-o", figure)
+            no_nan_coordinates(self, figure)
+            root = ET.parse(figure).getroot()
+            panels = [g for g in root.iter(NS + "g") if cls(g) == "panel"]
+            self.assertEqual(len(panels), 10)
+            boxes, frames = [], []
+            for panel in panels:
+                frame = next(r for r in panel.iter(NS + "rect") if cls(r) == "frame")
+                frames.append([float(frame.get(k)) for k in ("x", "y", "width", "height")])
+                lines = [t for t in panel.iter(NS + "text") if cls(t) == "panel-title"]
+                self.assertIn(len(lines), (1, 2), panel.get("data-title"))
+                for line in lines:
+                    box = text_box(line, advance)
+                    left, top, width, _ = frames[-1]
+                    self.assertGreaterEqual(box[0], left - 0.5, line.text)  # within its panel
+                    self.assertLessEqual(box[2], left + width + 0.5, line.text)
+                    self.assertLessEqual(box[3], top, line.text)  # above its frame
+                    boxes.append((panel.get("data-title"), box))
+            for i, (title_a, a) in enumerate(boxes):
+                for title_b, b in boxes[i + 1:]:
+                    self.assertFalse(overlap(a, b), (size, title_a, title_b, a, b))
+            self.assertEqual(len({float(t.get("font-size")) for t in root.iter(NS + "text")
+                                  if cls(t) == "panel-title"}), 1)  # one title size for all
+            x_ticks = [text_box(t, advance) for t in root.iter(NS + "text") if cls(t) == "x-tick"]
+            for i, a in enumerate(x_ticks):  # closer panels: tick labels still apart
+                self.assertFalse(any(overlap(a, b) for b in x_ticks[i + 1:]), (size, a))
+            y_labels = [t for t in root.iter(NS + "text") if cls(t) == "y-label"]
+            self.assertEqual(len(y_labels), 1)
+            first_column = min(f[0] for f in frames)
+            ticks = [t for t in root.iter(NS + "text") if cls(t) == "y-tick"]
+            self.assertTrue(ticks)
+            for tick in ticks:  # right-aligned just left of the first column's frames
+                self.assertLess(float(tick.get("x")), first_column)
+            rows = sorted({f[1] for f in frames})
+            self.assertEqual(len(rows), 2)
+            label_y = float(y_labels[0].get("y"))
+            self.assertAlmostEqual(label_y, (rows[0] + rows[1] + frames[-1][3]) / 2, delta=0.5)
+        # Without --share-y every panel has its own axis, labelled.
+        self.plot(*files, "--cols", "5", "--size", "page", "-o", self.path("own.svg"))
+        root = ET.parse(self.path("own.svg")).getroot()
+        self.assertEqual(sum(1 for t in root.iter(NS + "text") if cls(t) == "y-label"), 10)
+
+    def test_legend_inside_takes_the_freest_corner_or_the_one_given(self):
+        # A line across the top and one low on the right: the bottom-left corner is free.
+        path = self.write("corner.json", [model_entry("Top", [8.0] * 8),
+                                          model_entry("Falls", [6.0] * 4 + [1.3] * 4, "gqa")])
+        def legend_of(*args):
+            self.plot(path, "-o", self.path("c.svg"), *args)
+            root = ET.parse(self.path("c.svg")).getroot()
+            legend = next(g for g in root.iter(NS + "g") if cls(g) == "legend")
+            return legend.get("data-panel"), legend.get("data-corner")
+        self.assertEqual(legend_of("--legend", "inside"), ("0", "bottom-left"))
+        self.assertEqual(legend_of("--legend", "inside:top-right"), ("0", "top-right"))
+        self.assertEqual(legend_of("--legend", "inside:bottom-right"), ("0", "bottom-right"))
+        svg = svg_summary(self.path("c.svg"))
+        left, top, width, height = svg["panels"][0]["frame"]
+        x, y, w, h = svg["legend_rect"]
+        self.assertLessEqual(x + w, left + width)
+        self.assertLessEqual(y + h, top + height)
+        self.assertGreater(x, left + width / 2)
+        for bad in ("inside:middle", "inside:", "top"):
+            line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"),
+                                               "--legend", bad))
+            self.assertEqual(line, "kvrank: error: --legend: expected below, right, inside or "
+                             "none (inside:CORNER: top-left, top-right, bottom-left or "
+                             f'bottom-right), found "{bad}"')
+        line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"), "--legend",
+                                           "inside", "--width", "1.5"))
+        self.assertIn("--legend inside: the legend (", line)
+        self.assertFalse(os.path.exists(self.path("x.svg")))
+
+    def test_a_single_panel_takes_the_figure_title(self):
+        path = self.write("stem.json", [model_entry("M", [2.0, 3.0, 4.0])])
+        def titles(*args):
+            self.plot(*args, "-o", self.path("t.svg"))
+            root = ET.parse(self.path("t.svg")).getroot()
+            return ([t.text for t in root.iter(NS + "text") if cls(t) == "figure-title"],
+                    [t.text for t in root.iter(NS + "text") if cls(t) == "panel-title"])
+        self.assertEqual(titles(path), ([], ["stem"]))
+        self.assertEqual(titles(path, "--title", "Rank of M"), (["Rank of M"], []))
+        self.assertEqual(titles(f"{path}=128M", "--title", "Rank"), (["Rank"], ["128M"]))
+        self.assertEqual(titles(path, path, "--title", "Rank"), (["Rank"], ["stem", "stem"]))
+        both = self.write("both.json", [model_entry("M", [2.0, 3.0]),
+                                        model_entry("M", [1.0, 1.5], repr_="k")])
+        self.assertEqual(titles(both, "--title", "Rank"), (["Rank"], ["qk", "k"]))
+        steps = self.write("run.json", [model_entry(f"c{s}", [2.0, 3.0], step=s,
+                                                    path=f"/runs/a/checkpoint-{s}")
+                                        for s in (10, 20)])
+        self.assertEqual(titles(steps, "--over-steps", "mean"), ([], ["run"]))
+        self.assertEqual(titles(steps, "--over-steps", "mean", "--title", "Rank"), (["Rank"], []))
+
+    def test_heatmap_colour_map_per_kind_and_errors_that_list_what_exists(self):
+        def with_similarity(label, off_diagonal):
+            model = model_entry(label, [3.0, 3.5, 4.0])
+            heads = 8
+            for layer in model["layers"]:
+                layer["similarity"] = [[1.0 if a == b else off_diagonal for b in range(heads)]
+                                       for a in range(heads)]
+            return model
+        labels = ["Positive", "Negative"] + [f"model {k}" for k in range(9)]
+        path = self.write("sim.json", [with_similarity(label, 0.25 if k != 1 else -0.25)
+                                       for k, label in enumerate(labels)])
+        def colour_bar(*args):
+            self.plot(path, "-o", self.path("h.svg"), "--heatmap", "1", *args)
+            root = ET.parse(self.path("h.svg")).getroot()
+            bar = next(g for g in root.iter(NS + "g") if cls(g) == "colour-bar")
+            texts = [t.text for t in bar.iter(NS + "text") if cls(t) != "colour-bar-label"]
+            return bar.get("data-colour-map"), texts[0], texts[-1]
+        self.assertEqual(colour_bar("--model", "Positive"), ("rdbu", "-1.0", "1.0"))
+        self.assertEqual(colour_bar("--model", "Negative"), ("rdbu", "-1.0", "1.0"))
+        self.assertEqual(colour_bar("--model", "Positive", "--colour-map", "viridis"),
+                         ("viridis", "0.00", "1.00"))
+        self.assertEqual(colour_bar("--model", "Negative", "--colour-map", "greys"),
+                         ("greys", "≤ 0.00", "1.00"))
+        line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"),
+                                           "--heatmap", "7"))
+        self.assertEqual(line, f'kvrank: error: {path}: model "Positive" has no layer 7 '
+                         "(it has layers 0-2)")
+        line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"),
+                                           "--heatmap", "1", "--model", "Foo"))
+        self.assertEqual(line, f'kvrank: error: {path}: has no model labelled "Foo" (it has '
+                         '"Positive", "Negative", "model 0", "model 1", "model 2", "model 3", '
+                         '"model 4", "model 5" and 3 more)')
+        line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"),
+                                           "--heatmap", "1", "--colour-map", "jet"))
+        self.assertEqual(line, 'kvrank: error: --colour-map: expected viridis, rdbu or greys, '
+                         'found "jet"')
+        self.assertFalse(os.path.exists(self.path("x.svg")))
+        # Over training steps: viridis unless told otherwise.
+        steps = self.write("steps.json", [model_entry(f"c{s}", [2.0 + s / 100, 3.0], step=s,
+                                                      path=f"/runs/a/checkpoint-{s}")
+                                          for s in (100, 200)])
+        for args, expected in (((), "viridis"), (("--colour-map", "greys"), "greys")):
+            self.plot(steps, "--over-steps", "heatmap", "-o", self.path("s.svg"), *args)
+            root = ET.parse(self.path("s.svg")).getroot()
+            bar = next(g for g in root.iter(NS + "g") if cls(g) == "colour-bar")
+            self.assertEqual(bar.get("data-colour-map"), expected)
+
+    # --------------------------------------------------------------- edges (issue 39)
+
+    def test_ylim_at_the_limits_of_a_double(self):
+        path = self.write("y.json", seed_like())
+        wide = "is too wide to draw (HIGH - LOW overflows a double)"
+        narrow = "is too narrow to draw (HIGH - LOW must be at least 1e-9 of their size)"
+        for ylim, reason in (("-1e308,1e308", wide), ("1,1.0000000000000002", narrow)):
+            line = self.assert_usage_error(run("plot", path, "-o", self.path("y.svg"),
+                                               f"--ylim={ylim}"))
+            self.assertEqual(line, f'kvrank: error: --ylim: "{ylim}" {reason}')
+            self.assertFalse(os.path.exists(self.path("y.svg")))
+        for ylim in ("1,1.000000001", "1e300,2e300", "0,1e-300", "-1e307,1e307"):
+            self.plot(path, "-o", self.path("y.svg"), f"--ylim={ylim}")
+            no_nan_coordinates(self, self.path("y.svg"))
+            root = ET.parse(self.path("y.svg")).getroot()
+            ticks = [t.text for t in root.iter(NS + "text") if cls(t) == "y-tick"]
+            self.assertGreaterEqual(len(ticks), 2, ylim)
+            self.assertEqual(len(ticks), len(set(ticks)), (ylim, ticks))
+            self.assertTrue(all(len(t) <= 14 for t in ticks), ticks)
+
+    def test_steps_near_two_to_the_63_stay_inside_the_panel(self):
+        top = 2 ** 63 - 1
+        for steps in ([top], [top - 1000, top], [0, top], [top - 5, top - 2, top]):
+            path = self.write("big.json", [
+                model_entry(f"c{k}", [2.0 + k, 3.0, 2.5], step=s, path=f"/runs/a/checkpoint-{s}")
+                for k, s in enumerate(steps)])
+            for mode in ("layers", "mean"):
+                self.plot(path, "--over-steps", mode, "-o", self.path("big.svg"))
+                no_nan_coordinates(self, self.path("big.svg"))
+                for panel in svg_summary(self.path("big.svg"))["panels"]:
+                    left, top_, width, height = panel["frame"]
+                    for series in panel["series"].values():
+                        for x, y, _ in series["markers"]:
+                            self.assertTrue(left <= x <= left + width, (steps, mode, x))
+                            self.assertTrue(top_ <= y <= top_ + height, (steps, mode, y))
+
+    def test_tick_labels_of_long_steps_never_run_into_each_other(self):
+        if not os.path.exists(DEJAVU):
+            self.skipTest("DejaVu Sans is not installed (fonts-dejavu-core)")
+        advance = font_advances(DEJAVU)
+        path = self.write("long.json", [
+            model_entry(f"c{s}", [2.0 + k / 4, 3.0], step=s, path=f"/runs/a/checkpoint-{s}")
+            for k, s in enumerate(range(100_000_000, 900_000_000, 100_000_000))])
+        for mode in ("heatmap", "layers", "mean"):
+            self.plot(path, "--over-steps", mode, "--size", "column", "-o", self.path("l.svg"))
+            root = ET.parse(self.path("l.svg")).getroot()
+            boxes = [text_box(t, advance) for t in root.iter(NS + "text") if cls(t) == "x-tick"]
+            self.assertGreaterEqual(len(boxes), 2, mode)
+            for a, b in zip(boxes, boxes[1:]):
+                self.assertFalse(overlap(a, b), (mode, a, b))
+
+    def test_one_label_twice_is_refused_unless_the_steps_tell_them_apart(self):
+        twice = self.write("twice.json", [model_entry("A", [2.0, 3.0]),
+                                          model_entry("A", [3.0, 4.0])])
+        line = self.assert_usage_error(run("plot", twice, "-o", self.path("t.svg")))
+        self.assertEqual(line, f'kvrank: error: {twice}: two models labelled "A" with repr qk '
+                         "(labels must be unique to be plotted: give each its own --label)")
+        self.assertFalse(os.path.exists(self.path("t.svg")))
+        steps = self.write("steps.json", [model_entry("A", [2.0, 3.0], step=100),
+                                          model_entry("A", [3.0, 4.0], step=200),
+                                          model_entry("A", [1.5, 2.0], repr_="k", step=100)])
+        self.plot(steps, "-o", self.path("t.svg"))
+        svg = svg_summary(self.path("t.svg"))
+        self.assertEqual(sorted(svg["panels"][0]["series"]), ["A (step 100)", "A (step 200)"])
+        self.assertEqual(sorted(svg["panels"][1]["series"]), ["A"])
+        colours = {s["colour"] for s in svg["panels"][0]["series"].values()}
+        self.assertEqual(len(colours), 2)
 
     # --------------------------------------------------------------- the README gallery
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kvrank/report/result_model.hpp"
 
@@ -30,6 +31,14 @@ struct SeriesStyle {
 
 enum class LegendPlace { below, right, inside, none };
 
+/// Where `--legend inside` puts the legend in its panel.
+enum class LegendCorner { top_right, top_left, bottom_left, bottom_right };
+
+/// The colour maps of the heatmaps: viridis (sequential, dark to light, colour-blind-safe and
+/// monotonic in grey), rdbu (ColorBrewer's diverging red–blue, white in the middle), greys
+/// (white to black, for grey print).
+enum class ColourMap { viridis, rdbu, greys };
+
 struct PlotOptions {
   Curve metric = Curve::erank;  ///< the y axis (result_model.hpp)
   std::string title;            ///< figure title (optional)
@@ -40,6 +49,8 @@ struct PlotOptions {
   bool share_y = false;         ///< one y range for every panel
   std::optional<std::pair<double, double>> ylim{};  ///< fixed y range (low < high)
   LegendPlace legend = LegendPlace::below;
+  std::optional<LegendCorner> legend_corner{};  ///< inside: this corner; empty: the freest one
+  std::optional<ColourMap> colour_map{};        ///< heatmaps; empty: the map of the heatmap's kind
   std::map<std::string, SeriesStyle> styles{};  ///< by series label (model label, "Layer 3", run)
 };
 
@@ -57,7 +68,8 @@ struct FigureSettings {
   std::optional<int> columns;       ///< panels per row; empty: all in one row
   bool share_y = false;             ///< one y range for every panel
   std::string ylim;                 ///< "LOW,HIGH", or empty
-  std::string legend = "below";     ///< below, right, inside or none
+  std::string legend = "below";     ///< below, right, inside[:CORNER] or none
+  std::string colour_map;           ///< viridis, rdbu or greys; empty: the heatmap kind's own
   std::string style_file;           ///< a style file's path (parse_style_file), or empty
 };
 
@@ -89,10 +101,26 @@ FigureFormat figure_format(const std::string& path);
 /// text width); sets width_in and font_pt. Throws kvrank::Error for any other name.
 void apply_size_preset(PlotOptions& options, std::string_view preset);
 
-/// "LOW,HIGH" with LOW < HIGH, both finite; throws kvrank::Error otherwise.
+/// "LOW,HIGH" with LOW < HIGH, both finite, HIGH − LOW finite (a wider range has no coordinates
+/// in a double) and at least 1e-9 of their size (closer limits have no distinct ticks); throws
+/// kvrank::Error otherwise.
 std::pair<double, double> parse_ylim(std::string_view text);
 
+/// `--legend`: below, right, none, inside (the corner chosen from the data) or inside:CORNER, a
+/// CORNER of legend_corner_name(). Throws kvrank::Error listing them for anything else.
+struct LegendChoice {
+  LegendPlace place = LegendPlace::below;
+  std::optional<LegendCorner> corner{};
+};
+LegendChoice parse_legend(std::string_view text);
+/// parse_legend(text).place.
 LegendPlace parse_legend_place(std::string_view text);
+/// "top-right", "top-left", "bottom-left", "bottom-right".
+const char* legend_corner_name(LegendCorner corner);
+
+/// "viridis", "rdbu" or "greys"; throws kvrank::Error naming --colour-map otherwise.
+ColourMap parse_colour_map(std::string_view text);
+const char* colour_map_name(ColourMap map);
 
 /// A style file: a JSON object, label → {"colour": "#0072b2", "marker": "square", "dash":
 /// "dashed"} (each key optional; "color" is accepted too). Throws kvrank::Error naming `file`, the

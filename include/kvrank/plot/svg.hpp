@@ -26,13 +26,16 @@ struct Panel {
   std::string source;  ///< the file the models came from, named in errors
 };
 
-/// `--panel-title`: titles[i] replaces the title of panels[i]. Throws kvrank::Error when there are
-/// more titles than panels.
+/// `--panel-title`: titles[i] replaces the title of panels[i]. Throws kvrank::Error unless there
+/// are none or one per panel.
 void apply_panel_titles(std::vector<Panel>& panels, const std::vector<std::string>& titles);
 
-/// Throws kvrank::Error for values too far apart to draw (naming the panel's source), and for a
-/// figure size too small for its panels. Any finite values and layer indices give a bounded
-/// figure.
+/// One panel per input and representation. Under options.title, a single input titled by its
+/// file name (the stem of its source) gives up that title to the figure's. A file holding one
+/// label and representation at several training steps draws one series per step, "LABEL (step
+/// N)". Throws kvrank::Error naming the panel's source for two models of one label,
+/// representation and step, and for values too far apart to draw; and for a figure size too
+/// small for its panels. Any finite values and layer indices give a bounded figure.
 std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions& options);
 
 /// What plot_steps_svg draws: `layers`, one panel per run and representation with one line per
@@ -51,8 +54,19 @@ void check_step_plot_inputs(std::size_t inputs);
 /// checkpoint-N folders) or a run holds two checkpoints of one step.
 std::string plot_steps_svg(const Panel& panel, StepPlot kind, const PlotOptions& options);
 
-/// Throws kvrank::Error when the model has no such layer or the layer has no similarity matrix
-/// (analyze with --similarity).
+/// The model `--model LABEL` names: the first with that label (the first of all when `label` is
+/// empty). Throws kvrank::Error naming `file` and listing the labels it holds (the first 8, each
+/// an excerpt) when there is none.
+const ModelReport& heatmap_model(const std::vector<ModelReport>& models, const std::string& label,
+                                 const std::string& file);
+
+/// One layer's H × H similarity matrix with a colour bar: options.title (default: label, layer
+/// and representation) and options.colour_map (default rdbu over [-1, 1] for every model and
+/// representation; viridis or greys over [0, 1], refusing negative cosines). Throws kvrank::Error
+/// when the model has no such layer (listing the layers it has) or the layer has no similarity
+/// matrix (analyze with --similarity).
+std::string plot_heatmap_svg(const ModelReport& model, int layer, const PlotOptions& options);
+/// The same with default options but the title.
 std::string plot_heatmap_svg(const ModelReport& model, int layer, const std::string& title);
 
 /// Escapes &, <, >, " and ' for XML text and attributes, tab and line breaks as character
