@@ -269,7 +269,7 @@ class CliTest(unittest.TestCase):
         self.assertEqual(analyzed.returncode, 0, analyzed.stderr)
         line = self.assert_usage_error(run("plot", results, "-o", os.path.join(self.tmp.name, "h.svg"),
                                            "--heatmap", "0", "--model", "Foo"))
-        self.assertIn('has no model labelled "Foo" (it holds "gqa", "mha")', line)
+        self.assertIn('has no model labelled "Foo" (it has "gqa", "mha")', line)
 
     def test_every_subcommand_is_in_the_readme_synopsis(self):
         # The subcommands are the command line's table (kvrank --help lists it); the README's
