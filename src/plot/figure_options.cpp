@@ -92,7 +92,7 @@ std::string style_field(const nlohmann::json& value, const std::string& file,
 
 SeriesStyle parse_series_style(const nlohmann::json& entry, const std::string& file,
                                const std::string& label) {
-  const std::string where = "\"" + label + "\"";
+  const std::string where = "\"" + excerpt(label) + "\"";
   if (!entry.is_object()) {
     throw Error(file, where +
                           ": expected an object like {\"colour\": \"#0072b2\", \"marker\": "
@@ -100,17 +100,18 @@ SeriesStyle parse_series_style(const nlohmann::json& entry, const std::string& f
   }
   SeriesStyle style;
   for (const auto& [key, value] : entry.items()) {
-    const std::string field = where + "." + key;
+    const std::string field = where + "." + excerpt(key);
     if (key == "colour" || key == "color") {
       style.colour = style_field(value, file, field);
       if (!is_hex_colour(style.colour)) {
-        throw Error(file, field + ": expected #rrggbb or #rgb, found \"" + style.colour + "\"");
+        throw Error(file,
+                    field + ": expected #rrggbb or #rgb, found \"" + excerpt(style.colour) + "\"");
       }
     } else if (key == "marker") {
       style.marker = style_field(value, file, field);
       const auto& names = marker_names();
       if (std::find(names.begin(), names.end(), style.marker) == names.end()) {
-        throw Error(file, field + ": unknown marker \"" + style.marker + "\" (expected " +
+        throw Error(file, field + ": unknown marker \"" + excerpt(style.marker) + "\" (expected " +
                               comma_list(names) + ")");
       }
     } else if (key == "dash") {
@@ -119,10 +120,11 @@ SeriesStyle parse_series_style(const nlohmann::json& entry, const std::string& f
         throw Error(file, field +
                               ": expected solid, dashed, dotted, dashdot or a dash list like "
                               "\"6 3\", found \"" +
-                              style.dash + "\"");
+                              excerpt(style.dash) + "\"");
       }
     } else {
-      throw Error(file, where + ": unknown key \"" + key + "\" (expected colour, marker, dash)");
+      throw Error(file,
+                  where + ": unknown key \"" + excerpt(key) + "\" (expected colour, marker, dash)");
     }
   }
   return style;

@@ -57,6 +57,18 @@ class MessageExcerptsTest(harness.TestCase):
         part = self.write("part.json", document)
         self.assert_one_short_error(run("merge", part), "part.json", "unexpected key")
 
+    def test_a_style_file_quotes_labels_keys_and_values_as_excerpts(self):
+        results = self.write("results.json", self.result())
+        huge = "x" * 1_000_000
+        for style in ({huge: {"colour": "red"}}, {"mha": {huge: "#000000"}},
+                      {"mha": {"colour": huge}}, {"mha": {"marker": huge}},
+                      {"mha": {"dash": huge}}):
+            path = self.write("style.json", style)
+            self.assert_one_short_error(
+                run("plot", results, "--style", path, "-o", self.path("f.svg")),
+                "style.json", "bytes)")
+            self.assertFalse(os.path.exists(self.path("f.svg")))
+
     def test_a_huge_global_step_is_quoted_as_an_excerpt(self):
         checkpoint = self.path("run")
         shutil.copytree(MHA, checkpoint)
