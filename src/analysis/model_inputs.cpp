@@ -164,10 +164,12 @@ ModelInput resolve_model_argument(const std::string& argument, const EnvLookup& 
   if (!id || looks_local(argument)) no_such_path(argument);
   std::string label = id->name;
   if (!id->revision.empty()) label += "@" + id->revision;
+  const HubCacheDir cache = hub_cache_dir(env);
   try {
-    const fs::path snapshot = resolve_hub_snapshot(*id, hub_cache_dir(env));
+    const fs::path snapshot = resolve_hub_snapshot(*id, cache);
     return {snapshot, label, argument, id->repo(), snapshot.filename().string()};
-  } catch (const Error& missing) {  // it may as well be a mistyped path: say both
+  } catch (const Error& missing) {  // unless the cache has the model, a mistyped path: say both
+    if (hub_model_cached(*id, cache)) throw;
     throw Error(missing.file(), missing.tensor(),
                 "no such file or folder, and " + missing.detail());
   }

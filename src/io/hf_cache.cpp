@@ -73,7 +73,11 @@ std::optional<std::string> read_ref(const fs::path& ref_file) {
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad() || (!in && !in.eof())) throw Error(file, "cannot be read");
   text.resize(static_cast<std::size_t>(in.gcount()));
-  return parse_hub_ref(text, file);
+  try {
+    return parse_hub_ref(text, file);
+  } catch (const Error& bad) {  // the file is there: say that its content is what is wrong
+    throw Error(file, "this ref is not a commit hash: " + bad.detail());
+  }
 }
 
 /// The snapshot folder names, sorted (for the message when the wanted one is missing).
@@ -140,8 +144,20 @@ HubCacheDir hub_cache_dir(const EnvLookup& env) {
   return {home / ".cache" / "huggingface" / "hub", "~/.cache/huggingface/hub"};
 }
 
+namespace {
+
+fs::path model_folder(const HubModelId& id, const HubCacheDir& cache) {
+  return cache.path / (std::string(kModelsPrefix) + id.org + "--" + id.name);
+}
+
+}  // namespace
+
+bool hub_model_cached(const HubModelId& id, const HubCacheDir& cache) {
+  return is_folder(model_folder(id, cache));
+}
+
 fs::path resolve_hub_snapshot(const HubModelId& id, const HubCacheDir& cache) {
-  const fs::path model = cache.path / (std::string(kModelsPrefix) + id.org + "--" + id.name);
+  const fs::path model = model_folder(id, cache);
   const std::string where = " (the Hugging Face cache, from " + cache.source + ")";
   if (!is_folder(model))
     throw Error(id.repo(), "not in the local Hugging Face cache: no folder " + model.string() +

@@ -1,8 +1,10 @@
 // Dense layouts (layout.cpp): the head geometry from config.json and flags, resolved against
 // the first layer's tensor shapes.
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <vector>
 
 #include "kvrank/base/error.hpp"
 #include "layout/dense.hpp"
@@ -85,8 +87,17 @@ void apply_overrides(const LayoutOverrides& overrides, Geometry& geometry) {
 
 namespace {
 
-/// A 2-D tensor's [out, in] sizes, whatever its storage orientation.
+/// A 2-D tensor's [out, in] sizes, whatever its storage orientation; a per-head tensor [n, in, out]
+/// has n·out outputs.
 std::pair<Index, Index> out_in_shape(const TensorView& tensor, Orientation orientation) {
+  if (orientation == Orientation::heads_in_out) {
+    if (tensor.shape.size() != 3)
+      throw Error(
+          tensor.file, tensor.name,
+          "expected a 3-D per-head tensor [heads, in, out], found shape " + tensor.shape_string());
+    return {static_cast<Index>(tensor.shape[0]) * tensor.shape[2],
+            static_cast<Index>(tensor.shape[1])};
+  }
   if (tensor.shape.size() != 2)
     throw Error(tensor.file, tensor.name,
                 "expected a 2-D projection matrix, found shape " + tensor.shape_string());
@@ -103,10 +114,34 @@ int ratio(Index total, int part) {
 
 }  // namespace
 
+namespace {
+
+/// Per-head tensors [n, in, out] say their head counts and head_dim themselves: k's n is H_kv,
+/// q's n is H (a 2-D tensor among them is named by out_in_shape).
+void per_head_geometry(const Checkpoint& checkpoint, const DenseTensors& tensors, int first_layer,
+                       Geometry& g) {
+  const auto shape_of = [&](ProjectionRole role) -> const std::vector<std::int64_t>& {
+    const TensorView& tensor = checkpoint.at(layer_name(tensors.names.at(role), first_layer));
+    out_in_shape(tensor, Orientation::heads_in_out);  // 3-D, else an error naming it
+    return tensor.shape;
+  };
+  const auto& key = shape_of(ProjectionRole::k);
+  if (!g.kv_heads) g.kv_heads = ratio(key[0], 1);
+  if (!g.head_dim) g.head_dim = ratio(key[2], 1);
+  if (!g.heads)
+    g.heads = tensors.names.count(ProjectionRole::q) ? ratio(shape_of(ProjectionRole::q)[0], 1)
+                                                     : *g.kv_heads;
+  g.add_source("tensor shapes");
+}
+
+}  // namespace
+
 /// Fills what config, map and flags left open from the first layer's tensor shapes.
 void infer_geometry(const Checkpoint& checkpoint, const DenseSpec& spec, int first_layer,
                     Geometry& g) {
   const DenseTensors& tensors = spec.tensors;
+  if (tensors.orientation == Orientation::heads_in_out)
+    per_head_geometry(checkpoint, tensors, first_layer, g);
   const auto main_role = tensors.fused() ? ProjectionRole::fused_qkv : ProjectionRole::k;
   const auto shape_of = [&](ProjectionRole role) {
     return out_in_shape(checkpoint.at(layer_name(tensors.names.at(role), first_layer)),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <string_view>
+#include <utility>
 
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
@@ -213,6 +214,26 @@ std::optional<DenseSpec> find_llama(const Checkpoint& checkpoint) {
   return spec;
 }
 
+/// TransformerLens's HookedTransformer state dict: blocks.{i}.attn.W_Q [H, d, d_h], W_K and W_V
+/// (or, with grouped-query attention, its parameters _W_K and _W_V) [H_kv, d, d_h], W_O [H, d_h,
+/// d].
+std::optional<DenseSpec> find_transformer_lens(const Checkpoint& checkpoint) {
+  constexpr MarkerName kKey{kAnyOuter, "blocks.", {".attn.W_K", ".attn._W_K"}};
+  const auto key_template = find_template(checkpoint, kKey);
+  if (!key_template) return std::nullopt;
+  const bool grouped = key_template->ends_with("._W_K");
+  DenseSpec spec{Family::transformer_lens, {}};
+  spec.tensors.orientation = Orientation::heads_in_out;
+  spec.tensors.names[ProjectionRole::k] = *key_template;
+  for (const auto& [role, name] :
+       {std::pair{ProjectionRole::q, "W_Q"}, std::pair{ProjectionRole::v, grouped ? "_W_V" : "W_V"},
+        std::pair{ProjectionRole::o, "W_O"}}) {
+    std::string name_template = replace_last(*key_template, grouped ? "_W_K" : "W_K", name);
+    if (template_present(checkpoint, name_template)) spec.tensors.names[role] = name_template;
+  }
+  return spec;
+}
+
 std::optional<DenseSpec> find_fused(const Checkpoint& checkpoint, const FusedFamily& family) {
   const auto fused_template = find_template(checkpoint, family.marker);
   if (!fused_template) return std::nullopt;
@@ -234,6 +255,8 @@ std::optional<DenseSpec> find_dense(const Checkpoint& checkpoint, std::optional<
     if (only && *only != family.family) continue;
     if (auto spec = find_fused(checkpoint, family)) return spec;
   }
+  if (!only || *only == Family::transformer_lens)
+    if (auto spec = find_transformer_lens(checkpoint)) return spec;
   if (!only || *only == Family::llama || *only == Family::npy) return find_llama(checkpoint);
   return std::nullopt;
 }

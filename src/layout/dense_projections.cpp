@@ -1,7 +1,11 @@
 // Dense layouts (layout.cpp): the canonical projections of one layer — q [H·d_h, d], k and v
 // [H_kv·d_h, d], o [d, H·d_h] — and the per-head factors built from them.
+#include <algorithm>
+#include <array>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "kvrank/base/error.hpp"
 #include "layout/dense.hpp"
@@ -61,9 +65,53 @@ std::string shape_reason(const Dims& dims, ProjectionRole role) {
          "; from " + dims.source;
 }
 
+// ---- per-head tensors [heads, in, out] (TransformerLens; a --map with "layout": "heads_in_out")
+
+/// The shape a role has per head: q [H, d, d_h], k and v [H_kv, d, d_h], o [H, d_h, d].
+std::array<Index, 3> per_head_shape(const Dims& dims, ProjectionRole role) {
+  const Index count =
+      role == ProjectionRole::k || role == ProjectionRole::v ? dims.kv_heads : dims.heads;
+  if (role == ProjectionRole::o) return {count, dims.head_dim, dims.d_model};
+  return {count, dims.d_model, dims.head_dim};
+}
+
+void check_per_head_shape(const TensorView& tensor, const Dims& dims, ProjectionRole role) {
+  const std::array<Index, 3> want = per_head_shape(dims, role);
+  if (tensor.shape.size() == 3 && std::equal(want.begin(), want.end(), tensor.shape.begin()))
+    return;
+  const bool kv = role == ProjectionRole::k || role == ProjectionRole::v;
+  const std::string heads = std::to_string(want[0]) + (kv ? " kv heads" : " heads");
+  const std::string axes =
+      role == ProjectionRole::o ? "head_dim, hidden size" : "hidden size, head_dim";
+  throw Error(tensor.file, tensor.name,
+              "expected shape [" + std::to_string(want[0]) + ", " + std::to_string(want[1]) + ", " +
+                  std::to_string(want[2]) + "] (per head [heads, in, out]: " + heads + ", " + axes +
+                  "; from " + dims.source + "), found " + tensor.shape_string());
+}
+
+/// A per-head tensor in canonical form: q, k, v [count·d_h, d] (each head's [d, d_h] transposed),
+/// o [d, H·d_h] (the heads' [d_h, d] blocks stacked, transposed).
+RowMatrixF load_per_head(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
+                         ProjectionRole role) {
+  const TensorView& tensor = checkpoint.at(name);
+  check_per_head_shape(tensor, dims, role);
+  const std::array<Index, 3> shape = per_head_shape(dims, role);
+  const std::vector<float> values = to_f32(tensor);
+  using Block = Eigen::Map<const RowMatrixF>;
+  if (role == ProjectionRole::o)
+    return Block(values.data(), shape[0] * shape[1], shape[2]).transpose();
+  RowMatrixF rows(shape[0] * shape[2], shape[1]);
+  for (Index h = 0; h < shape[0]; ++h)
+    rows.middleRows(h * shape[2], shape[2]) =
+        Block(values.data() + h * shape[1] * shape[2], shape[1], shape[2]).transpose();
+  return rows;
+}
+
 /// The role's tensor in canonical [out, in] form, its shape checked.
 RowMatrixF load_role(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
                      ProjectionRole role) {
+  if (dims.orientation == Orientation::heads_in_out)
+    return load_per_head(checkpoint, dims, name, role);
   const Index rows = role_rows(dims, role);
   const Index cols = role_cols(dims, role);
   const std::string why = shape_reason(dims, role);
@@ -77,6 +125,10 @@ RowMatrixF load_role(const Checkpoint& checkpoint, const Dims& dims, const std::
 /// Checks a role's tensor shape from its metadata only (detection time: nothing is read).
 void check_role_shape(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
                       ProjectionRole role) {
+  if (dims.orientation == Orientation::heads_in_out) {
+    check_per_head_shape(checkpoint.at(name), dims, role);
+    return;
+  }
   Index rows = role_rows(dims, role);
   Index cols = role_cols(dims, role);
   if (dims.orientation == Orientation::in_out) std::swap(rows, cols);

@@ -201,13 +201,12 @@ bool is_mla(const Checkpoint& checkpoint) {
   return scan_layers(checkpoint, kMlaMarker).count > 0;
 }
 
-ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
-  const LayerScan scan = scan_layers(checkpoint, kMlaMarker);
-  if (scan.count == 0) {
-    throw Error(checkpoint.path().string(),
-                "MLA checkpoint without attention tensors: expected names like "
-                "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
-  }
+namespace {
+
+/// The latent sizes of an MLA checkpoint whose first attention layer is under `scan`: config.json
+/// first, else the shapes of the first layer's tensors (flags win for the head count).
+MlaDims mla_dims(const Checkpoint& checkpoint, const LayoutOverrides& overrides,
+                 const LayerScan& scan) {
   const std::string attn = self_attn_prefix(scan.prefix, 0);
   const TensorView& kv_a = checkpoint.at(attn + "kv_a_proj_with_mqa.weight");
   const TensorView* q_proj = checkpoint.find(attn + "q_proj.weight");
@@ -258,6 +257,20 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
   positive(checkpoint, "v_head_dim", dims.v_dim);
   positive(checkpoint, "qk_nope_head_dim + qk_rope_head_dim", dims.nope + dims.rope);
 
+  return dims;
+}
+
+}  // namespace
+
+ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides) {
+  const LayerScan scan = scan_layers(checkpoint, kMlaMarker);
+  if (scan.count == 0) {
+    throw Error(checkpoint.path().string(),
+                "MLA checkpoint without attention tensors: expected names like "
+                "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
+  }
+  const MlaDims dims = mla_dims(checkpoint, overrides, scan);
+  const std::string attn = self_attn_prefix(scan.prefix, 0);
   ModelLayout layout;
   const std::optional<std::string> model_type = model_type_of(checkpoint);
   const ModelTypeInfo* row = model_type ? model_type_named(*model_type) : nullptr;
@@ -276,7 +289,9 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
                           scan.prefix + std::to_string(scan.count) + kMlaMarker,
                           config_int(checkpoint, "num_nextn_predict_layers").value_or(0));
   layout.mla_kv_lora_rank = dims.kv_lora;
-  layout.has_queries = q_proj || q_a || q_b;
+  layout.has_queries = checkpoint.find(attn + "q_proj.weight") ||
+                       checkpoint.find(attn + "q_a_proj.weight") ||
+                       checkpoint.find(attn + "q_b_proj.weight");
   layout.has_outputs = checkpoint.find(attn + "o_proj.weight") != nullptr;
   layout.tensors =
       MlaTensors{dims.prefix, dims.kv_lora, dims.q_lora, dims.nope, dims.rope, dims.v_dim};

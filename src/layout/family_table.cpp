@@ -8,7 +8,7 @@ namespace kvrank {
 namespace {
 
 // family, name, synthesizable, MHA only, head_dim implied
-constexpr std::array<FamilyInfo, 24> kFamilies{{
+constexpr std::array<FamilyInfo, 25> kFamilies{{
     {Family::llama, "llama", true, false, false},
     {Family::gpt2, "gpt2", true, true, true},
     {Family::gpt_neox, "gpt_neox", true, true, true},
@@ -30,6 +30,7 @@ constexpr std::array<FamilyInfo, 24> kFamilies{{
     {Family::t5, "t5", false, true, false},  // d_kv · heads may differ from d_model
     {Family::whisper, "whisper", false, true, true},
     {Family::clip, "clip", false, true, true},
+    {Family::transformer_lens, "transformer_lens", false, false, false},
     {Family::map, "map", false, false, false},
     {Family::npy, "npy", false, false, false},
     {Family::activations, "activations", false, false, false},

@@ -12,6 +12,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/name_table.hpp"
+#include "kvrank/base/text.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
 
@@ -334,6 +335,30 @@ std::string folded_gains(const ModelLayout& layout) {
                  },
                  [](const auto&) { return std::string(); }},
       layout.tensors);
+}
+
+std::string unknown_model_type_warning(const ModelLayout& layout,
+                                       const LayoutOverrides& overrides) {
+  const bool named = overrides.family || overrides.map_file || overrides.activations;
+  if (named || layout.model_type.empty() || model_type_named(layout.model_type)) return "";
+  return "model type \"" + excerpt(layout.model_type) + "\" is not one kvrank knows: read by the " +
+         std::string(family_name(layout.family)) +
+         " reader, from its tensor names; if its attention differs, name the tensors with --map "
+         "(docs/families.md)";
+}
+
+std::string layout_reading_detail(const ModelLayout& layout) {
+  const std::vector<int> layers = attention_layer_list(layout);
+  std::string names;
+  if (!layers.empty())
+    for (const std::string& name : layer_tensor_names(layout, layers.front()))
+      names += (names.empty() ? "" : ", ") + excerpt(name);
+  return std::string(family_name(layout.family)) + " reader: heads " +
+         std::to_string(layout.heads) + ", kv_heads " + std::to_string(layout.kv_heads) +
+         ", head_dim " + std::to_string(layout.head_dim) + ", d_model " +
+         std::to_string(layout.d_model) + ", " + std::to_string(layers.size()) +
+         " attention layers; layer " + (layers.empty() ? "-" : std::to_string(layers.front())) +
+         " read from " + names;
 }
 
 HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,

@@ -8,6 +8,7 @@
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/name_table.hpp"
+#include "kvrank/base/text.hpp"
 #include "layout/dense.hpp"
 
 namespace kvrank::detail {
@@ -41,19 +42,27 @@ std::optional<std::string> map_string(const nlohmann::json& map, const std::stri
 constexpr std::array<Named<QkvOrder>, 2> kQkvOrders{
     {{QkvOrder::stacked, "stacked"}, {QkvOrder::grouped, "grouped"}}};
 static_assert(in_enum_order(kQkvOrders));
-constexpr std::array<Named<Orientation>, 2> kOrientations{
-    {{Orientation::out_in, "out_in"}, {Orientation::in_out, "in_out"}}};
+constexpr std::array<Named<Orientation>, 3> kOrientations{
+    {{Orientation::out_in, "out_in"},
+     {Orientation::in_out, "in_out"},
+     {Orientation::heads_in_out, "heads_in_out"}}};
 static_assert(in_enum_order(kOrientations));
 
-/// The value of a string field naming one of two `choices`; the first when the field is absent.
-template <typename Enum>
+/// The value of a string field naming one of `choices`; the first when the field is absent.
+template <typename Enum, std::size_t N>
 Enum map_choice(const nlohmann::json& map, const std::string& file, const char* key,
-                const std::array<Named<Enum>, 2>& choices) {
+                const std::array<Named<Enum>, N>& choices) {
   const std::optional<std::string> name = map_string(map, file, key);
   if (!name) return choices[0].value;
   if (const std::optional<Enum> value = value_named(choices, *name)) return *value;
-  throw Error(file, std::string("\"") + key + "\": expected \"" + std::string(choices[0].name) +
-                        "\" or \"" + std::string(choices[1].name) + "\", found \"" + *name + "\"");
+  std::string expected;
+  for (std::size_t i = 0; i < N; ++i)
+    expected += (i == 0       ? "\""
+                 : i + 1 == N ? " or \""
+                              : ", \"") +
+                std::string(choices[i].name) + "\"";
+  throw Error(file, std::string("\"") + key + "\": expected " + expected + ", found \"" +
+                        excerpt(*name) + "\"");
 }
 
 }  // namespace
@@ -92,6 +101,10 @@ DenseSpec read_map_spec(const nlohmann::json& map, const std::string& file) {
     throw Error(file, "expected \"k\" and \"v\" (or a fused \"qkv\") tensor names");
   spec.tensors.qkv_order = map_choice(map, file, "qkv_order", kQkvOrders);
   spec.tensors.orientation = map_choice(map, file, "layout", kOrientations);
+  if (fused && spec.tensors.orientation == Orientation::heads_in_out)
+    throw Error(file,
+                "\"layout\": \"heads_in_out\" (per-head [heads, in, out] tensors) needs "
+                "separate \"q\", \"k\" and \"v\", not a fused \"qkv\"");
   return spec;
 }
 

@@ -89,6 +89,13 @@ TEST_CASE("resolve_model_argument: existing paths first, then repo ids in the ca
             .starts_with("Qwen/Qwen3-8B: no such file or folder, and not in the local Hugging "
                          "Face cache: no folder " +
                          (hub / "models--Qwen--Qwen3-8B").string()));
+
+  // The cache has the model, but its refs/main is no hash: said so, not "no such file or folder".
+  test::write_file(model / "refs" / "main", "not-a-hash\n");
+  CHECK(error_message([&] { resolve_model_argument("Qwen/Qwen3-0.6B", cache_env(hub)); }) ==
+        (model / "refs" / "main").string() +
+            ": this ref is not a commit hash: expected a 40-digit commit hash, found "
+            "\"not-a-hash\"");
 }
 
 TEST_CASE("unique_labels: defaults get -2, -3 with a note, given labels are kept", "[labels]") {

@@ -259,6 +259,22 @@ class DetectionErrors(unittest.TestCase):
             writer.write_safetensors(path, {"blocks.0.w": np.ones((4, 4))}, "F32")
             self.expect_error(path, "--map")
 
+    def test_an_unknown_model_type_read_by_a_known_reader_is_said(self):
+        def rename(_, config):
+            config["model_type"] = "mystery_lm"
+        with tempfile.TemporaryDirectory() as tmp:
+            out = self.write_llama(tmp, rename)
+            doc, stderr = analyze_json([out])
+            self.assertEqual(doc["models"][0]["model_type"], "mystery_lm")
+            self.assertIn('model type "mystery_lm" is not one kvrank knows: read by the llama '
+                          "reader, from its tensor names", stderr)
+            self.assertEqual(len([line for line in stderr.splitlines() if "mystery_lm" in line]), 1)
+            _, stderr = analyze_json([out, "--family", "llama"])  # named: nothing to say
+            self.assertNotIn("mystery_lm", stderr)
+            known = self.write_llama(os.path.join(tmp, "known"), lambda t, c: None)
+            _, stderr = analyze_json([known])
+            self.assertNotIn("not one kvrank knows", stderr)
+
     def test_layers_out_of_range(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = self.write_llama(tmp, lambda t, c: None)

@@ -134,7 +134,8 @@ TEST_CASE("resolve_hub_snapshot errors name the repo, every path tried and that 
 
   const fs::path odd = make_cached_model(hub, "models--org--odd", {kCommit}, "../../../etc");
   CHECK(resolve("org/odd") == (odd / "refs" / "main").string() +
-                                  ": expected a 40-digit commit hash, found \"../../../etc\"");
+                                  ": this ref is not a commit hash: expected a 40-digit commit "
+                                  "hash, found \"../../../etc\"");
 }
 
 TEST_CASE("resolve_hub_snapshot reads a ref with a size cap and says what is wrong with it",
@@ -148,13 +149,15 @@ TEST_CASE("resolve_hub_snapshot reads a ref with a size cap and says what is wro
   const fs::path huge = make_cached_model(cache.path, "models--org--huge", {kCommit}, "x");
   test::write_file(huge / "refs" / "main", std::string(std::size_t{8} << 20, 'a'));
   CHECK(resolve("org/huge") == (huge / "refs" / "main").string() +
-                                   ": longer than 1024 bytes (a ref holds one 40-digit commit "
+                                   ": this ref is not a commit hash: longer than 1024 bytes (a ref "
+                                   "holds one 40-digit commit "
                                    "hash)");
   const fs::path garbage = make_cached_model(cache.path, "models--org--garbage", {kCommit}, "x");
   test::write_file(garbage / "refs" / "main", std::string(100, 'z') + "\n\x01\x02");
-  CHECK(resolve("org/garbage") == (garbage / "refs" / "main").string() +
-                                      ": expected a 40-digit commit hash, found \"" +
-                                      std::string(60, 'z') + "... (103 bytes)\"");
+  CHECK(resolve("org/garbage") ==
+        (garbage / "refs" / "main").string() +
+            ": this ref is not a commit hash: expected a 40-digit commit hash, found \"" +
+            std::string(60, 'z') + "... (103 bytes)\"");
   // A folder (or FIFO) where the ref should be: not "no such file", and never blocks.
   const fs::path folder = make_cached_model(cache.path, "models--org--folder", {kCommit}, nullptr);
   fs::create_directories(folder / "refs" / "main");

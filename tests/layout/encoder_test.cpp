@@ -58,7 +58,8 @@ constexpr AttentionSeries kDecoderCross{AttentionStack::decoder, AttentionKind::
 
 TEST_CASE("encoders: their rows in the model-type table", "[encoders]") {
   CHECK(model_type_list(Family::bert) == "bert, roberta");
-  CHECK(model_type_list(Family::clip) == "clip, siglip");
+  CHECK(model_type_list(Family::clip) ==
+        "clip, siglip, clip_text_model, clip_vision_model, siglip_text_model, siglip_vision_model");
   CHECK(model_type_list(Family::whisper) == "whisper, bart, mbart");
   for (Family family : {Family::vit, Family::t5})
     CHECK(model_type_list(family) == family_name(family));

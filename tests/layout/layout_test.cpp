@@ -123,6 +123,28 @@ TEST_CASE("llama-like GQA with explicit head_dim: geometry from config.json", "[
             "model.layers.2.self_attn.v_proj.weight", "model.layers.2.self_attn.o_proj.weight"});
 }
 
+TEST_CASE("an unknown model type read by the llama reader is warned about, with detail",
+          "[families]") {
+  TempDir dir;
+  write_llama(dir.path(), 2, 4, 2, 6, 16);
+  CHECK(unknown_model_type_warning(detect_layout(Checkpoint::open(dir.path()))).empty());
+  test::write_file(dir / "config.json", nlohmann::json{{"model_type", "mystery_lm"},
+                                                       {"num_attention_heads", 4},
+                                                       {"num_key_value_heads", 2}}
+                                            .dump());
+  const ModelLayout layout = detect_layout(Checkpoint::open(dir.path()));
+  CHECK(unknown_model_type_warning(layout) ==
+        "model type \"mystery_lm\" is not one kvrank knows: read by the llama reader, from its "
+        "tensor names; if its attention differs, name the tensors with --map (docs/families.md)");
+  LayoutOverrides named;
+  named.family = "llama";
+  CHECK(unknown_model_type_warning(layout, named).empty());
+  CHECK(layout_reading_detail(layout) ==
+        "llama reader: heads 4, kv_heads 2, head_dim 6, d_model 16, 2 attention layers; layer 0 "
+        "read from model.layers.0.self_attn.q_proj.weight, model.layers.0.self_attn.k_proj.weight, "
+        "model.layers.0.self_attn.v_proj.weight, model.layers.0.self_attn.o_proj.weight");
+}
+
 TEST_CASE("llama factors equal W_Q^h W_K^hᵀ (query head h uses KV head h / group)", "[families]") {
   TempDir dir;
   const LlamaWeights w = write_llama(dir.path(), 2, 6, 2, 4, 12);

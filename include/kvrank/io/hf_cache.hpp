@@ -55,6 +55,10 @@ HubCacheDir hub_cache_dir(const EnvLookup& env);
 /// it looked at, and that kvrank never downloads) when the model, the ref or the snapshot is not
 /// there.
 std::filesystem::path resolve_hub_snapshot(const HubModelId& id, const HubCacheDir& cache);
+/// Whether the cache has a folder for the model (models--ORG--NAME), whatever its revisions: an
+/// argument that names it means the Hub id, and resolve_hub_snapshot's error alone says what is
+/// wrong (a refs/main that is not a hash is no missing file).
+bool hub_model_cached(const HubModelId& id, const HubCacheDir& cache);
 
 /// Longest refs/<rev> file read: a ref is a 40-digit commit hash and a newline.
 inline constexpr std::size_t kMaxHubRefBytes = 1024;

@@ -42,6 +42,7 @@ enum class Family {
   t5,
   whisper,
   clip,
+  transformer_lens,  // a TransformerLens state dict: per-head [heads, in, out] tensors
   map,
   npy,
   activations

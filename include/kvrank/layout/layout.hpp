@@ -62,11 +62,12 @@ std::string_view role_name(ProjectionRole role) noexcept;  ///< "q" … "o", "qk
 ///   stacked: all q heads, then all k heads, then all v heads      (gpt2, phi3)
 ///   grouped: per KV head g its H/H_kv q heads, then k_g, then v_g  (gpt_neox, falcon)
 enum class QkvOrder { stacked, grouped };
-/// How a projection is stored: [out, in] (torch Linear) or [in, out] (gpt2's Conv1D).
-enum class Orientation { out_in, in_out };
+/// How a projection is stored: [out, in] (torch Linear), [in, out] (gpt2's Conv1D), or per head
+/// [heads, in, out] (TransformerLens: W_Q, W_K, W_V [heads, d, d_h], W_O [heads, d_h, d]).
+enum class Orientation { out_in, in_out, heads_in_out };
 
-/// Dense layouts (llama-like, gpt2, gpt_neox, falcon, phi3, `--map`, NPY): tensor-name templates
-/// with a "{i}" layer slot.
+/// Dense layouts (llama-like, gpt2, gpt_neox, falcon, phi3, TransformerLens, `--map`, NPY):
+/// tensor-name templates with a "{i}" layer slot.
 struct DenseTensors {
   std::map<ProjectionRole, std::string> names;  ///< q, k, v, o — or fused_qkv, o
   QkvOrder qkv_order = QkvOrder::stacked;       ///< when fused
@@ -168,6 +169,17 @@ std::string family_choice_list();
 /// a note on stderr: "the q_norm and k_norm gains (1 + w)", "" when none. (MLA's latent norms are
 /// part of its factors, docs/metric.md, and are not announced.)
 std::string folded_gains(const ModelLayout& layout);
+
+/// A warning when config.json's model type is one kvrank has no row for (model_type.hpp) and a
+/// family's reader read the checkpoint by its tensor names alone, naming both: "model type
+/// \"foo\" is not one kvrank knows: read by the llama reader, from its tensor names (…)". Empty
+/// when the model type is known or absent, or when `overrides` name the layout (--family, --map,
+/// --activations).
+std::string unknown_model_type_warning(const ModelLayout& layout,
+                                       const LayoutOverrides& overrides = {});
+/// The detail behind that warning (for -v): the tensors the reader takes as one layer's attention
+/// projections, and the geometry it found.
+std::string layout_reading_detail(const ModelLayout& layout);
 
 /// Detects family, variant and geometry. Throws kvrank::Error when config and tensors disagree
 /// (naming both) or when a tensor the layout needs is missing. For an encoder or encoder-decoder
