@@ -79,6 +79,8 @@ std::optional<std::string> format_of_extension(const std::string& output) {
   return std::nullopt;
 }
 
+}  // namespace
+
 /// The output format: the one -o's extension names, else --format, else `fallback`. A --format
 /// that contradicts the extension is a usage error, so that `-o out.json` can never hold a table.
 std::string output_format(const std::string& format, const std::string& output,
@@ -91,6 +93,8 @@ std::string output_format(const std::string& format, const std::string& output,
                                 "): drop --format, or name the file for the format");
   return *named;
 }
+
+namespace {
 
 /// Writes the closing line of a run that wrote a file: what, how much, how long.
 void report_written(const std::string& output, const std::string& what,
@@ -122,6 +126,8 @@ std::string count_text(const std::vector<kvrank::ModelReport>& models) {
   return count + ", " + layers_text(layers) + " in all";
 }
 
+}  // namespace
+
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;
   std::size_t start = 0;
@@ -134,8 +140,6 @@ std::vector<std::string> split_list(const std::string& text) {
   }
   return items;
 }
-
-}  // namespace
 
 // ---- options shared by analyze and inspect -----------------------------------------------------
 

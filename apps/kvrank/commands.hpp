@@ -107,6 +107,13 @@ struct SynthArgs {
   std::string output;
 };
 
+/// The output format: the one -o's extension names, else --format, else `fallback` (a --format
+/// contradicting the extension is a usage error). Shared by the commands that write results.
+std::string output_format(const std::string& format, const std::string& output,
+                          const std::string& fallback);
+/// The items of a comma list, empty ones dropped.
+std::vector<std::string> split_list(const std::string& text);
+
 int run_analyze(const AnalyzeArgs& args);
 int run_inspect(const InspectArgs& args);
 /// 0 when the results match the golden file, kExitRegression otherwise.
