@@ -103,8 +103,7 @@ int DiffCommand::run() const {
   const std::string format = output_format(args.format, args.output, "table");
   const std::size_t top = parse_top(args.top);
   const DiffOptions options = diff_options(args);
-  const std::vector<ModelInput> inputs =
-      resolve_models({args.a, args.b}, args.labels, options.note);
+  const std::vector<ModelInput> inputs = resolve_models({args.a, args.b}, args.labels, {});
   if (!args.figure.empty()) {
     figure_format(args.figure);  // a wrong extension is refused before anything is read
     if (is_result_file(inputs[0].path) || is_result_file(inputs[1].path))
