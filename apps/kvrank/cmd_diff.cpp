@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
 #include <optional>
 
 #include "kvrank/analysis/diff.hpp"
@@ -23,17 +22,6 @@ namespace kvrank::cli {
 namespace {
 
 constexpr int kMaxTop = 100000;
-
-/// --top: a decimal count of heads, 0 … kMaxTop (never clamped).
-std::size_t parse_top(const std::string& text) {
-  const bool decimal =
-      !text.empty() && text.size() <= 6 &&
-      std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
-  if (!decimal || std::stoi(text) > kMaxTop)
-    throw Error("", "--top: expected a decimal number of heads from 0 to " +
-                        std::to_string(kMaxTop) + ", found \"" + text + "\"");
-  return static_cast<std::size_t>(std::stoi(text));
-}
 
 std::string format_diff(const DiffResult& diff, const std::string& format, std::size_t top) {
   if (format == "json") return to_json_text(diff_to_json(diff, top));
@@ -89,10 +77,14 @@ DiffCommand::DiffCommand(CLI::App& app) {
   command_->add_option("-o,--output", args.output, "Write to FILE (atomically; default: stdout)");
   command_
       ->add_option("--top", args.top,
-                   "How many of the heads that moved most the table and JSON list")
+                   "How many of the heads that moved most the table and the JSON list")
+      ->type_name("N")
+      ->check(decimal_digits())
+      ->check(CLI::Range(0, kMaxTop))
       ->capture_default_str();
-  command_->add_option("--figure", args.figure,
-                       "Also draw head similarity as a layers x heads heatmap: .svg, .png or .pdf");
+  command_->add_option(
+      "--figure", args.figure,
+      "Also draw head similarity as a layers x heads heatmap: .svg, .png or .pdf (default: none)");
   args.layout.add_to(*command_);
 }
 
@@ -101,7 +93,7 @@ bool DiffCommand::parsed() const { return command_->parsed(); }
 int DiffCommand::run() const {
   const DiffArgs& args = args_;
   const std::string format = output_format(args.format, args.output, "table");
-  const std::size_t top = parse_top(args.top);
+  const auto top = static_cast<std::size_t>(args.top);
   const DiffOptions options = diff_options(args);
   const std::vector<ModelInput> inputs = resolve_models({args.a, args.b}, args.labels, {});
   if (!args.figure.empty()) {

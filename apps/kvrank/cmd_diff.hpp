@@ -18,8 +18,8 @@ struct DiffArgs {
   std::string layers;
   std::string format;  ///< empty: from -o's extension, else table
   std::string output;
-  std::string top = "10";  ///< the heads that moved most, listed in the table and JSON
-  std::string figure;      ///< layers × heads heatmap of head_similarity (.svg, .png, .pdf)
+  int top = 10;        ///< the heads that moved most, listed in the table and JSON
+  std::string figure;  ///< layers × heads heatmap of head_similarity (.svg, .png, .pdf)
   LayoutFlags layout;
 };
 

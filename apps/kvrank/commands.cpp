@@ -141,6 +141,16 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
+CLI::Validator decimal_digits() {
+  return CLI::Validator(
+      [](const std::string& value) {
+        const bool digits =
+            !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? std::string() : "expected a decimal integer, found \"" + value + "\"";
+      },
+      "DECIMAL");
+}
+
 // ---- options shared by analyze and inspect -----------------------------------------------------
 
 void LayoutFlags::add_to(CLI::App& command) {
@@ -336,6 +346,9 @@ int run_analyze(const AnalyzeArgs& args) {
     models.push_back(kvrank::fully_redundant_baseline(models.front().geometry.num_layers,
                                                       models.front().geometry.heads));
   }
+  for (auto& model : models)  // --pairs: the most similar heads, named
+    for (auto& layer : model.layers)
+      if (args.pairs > 0) kvrank::name_redundant_heads(layer, static_cast<std::size_t>(args.pairs));
   destination.emit(format_reports(models, format, args));
   advise_on_blas_kernels(std::chrono::steady_clock::now() - started);
   report_written(args.output, count_text(models), started);

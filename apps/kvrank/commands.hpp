@@ -14,7 +14,8 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace kvrank::cli {
 
@@ -52,6 +53,7 @@ struct AnalyzeArgs {
   std::string format;  ///< empty: from -o's extension, else table
   std::string output;
   bool similarity = false;
+  int pairs = 0;  ///< `--pairs K`: name the K most similar head pairs per layer (0: none)
   bool summary = false;
   bool with_baseline = false;
   int threads = 0;
@@ -113,6 +115,9 @@ std::string output_format(const std::string& format, const std::string& output,
                           const std::string& fallback);
 /// The items of a comma list, empty ones dropped.
 std::vector<std::string> split_list(const std::string& text);
+/// Refuses an integer option's value unless it is decimal digits (CLI11 alone also reads 0x10,
+/// 0b1 and 1e1); bounds come from CLI::Range beside it.
+CLI::Validator decimal_digits();
 
 int run_analyze(const AnalyzeArgs& args);
 int run_inspect(const InspectArgs& args);

@@ -75,6 +75,13 @@ CLI::App* add_analyze(CLI::App& app, AnalyzeArgs& args) {
   add_result_output(*command, args.format, args.output);
   command->add_flag("--similarity", args.similarity,
                     "Include each layer's H×H similarity matrix (JSON only)");
+  command
+      ->add_option("--pairs", args.pairs,
+                   "Name each layer's K most similar head pairs and each head's nearest one "
+                   "(default: none)")
+      ->type_name("K")
+      ->check(decimal_digits())
+      ->check(CLI::Range(1, kvrank::kMaxNamedPairs));
   command->add_flag("--summary", args.summary,
                     "One row per model and representation, the means (CSV/TSV only)");
   command->add_flag("--with-baseline", args.with_baseline, "Add the fully-redundant series");

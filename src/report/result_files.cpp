@@ -48,6 +48,22 @@ json matrix_to_json(const MatrixD& matrix) {
   return rows;
 }
 
+/// `analyze --pairs K`: "similar_pairs", "nearest_head" and "nearest_head_similarity" (null for
+/// a head without one).
+void add_head_pairs(json& out, const LayerMetrics& layer) {
+  json pairs = json::array();
+  for (const HeadPair& pair : layer.similar_pairs)
+    pairs.push_back({{"heads", {pair.first, pair.second}}, {"similarity", pair.similarity}});
+  json nearest = json::array(), similarity = json::array();
+  for (const NearestHead& head : layer.nearest_heads) {
+    nearest.push_back(head.head < 0 ? json() : json(head.head));
+    similarity.push_back(head.head < 0 ? json() : json(head.similarity));
+  }
+  out["similar_pairs"] = std::move(pairs);
+  out["nearest_head"] = std::move(nearest);
+  out["nearest_head_similarity"] = std::move(similarity);
+}
+
 json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
   json out = {
       {"layer", layer.layer},
@@ -63,6 +79,7 @@ json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
     out[std::string(field.name)] = field.integral ? json(static_cast<int>(value)) : json(value);
   }
   if (options.include_similarity) out["similarity"] = matrix_to_json(layer.similarity);
+  if (!layer.nearest_heads.empty()) add_head_pairs(out, layer);
   return out;
 }
 

@@ -7,7 +7,8 @@ data/tiny-steps (qk and ov), on synthetic MLA/LRKV checkpoints of two seeds (the
 for the properties: a model against itself gives exactly 1 for every head, a gauge transform of B
 leaves every similarity at 1, a permutation of B's heads leaves the layer metrics but not the head
 similarities. Also the refusals (other geometry, bad options: one line, exit 2, no file), result
-files (per-layer changes only), the CSV and the figure.
+files (per-layer changes only), the CSV, the figure and the JSON schema; and `analyze --pairs K`
+(redundant heads, named) against S formed from the reference's explicit forms.
 
   python3 tests/e2e/test_diff.py build/kvrank
 """
@@ -177,8 +178,7 @@ class DiffTest(harness.TestCase):
 
     def test_bad_options_are_refused(self):
         model = os.path.join(TINY, "mha")
-        for args, message in ((["--top", "0x10"], "--top: expected a decimal number"),
-                              (["--top", "100001"], "--top: expected a decimal number"),
+        for args, message in ((["--top", "0x10"], "--top"), (["--top", "100001"], "--top"),
                               (["--figure", self.path("f.gif")], "f.gif"),
                               (["--repr", "qq"], "qq")):
             proc = harness.run("diff", model, model, *args)
@@ -218,6 +218,83 @@ class DiffTest(harness.TestCase):
         with open(figure) as f:
             svg = f.read()
         self.assertEqual(svg.count('class="cell"'), 2 * 4 * 8)
+
+
+def explicit_similarity(forms):
+    """S of explicit forms (no zero heads in the tiny models)."""
+    flat = np.array([a.ravel() / np.linalg.norm(a) for a in forms])
+    return flat @ flat.T
+
+
+class PairsTest(harness.TestCase):
+    """`analyze --pairs K`: the most similar head pairs and nearest heads, against S formed from
+    the explicit d×d forms of the reference."""
+
+    def test_pairs_and_nearest_heads_match_the_reference(self):
+        model = os.path.join(TINY, "gqa")
+        document = harness.analyze_json(model, "--pairs", "3")
+        for layer, (number, forms) in zip(document["models"][0]["layers"],
+                                          reference.llama_forms(model, "qk"), strict=True):
+            s = explicit_similarity(forms)
+            heads = len(forms)
+            pairs = sorted(((s[i, j], i, j) for i in range(heads) for j in range(i + 1, heads)),
+                           key=lambda p: -p[0])[:3]
+            got = layer["similar_pairs"]
+            self.assertEqual([p["heads"] for p in got], [[i, j] for _, i, j in pairs], number)
+            for g, (value, _, _) in zip(got, pairs):
+                self.assertTrue(close(g["similarity"], value))
+            np.fill_diagonal(s, -np.inf)
+            self.assertEqual(layer["nearest_head"], [int(np.argmax(row)) for row in s])
+            for h, value in enumerate(layer["nearest_head_similarity"]):
+                self.assertTrue(close(value, s[h].max()))
+
+    def test_pairs_in_csv_and_table_and_absent_without_the_option(self):
+        model = os.path.join(TINY, "mha")
+        csv = harness.run("analyze", model, "--pairs", "2", "--format", "csv").stdout.splitlines()
+        header = csv[0].split(",")
+        self.assertEqual(header[-2:], ["similar_pairs", "nearest_heads"])
+        self.assertEqual(len(csv[1].split(",")[-2].split(" ")), 2)
+        self.assertEqual(len(csv[1].split(",")[-1].split(" ")), 8)
+        table = harness.run("analyze", model, "--pairs", "2").stdout
+        self.assertIn("most similar pairs", table)
+        plain = harness.analyze_json(model)["models"][0]["layers"][0]
+        self.assertNotIn("similar_pairs", plain)
+        self.assertNotIn("nearest_head", plain)
+        self.assertNotIn("similar_pairs", harness.run("analyze", model, "--format", "csv").stdout)
+
+    def test_bad_counts_are_refused(self):
+        for value in ("0", "0x3", "1e1", "-1", "1000001"):
+            proc = harness.run("analyze", os.path.join(TINY, "mha"), "--pairs", value)
+            self.assertEqual(proc.returncode, 2, value)
+            self.assertIn("--pairs", proc.stderr)
+            self.assertEqual(proc.stdout, "")
+
+
+class SchemaTest(harness.TestCase):
+    """diff's JSON against docs/schema/diff.schema.json, and `analyze --pairs` against the result
+    schema (skipped where python3-jsonschema is missing, as test_result_schema.py)."""
+
+    def validate(self, schema_name, document):
+        try:
+            import jsonschema
+        except ImportError:
+            self.skipTest("python3-jsonschema is not installed")
+        with open(os.path.join(ROOT, "docs", "schema", schema_name)) as handle:
+            validator = jsonschema.Draft202012Validator(json.load(handle))
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(document)]
+        self.assertEqual(errors, [])
+
+    def test_diff_json_validates(self):
+        self.validate("diff.schema.json", diff_json(BASE, LATER))
+        self.validate("diff.schema.json", diff_json(os.path.join(TINY, "mla"),
+                                                    os.path.join(TINY, "mla"), "--top", "0"))
+        a = self.path("a.json")
+        harness.run("analyze", BASE, "-o", a)
+        self.validate("diff.schema.json", diff_json(a, a))
+
+    def test_analyze_pairs_validates(self):
+        self.validate("kvrank-result.schema.json",
+                      harness.analyze_json(os.path.join(TINY, "gqa"), "--pairs", "4"))
 
 
 if __name__ == "__main__":
