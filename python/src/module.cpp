@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kvrank/analysis/analysis.hpp"
+#include "kvrank/analysis/diff.hpp"
 #include "kvrank/analysis/inspect.hpp"
 #include "kvrank/analysis/model_inputs.hpp"
 #include "kvrank/base/atomic_file.hpp"
@@ -26,6 +27,7 @@
 #include "kvrank/base/version.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/metric/compute.hpp"
+#include "kvrank/plot/diff_heatmap.hpp"
 #include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
@@ -345,6 +347,22 @@ PYBIND11_MODULE(_kvrank, m) {
         py::arg("label"), py::arg("step"), py::arg("selection"), py::arg("similarity"),
         py::arg("threads"), py::arg("layout"), py::arg("progress"), py::arg("note"));
   m.def("inspect_json", &inspect_json, py::arg("arguments"), py::arg("layout"));
+  m.def(
+      "diff",
+      [](const std::string& a, const std::string& b, const std::vector<std::string>& labels,
+         const Selection& selection, std::size_t top, const Layout& layout) {
+        const kvrank::AnalyzeOptions analyze = analyze_options(selection, layout);
+        const kvrank::DiffOptions options{analyze.reprs,     analyze.layers, analyze.layout,
+                                          analyze.attention, analyze.open,   {}};
+        const auto inputs = kvrank::resolve_models({a, b}, labels, {});
+        py::gil_scoped_release released;
+        const kvrank::DiffResult diff = kvrank::diff_models(inputs[0], inputs[1], options);
+        const std::string svg =
+            diff.heads_compared ? kvrank::plot_head_similarity_svg(diff, "") : "";
+        return std::pair(kvrank::to_json_text(kvrank::diff_to_json(diff, top)), svg);
+      },
+      py::arg("a"), py::arg("b"), py::arg("labels"), py::arg("selection"), py::arg("top"),
+      py::arg("layout"));
   m.def(
       "check",
       [](const Results& current, const Results& golden, const std::vector<std::string>& metrics,

@@ -89,6 +89,10 @@ std::string colour_scale(double left, double height, double low) {
     out += text(left + kBarWidth + 7, y + 3.8, tick_label(low + (1 - low) * i / 4.0, 2), 11,
                 Anchor::kStart);
   }
+  const double middle = kTop + height / 2;
+  const double label_x = left + kBarWidth + 44;
+  out += text(label_x, middle, "cos(A_h, B_h)", 13, Anchor::kMiddle,
+              attr("transform", "rotate(-90 " + num(label_x) + " " + num(middle) + ")"));
   return out + "</g>\n";
 }
 
@@ -108,7 +112,7 @@ std::string plot_head_similarity_svg(const DiffResult& diff, const std::string& 
   const double panel_width = static_cast<double>(heads) * cell;
   const double plot_height = static_cast<double>(layers) * cell;
   const double bar_left = kLeft + panels * (panel_width + kPanelGap);
-  const double width = bar_left + kBarWidth + 48;
+  const double width = bar_left + kBarWidth + 64;
   const double height = kTop + plot_height + 48;
   const double low = lowest_of(diff);
   const SeriesDiff& first = diff.series.front();
