@@ -11,38 +11,18 @@
 
 #include "kvrank/plot/diff_heatmap.hpp"
 #include "support/catch.hpp"
+#include "support/random_factors.hpp"
 #include "support/test_util.hpp"
 
 using namespace kvrank;
 
 namespace {
 
-using Heads = std::vector<MatrixD>;  // per head a d × k factor
-
-Heads random_heads(Index count, Index d, Index k, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  Heads heads;
-  for (Index h = 0; h < count; ++h) {
-    MatrixD m(d, k);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<double>(normal(rng));
-    heads.push_back(m);
-  }
-  return heads;
-}
+using test::Heads;
+using test::random_heads;
 
 /// Each head its own rows of the basis (the dense layouts).
-FactorSide plain_side(const Heads& heads) {
-  FactorSide side;
-  const Index k = heads.front().cols();
-  side.head_cols = k;
-  side.basis.resize(static_cast<Index>(heads.size()) * k, heads.front().rows());
-  for (std::size_t h = 0; h < heads.size(); ++h) {
-    const Index row = static_cast<Index>(h) * k;
-    side.basis.middleRows(row, k) = heads[h].transpose().cast<float>();
-    side.heads.push_back({CoeffBlock::identity(row, k)});
-  }
-  return side;
-}
+FactorSide plain_side(const Heads& heads) { return test::side_of(heads); }
 
 /// Heads built from a shared basis by dense coefficients (the latent layouts): L_h = basisᵀ C_h.
 FactorSide latent_side(Index count, Index d, Index k, Index m, std::mt19937& rng) {
