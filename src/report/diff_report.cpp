@@ -182,6 +182,10 @@ json layer_to_json(const SeriesDiff& series, std::size_t i) {
   return out;
 }
 
+json attention_to_json(const AttentionSeries& series) {
+  return {{"stack", stack_name(series.stack)}, {"kind", kind_name(series.kind)}};
+}
+
 json series_to_json(const SeriesDiff& series) {
   json layers = json::array();
   for (std::size_t i = 0; i < series.a.layers.size(); ++i)
@@ -192,9 +196,7 @@ json series_to_json(const SeriesDiff& series) {
               {"layers", std::move(layers)}};
   for (const GeometryField& field : geometry_fields())
     out[std::string(field.name)] = series.a.geometry.*field.value;
-  if (series.a.attention)
-    out["attention"] = {{"stack", stack_name(series.a.attention->stack)},
-                        {"kind", kind_name(series.a.attention->kind)}};
+  if (series.a.attention) out["attention"] = attention_to_json(*series.a.attention);
   return out;
 }
 
@@ -207,10 +209,13 @@ json diff_to_json(const DiffResult& diff, std::size_t top) {
   const std::vector<MovedHead> heads = heads_by_movement(diff);
   for (std::size_t i = 0; i < std::min(top, heads.size()); ++i) {
     const MovedHead& head = heads[i];
-    moved.push_back({{"repr", diff.series[head.series].a.repr},
-                     {"layer", head.layer},
-                     {"head", head.head},
-                     {"similarity", head.similarity}});
+    const ModelReport& model = diff.series[head.series].a;
+    json entry = {{"repr", model.repr},
+                  {"layer", head.layer},
+                  {"head", head.head},
+                  {"similarity", head.similarity}};
+    if (model.attention) entry["attention"] = attention_to_json(*model.attention);
+    moved.push_back(std::move(entry));
   }
   return {{"schema_version", kDiffSchemaVersion},
           {"tool", {{"name", "kvrank"}, {"version", version()}}},
@@ -338,7 +343,8 @@ std::string moved_heads_text(const DiffResult& diff, std::size_t top) {
   for (std::size_t i = 0; i < std::min(top, heads.size()); ++i) {
     const MovedHead& head = heads[i];
     std::snprintf(line, sizeof line, "  %-4s layer %4d  head %4d  similarity %8.4f\n",
-                  diff.series[head.series].a.repr.c_str(), head.layer, head.head, head.similarity);
+                  series_name(diff.series[head.series].a).c_str(), head.layer, head.head,
+                  head.similarity);
     out += line;
   }
   return out;

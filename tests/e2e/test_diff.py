@@ -166,6 +166,20 @@ class DiffTest(harness.TestCase):
                 self.assert_matches_reference(similarities(document, repr_name), want,
                                               f"{family} {repr_name}")
 
+    def test_encoder_decoder_series_are_compared_one_by_one(self):
+        for seed, name in ((0, "a"), (1, "b")):
+            harness.run_writer("write_encoder_checkpoints.py", "--seed", seed, "t5", self.path(name))
+        document = diff_json(self.path("a"), self.path("b"), "--repr", "qk", "--top", "4")
+        self.assertEqual([(s["attention"]["stack"], s["attention"]["kind"])
+                          for s in document["series"]],
+                         [("encoder", "self"), ("decoder", "self"), ("decoder", "cross")])
+        self.assertEqual(len(document["moved_heads"]), 4)
+        self.assertTrue(all("attention" in head for head in document["moved_heads"]))
+        cross = diff_json(self.path("a"), self.path("a"), "--attention", "cross")
+        self.assertEqual({v for s in cross["series"] for layer in s["layers"]
+                          for v in layer["head_similarity"]}, {1.0})
+        self.assertIn("qk [decoder cross]", harness.run("diff", self.path("a"), self.path("b")).stdout)
+
     def test_other_geometry_is_refused_in_one_line(self):
         output = self.path("out.json")
         proc = harness.run("diff", os.path.join(TINY, "mha"), os.path.join(TINY, "gqa"),
