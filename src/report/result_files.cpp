@@ -10,6 +10,7 @@
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/version.hpp"
+#include "report/head_pairs_json.hpp"
 
 namespace kvrank {
 
@@ -48,22 +49,6 @@ json matrix_to_json(const MatrixD& matrix) {
   return rows;
 }
 
-/// `analyze --pairs K`: "similar_pairs", "nearest_head" and "nearest_head_similarity" (null for
-/// a head without one).
-void add_head_pairs(json& out, const LayerMetrics& layer) {
-  json pairs = json::array();
-  for (const HeadPair& pair : layer.similar_pairs)
-    pairs.push_back({{"heads", {pair.first, pair.second}}, {"similarity", pair.similarity}});
-  json nearest = json::array(), similarity = json::array();
-  for (const NearestHead& head : layer.nearest_heads) {
-    nearest.push_back(head.head < 0 ? json() : json(head.head));
-    similarity.push_back(head.head < 0 ? json() : json(head.similarity));
-  }
-  out["similar_pairs"] = std::move(pairs);
-  out["nearest_head"] = std::move(nearest);
-  out["nearest_head_similarity"] = std::move(similarity);
-}
-
 json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
   json out = {
       {"layer", layer.layer},
@@ -79,7 +64,7 @@ json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
     out[std::string(field.name)] = field.integral ? json(static_cast<int>(value)) : json(value);
   }
   if (options.include_similarity) out["similarity"] = matrix_to_json(layer.similarity);
-  if (!layer.nearest_heads.empty()) add_head_pairs(out, layer);
+  detail::add_head_pairs(out, layer);  // --pairs
   return out;
 }
 
@@ -317,6 +302,7 @@ LayerMetrics layer_from_json(const json& value, const std::string& where, const 
                 "expected >= 0, found " + std::to_string(layer.heads));
   }
   if (reader.has("similarity")) layer.similarity = similarity_from_json(reader, layer.heads);
+  detail::read_head_pairs(value, where, file, layer);  // --pairs
   return layer;
 }
 

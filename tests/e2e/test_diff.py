@@ -276,6 +276,27 @@ class PairsTest(harness.TestCase):
         self.assertNotIn("nearest_head", plain)
         self.assertNotIn("similar_pairs", harness.run("analyze", model, "--format", "csv").stdout)
 
+    def test_merge_keeps_the_pairs_and_a_damaged_file_is_refused(self):
+        model = os.path.join(TINY, "mha")
+        whole = harness.analyze_json(model, "--pairs", "3")
+        parts = [self.path("p0.json"), self.path("p1.json")]
+        for part, layers in zip(parts, ("0-1", "2-3")):
+            harness.run("analyze", model, "--pairs", "3", "--layers", layers, "-o", part)
+        merged = json.loads(harness.run("merge", *parts).stdout)
+        keys = ("similar_pairs", "nearest_head", "nearest_head_similarity")
+        for got, want in zip(merged["models"][0]["layers"], whole["models"][0]["layers"],
+                             strict=True):
+            self.assertEqual([got[k] for k in keys], [want[k] for k in keys])
+        with open(parts[0]) as f:
+            document = json.load(f)
+        document["models"][0]["layers"][1]["nearest_head"][2] = -1
+        with open(parts[0], "w") as f:
+            json.dump(document, f)
+        proc = harness.run("merge", *parts)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("layers[1].nearest_head[2]: expected a head", proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1)
+
     def test_bad_counts_are_refused(self):
         for value in ("0", "0x3", "1e1", "-1", "1000001"):
             proc = harness.run("analyze", os.path.join(TINY, "mha"), "--pairs", value)
