@@ -220,6 +220,19 @@ class DiffTest(harness.TestCase):
         self.assertEqual(proc.returncode, 2)
         self.assertFalse(os.path.exists(self.path("f.svg")))
 
+    def test_labels_and_the_format_of_the_output_file(self):
+        output = self.path("diff.csv")
+        proc = harness.run("diff", BASE, LATER, "--label", "base", "--label", "later", "-o", output)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(output) as f:
+            self.assertTrue(f.read().startswith("repr,attention,layer,"))
+        document = diff_json(BASE, LATER, "--label", "base", "--label", "later")
+        self.assertEqual([document["series"][0][side]["label"] for side in "ab"], ["base", "later"])
+        self.assertEqual([document["series"][0][side]["step"] for side in "ab"], [0, 60])
+        proc = harness.run("diff", BASE, LATER, "--format", "csv", "-o", self.path("x.json"))
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("contradicts", proc.stderr)
+
     def test_csv_and_figure(self):
         figure = self.path("heads.svg")
         proc = harness.run("diff", BASE, LATER, "--format", "csv", "--figure", figure)
