@@ -192,7 +192,9 @@ def head_forms(w, repr_name, heads, group, head_dim, norms=None):
     return a
 
 
-def cmd_llama(path, repr_name, fold_input_norm=False):
+def llama_forms(path, repr_name, fold_input_norm=False):
+    """(layer, [explicit A_h of every query head]) for each attention layer of a llama-layout
+    checkpoint, by the rules of cmd_llama (also scripts/diff_reference.py's)."""
     config, t = load_llama(path)
     text = config.get("text_config", config)  # multimodal (Gemma 3): the language model's config
     heads = text["num_attention_heads"]
@@ -206,7 +208,6 @@ def cmd_llama(path, repr_name, fold_input_norm=False):
     found = [m for k in t if (m := re.match(layer_pattern, k))]
     layers = sorted({int(m.group(2)) for m in found})
     centring = qk_centring(text, t, head_dim)
-    result = []
     for i in layers:
         base = f"{found[0].group(1)}.{i}.self_attn."
         w = {r: t[f"{base}{r}_proj.weight"] for r in "qkv"}
@@ -221,8 +222,11 @@ def cmd_llama(path, repr_name, fold_input_norm=False):
             "q": qk_gains(t, base, "q", heads, head_dim, gemma),
             "k": qk_gains(t, base, "k", kv_heads, head_dim, gemma)}
         norms = {role: (gain, centring) for role, gain in gains.items() if gain is not None}
-        result.append(layer_metrics(i, head_forms(w, repr_name, heads, group, head_dim, norms)))
-    return result
+        yield i, head_forms(w, repr_name, heads, group, head_dim, norms)
+
+
+def cmd_llama(path, repr_name, fold_input_norm=False):
+    return [layer_metrics(i, forms) for i, forms in llama_forms(path, repr_name, fold_input_norm)]
 
 
 def zamba2_projections(config, t, layer, adapters=True):

@@ -33,7 +33,11 @@ def type_text(schema, field):
         items = field.get("items", {})
         if items.get("type") == "array":
             return "numbers²"
-        plural = {"number": "numbers", "integer": "integers"}.get(items.get("type"), "array")
+        item_kinds = items.get("type")
+        nullable = isinstance(item_kinds, list) and "null" in item_kinds
+        item_kind = [k for k in item_kinds if k != "null"][0] if isinstance(item_kinds, list) else item_kinds
+        plural = {"number": "numbers", "integer": "integers", "object": "objects"}.get(item_kind, "array")
+        plural += " (or null)" if nullable else ""
         kinds = [plural] + kinds[1:]
     return " or ".join(kinds)
 

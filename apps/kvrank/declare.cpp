@@ -98,6 +98,10 @@ void declare_analyze(CLI::App& command, AnalyzeCommand& options) {
   add_result_output(command, request.format, request.output);
   command.add_flag("--similarity", request.similarity,
                    "Include each layer's H×H similarity matrix (JSON only)");
+  add_integer(command, "--pairs", request.pairs,
+              "Name each layer's K most similar head pairs and each head's nearest one "
+              "(default: none)")
+      ->type_name("K");
   command.add_flag("--summary", request.summary,
                    "One row per model and representation, the means (CSV/TSV only)");
   command.add_flag("--with-baseline", request.with_baseline, "Add the fully-redundant series");
@@ -269,6 +273,34 @@ void declare_synth(CLI::App& command, app::SynthRequest& request) {
   add_integer(command, "--seed", o.seed, "Random seed", true);
   command.add_option("-o,--output", request.output, "Output folder (required)")->required();
   command.footer("Only -o is required; every other option has the default shown.");
+}
+
+void declare_diff(CLI::App& command, app::DiffRequest& request) {
+  command.add_option("a", request.a, "The first model: a checkpoint, or a result JSON")->required();
+  command.add_option("b", request.b, "The second model: a checkpoint, or a result JSON")
+      ->required();
+  command.add_option("--label", request.labels,
+                     "Labels of A and B, in order (default: their names)");
+  add_choice(command, "--repr", repr_names(),
+             "Head representation(s), a comma list of " + or_list(repr_names()) +
+                 " (default: qk,ov; k,v for K/V-only inputs; a result file's own)",
+             [&request](const std::string& text) { request.reprs = app::parse_repr_list(text); });
+  add_choice(
+      command, "--attention", attention_choice_names(),
+      "Attention series: " + or_list(attention_choice_names()) + " (default: all)",
+      [&request](const std::string& name) { request.attention = parse_attention_choice(name); })
+      ->default_str("all");
+  command.add_option_function<std::string>(
+      "--layers", [&request](const std::string& text) { request.layers = parse_layer_list(text); },
+      "Layers to compare, e.g. 0-11,20 (default: all)");
+  add_result_output(command, request.format, request.output);
+  add_integer(command, "--top", request.top,
+              "How many of the heads that moved most the table and the JSON list", true)
+      ->type_name("N");
+  command.add_option(
+      "--figure", request.figure,
+      "Also draw head similarity as a layers x heads heatmap: .svg, .png or .pdf (default: none)");
+  add_layout(command, request.layout);
 }
 
 }  // namespace kvrank::cli

@@ -22,6 +22,10 @@ const std::vector<Subcommand>& subcommands() {
                  declare_merge, run_merge),
       subcommand("baseline", "The fully-redundant series (1.0 at every layer)", declare_baseline,
                  run_baseline),
+      subcommand("diff",
+                 "What changed between two checkpoints of one shape: per-layer metrics, and how "
+                 "far each head moved (docs/diff.md)",
+                 declare_diff, run_diff),
       subcommand("synth", "Write a seeded test checkpoint of any family/variant", declare_synth,
                  run_synth),
   };
@@ -54,5 +58,7 @@ int run_baseline(const app::BaselineRequest& request) {
 int run_synth(const app::SynthRequest& request) {
   return app::run_synth(request, terminal_hooks());
 }
+
+int run_diff(const app::DiffRequest& request) { return app::run_diff(request, terminal_hooks()); }
 
 }  // namespace kvrank::cli

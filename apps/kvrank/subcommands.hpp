@@ -56,6 +56,7 @@ void declare_plot(CLI::App& command, app::PlotRequest& request);
 void declare_merge(CLI::App& command, app::MergeRequest& request);
 void declare_baseline(CLI::App& command, app::BaselineRequest& request);
 void declare_synth(CLI::App& command, app::SynthRequest& request);
+void declare_diff(CLI::App& command, app::DiffRequest& request);
 
 int run_analyze(const AnalyzeCommand& options);
 int run_inspect(const app::InspectRequest& request);
@@ -64,5 +65,6 @@ int run_plot(const app::PlotRequest& request);
 int run_merge(const app::MergeRequest& request);
 int run_baseline(const app::BaselineRequest& request);
 int run_synth(const app::SynthRequest& request);
+int run_diff(const app::DiffRequest& request);
 
 }  // namespace kvrank::cli

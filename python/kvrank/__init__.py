@@ -22,7 +22,7 @@ Error.__module__ = __name__  # shown as kvrank.Error
 
 __version__ = _kvrank.__version__
 __all__ = ["Error", "Results", "CheckResult", "analyze", "analyze_state_dict", "inspect", "check",
-           "plot", "concat"]
+           "plot", "concat", "diff"]
 
 
 class Results:
@@ -195,6 +195,28 @@ def analyze_state_dict(state_dict, config=None, *, label="model", step=None, rep
         _layout(family, heads, kv_heads, head_dim, map, None, activations, fold_input_norm),
         progress, note)
     return Results(native)
+
+
+def diff(a, b, repr=None, layers=None, *, labels=None, attention="all", top=10, figure=None,
+         family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None,
+         activations=False, fold_input_norm=False):
+    """`kvrank diff A B` (docs/diff.md): two checkpoints of one shape, or result files (then the
+    per-layer changes only). Returns the JSON document of `kvrank diff --format json` as a dict:
+    per layer the metrics of both and their change, and per head `head_similarity`, the cosine of
+    head h's form in A and in B. repr: default qk,ov; top: how many of the heads that moved most
+    "moved_heads" lists; figure: a .svg/.png/.pdf path for the layers × heads heatmap."""
+    if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 100000:
+        raise Error(f"--top: expected a whole number from 0 to 100000, found {top!r}")
+    document, svg = _kvrank.diff(
+        os.fspath(a), os.fspath(b), [str(label) for label in (labels or [])],
+        _selection(repr, layers, None, attention), top,
+        _layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations, fold_input_norm))
+    if figure is not None:
+        if not svg:
+            raise Error("--figure: a result file holds no weights, so the heads cannot be "
+                        "compared (give two checkpoints)")
+        _kvrank.write_figure(svg, os.fspath(figure), _kvrank.FigureSettings())
+    return json.loads(document)
 
 
 def inspect(paths, *, family=None, heads=None, kv_heads=None, head_dim=None, map=None,

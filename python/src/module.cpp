@@ -25,6 +25,7 @@
 #include "kvrank/base/version.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/metric/compute.hpp"
+#include "kvrank/plot/diff_heatmap.hpp"
 #include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
@@ -261,6 +262,27 @@ void write_figure(const std::string& svg, const std::string& output,
 
 }  // namespace
 
+/// `kvrank diff A B --format json` and its heatmap's SVG ("" when a side is a result file).
+std::pair<std::string, std::string> diff_json(const std::string& a, const std::string& b,
+                                              const std::vector<std::string>& labels,
+                                              const Selection& selection, int top,
+                                              const Layout& layout) {
+  const kvrank::app::AnalyzeRequest analyze = analyze_request(selection, layout, false, 0);
+  kvrank::app::DiffRequest request;
+  request.a = a;
+  request.b = b;
+  request.labels = labels;
+  request.reprs = analyze.reprs;
+  request.attention = analyze.attention;
+  request.layers = analyze.layers;
+  request.top = top;
+  request.layout = layout;
+  py::gil_scoped_release released;
+  const kvrank::DiffResult diff = kvrank::app::diff(request, {});
+  const std::string svg = diff.heads_compared ? kvrank::plot_head_similarity_svg(diff, "") : "";
+  return {kvrank::to_json_text(kvrank::diff_to_json(diff, static_cast<std::size_t>(top))), svg};
+}
+
 PYBIND11_MODULE(_kvrank, m) {
   m.doc() = "kvrank's C++ library (use the kvrank package, not this module)";
   m.attr("__version__") = std::string(kvrank::version());
@@ -331,6 +353,8 @@ PYBIND11_MODULE(_kvrank, m) {
         py::arg("label"), py::arg("step"), py::arg("selection"), py::arg("similarity"),
         py::arg("threads"), py::arg("layout"), py::arg("progress"), py::arg("note"));
   m.def("inspect_json", &inspect_json, py::arg("arguments"), py::arg("layout"));
+  m.def("diff", &diff_json, py::arg("a"), py::arg("b"), py::arg("labels"), py::arg("selection"),
+        py::arg("top"), py::arg("layout"));
   m.def(
       "check",
       [](const Results& current, const Results& golden, const std::vector<std::string>& metrics,

@@ -14,6 +14,7 @@
 #include "kvrank/base/memory_limit.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/metric/compute.hpp"
+#include "kvrank/metric/head_pairs.hpp"
 
 namespace fs = std::filesystem;
 
@@ -166,6 +167,13 @@ std::vector<ModelReport> analyze_resolved(const std::vector<Resolved>& resolved,
   return models;
 }
 
+/// --pairs: each layer's `pairs` most similar head pairs, and each head's nearest one, named.
+void name_redundant_heads(std::vector<ModelReport>& models, int pairs) {
+  for (auto& model : models)
+    for (auto& layer : model.layers)
+      kvrank::name_redundant_heads(layer, static_cast<std::size_t>(pairs));
+}
+
 /// analyze(), with `resolved_hook` called once every input is resolved, before any is read.
 AnalyzeOutcome analyze_inputs(
     const AnalyzeRequest& request, const Hooks& hooks,
@@ -179,6 +187,7 @@ AnalyzeOutcome analyze_inputs(
   apply_threads(request.threads, hooks);
   AnalyzeOutcome outcome;
   outcome.models = analyze_resolved(resolved, labels, request, hooks, failures);
+  if (request.pairs > 0) name_redundant_heads(outcome.models, request.pairs);
   outcome.failed_inputs = failures.count();
   if (outcome.failed_inputs == request.inputs.size())
     throw Error("", "no input could be analysed (each is named above)");

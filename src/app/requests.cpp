@@ -14,6 +14,7 @@
 #include "kvrank/base/text.hpp"
 #include "kvrank/base/usage.hpp"
 #include "kvrank/metric/compute.hpp"
+#include "kvrank/metric/head_pairs.hpp"
 #include "kvrank/plot/figure_options.hpp"
 #include "kvrank/plot/svg.hpp"
 
@@ -199,8 +200,27 @@ void AnalyzeRequest::validate() const {
     if (step < 0) invalid("--step", "must be 0 or more, found " + std::to_string(step));
   check_thread_count(threads);
   layout.validate();
+  if (pairs < 0 || pairs > kMaxNamedPairs)
+    invalid("--pairs",
+            "must be 1 to " + std::to_string(kMaxNamedPairs) + ", found " + std::to_string(pairs));
   check_format_matches_output(format, output);
   check_format_flags(*this);
+}
+
+void DiffRequest::validate() const {
+  if (a.empty() || b.empty()) invalid("inputs", "two models are required: diff A B");
+  if (labels.size() > 2)
+    invalid("--label", "given " + std::to_string(labels.size()) + " times for 2 models");
+  if (top < 0 || top > kMaxDiffTop)
+    invalid("--top",
+            "must be 0 to " + std::to_string(kMaxDiffTop) + ", found " + std::to_string(top));
+  if (!figure.empty()) figure_format(figure);  // a wrong extension, before anything is read
+  layout.validate();
+  check_format_matches_output(format, output);
+}
+
+ResultFormat DiffRequest::output_format() const {
+  return format_of_extension(output).value_or(format.value_or(ResultFormat::table));
 }
 
 void InspectRequest::validate() const {

@@ -98,12 +98,22 @@ void add_model_fields(Row& row, const ModelReport& model, bool attention) {
     row.add(optional_text(model.geometry.*field.value));
 }
 
+/// Whether the table has the similar_pairs and nearest_heads columns (`analyze --pairs K`).
+bool has_pair_columns(const std::vector<ModelReport>& models) {
+  return std::any_of(models.begin(), models.end(), [](const ModelReport& model) {
+    return std::any_of(model.layers.begin(), model.layers.end(),
+                       [](const LayerMetrics& layer) { return !layer.nearest_heads.empty(); });
+  });
+}
+
 std::string layer_rows(const std::vector<ModelReport>& models, char separator) {
   const bool attention = has_attention_columns(models);
+  const bool pairs = has_pair_columns(models);
   Row titles(separator);
   add_model_titles(titles, attention);
   titles.add("layer").add("kept_heads");
   for (const CurveField& field : metric_fields()) titles.add(std::string(field.name));
+  if (pairs) titles.add("similar_pairs").add("nearest_heads");
   std::string out = titles.line();
   for (const ModelReport& model : models) {
     for (const LayerMetrics& layer : model.layers) {
@@ -112,6 +122,9 @@ std::string layer_rows(const std::vector<ModelReport>& models, char separator) {
       row.add(std::to_string(layer.layer)).add(std::to_string(layer.heads));
       for (const CurveField& field : metric_fields())
         row.add(metric_text(field, field.value(layer)));
+      if (pairs)
+        row.add(head_pairs_text(layer.similar_pairs, -1))
+            .add(nearest_heads_text(layer.nearest_heads, -1));
       out += row.line();
     }
   }

@@ -11,6 +11,7 @@
 #include "base/json_strict.hpp"
 #include "kvrank/base/error.hpp"
 #include "report/field_reader.hpp"
+#include "report/head_pairs_json.hpp"
 
 namespace kvrank {
 
@@ -58,9 +59,11 @@ struct SchemaNames {
 
 /// The keys a layer of this schema version may have.
 std::vector<std::string_view> layer_keys(const SchemaNames& names) {
-  std::vector<std::string_view> keys{
-      "layer",      names.kept_heads, "eigenvalues", "eigenvalues_centered",
-      "head_erank", "head_norm",      "zero_heads",  "similarity"};
+  std::vector<std::string_view> keys{"layer", names.kept_heads, "eigenvalues",
+                                     "eigenvalues_centered", "head_erank", "head_norm",
+                                     "zero_heads", "similarity",
+                                     // analyze --pairs K (optional: report/head_pairs_json.hpp)
+                                     "similar_pairs", "nearest_head", "nearest_head_similarity"};
   for (const CurveField& field : metric_fields()) keys.push_back(field.name);
   return keys;
 }
@@ -79,6 +82,7 @@ LayerMetrics layer_from_json(const json& value, const std::string& where, const 
   layer.head_norm = reader.numbers("head_norm");
   layer.zero_heads = reader.counts("zero_heads");
   if (reader.has("similarity")) layer.similarity = similarity_from_json(reader, layer.heads);
+  detail::read_head_pairs(value, where, file, layer);  // --pairs
   return layer;
 }
 

@@ -4,6 +4,7 @@
 
 #include "kvrank/base/version.hpp"
 #include "kvrank/report/result_files.hpp"
+#include "report/head_pairs_json.hpp"
 
 namespace kvrank {
 
@@ -54,6 +55,7 @@ json layer_to_json(const LayerMetrics& layer, const ReportOptions& options) {
     out[std::string(field.name)] = field.integral ? json(static_cast<int>(value)) : json(value);
   }
   if (options.include_similarity) out["similarity"] = matrix_to_json(layer.similarity);
+  detail::add_head_pairs(out, layer);  // --pairs
   return out;
 }
 

@@ -80,6 +80,14 @@ std::string summary_row(const Summary& summary) {
   return row + "\n";
 }
 
+/// `analyze --pairs K`: the layer's most similar pairs and each head's nearest neighbour.
+std::string head_pairs_rows(const LayerMetrics& layer) {
+  if (layer.nearest_heads.empty()) return "";
+  return "  layer " + std::to_string(layer.layer) +
+         " most similar pairs: " + head_pairs_text(layer.similar_pairs, 3) +
+         "\n    nearest head: " + nearest_heads_text(layer.nearest_heads, 3) + "\n";
+}
+
 }  // namespace
 
 std::string to_table(const std::vector<ModelReport>& models) {
@@ -90,6 +98,7 @@ std::string to_table(const std::vector<ModelReport>& models) {
     out += model_heading(model) + column_titles();
     for (const LayerMetrics& layer : model.layers) out += layer_row(layer);
     out += summary_row(model.summary);
+    for (const LayerMetrics& layer : model.layers) out += head_pairs_rows(layer);
   }
   return out;
 }

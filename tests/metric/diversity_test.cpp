@@ -16,40 +16,16 @@
 #include "metric/contraction.hpp"
 #include "support/catch.hpp"
 #include "support/layer_metrics_check.hpp"
+#include "support/random_factors.hpp"
 #include "support/test_util.hpp"
 
 using namespace kvrank;
 
 namespace {
 
-using Heads = std::vector<MatrixD>;  // per head a d × k factor (L_h or R_h)
-
-/// Random d × k factors with float32-representable entries (so the float32 basis holds them
-/// exactly).
-Heads random_heads(Index count, Index d, Index k, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  Heads heads;
-  for (Index h = 0; h < count; ++h) {
-    MatrixD m(d, k);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<double>(normal(rng));
-    heads.push_back(m);
-  }
-  return heads;
-}
-
-/// Each head its own basis block: basis rows = L_hᵀ stacked, C_h = identity at row h·k.
-FactorSide side_of(const Heads& heads) {
-  FactorSide side;
-  const Index k = heads.front().cols();
-  side.head_cols = k;
-  side.basis.resize(static_cast<Index>(heads.size()) * k, heads.front().rows());
-  for (size_t h = 0; h < heads.size(); ++h) {
-    const Index row = static_cast<Index>(h) * k;
-    side.basis.middleRows(row, k) = heads[h].transpose().cast<float>();
-    side.heads.push_back({CoeffBlock::identity(row, k)});
-  }
-  return side;
-}
+using test::Heads;
+using test::random_heads;
+using test::side_of;
 
 HeadFactors factors_of(const Heads& left, const Heads& right) {
   HeadFactors f;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kvrank/analysis/analysis.hpp"
+#include "kvrank/analysis/diff.hpp"
 #include "kvrank/analysis/inspect.hpp"
 #include "kvrank/app/requests.hpp"
 #include "kvrank/report/result_model.hpp"
@@ -58,6 +59,9 @@ AnalyzeOptions analysis_options(const AnalyzeRequest& request, const Hooks& hook
 /// `inspect` without writing: the report of each input, in order.
 std::vector<InspectReport> inspect(const InspectRequest& request);
 
+/// `diff` without writing: both models resolved and compared (analysis/diff.hpp).
+DiffResult diff(const DiffRequest& request, const Hooks& hooks);
+
 /// analyze(), then the result written to request.output in its format. Returns kExitOk, or
 /// kExitSomeInputsFailed (after a line through hooks.error) when some inputs failed.
 int run_analyze(const AnalyzeRequest& request, const Hooks& hooks);
@@ -69,5 +73,7 @@ int run_plot(const PlotRequest& request, const Hooks& hooks);
 int run_merge(const MergeRequest& request, const Hooks& hooks);
 int run_baseline(const BaselineRequest& request, const Hooks& hooks);
 int run_synth(const SynthRequest& request, const Hooks& hooks);
+/// diff(), then the comparison written to request.output (and --figure drawn).
+int run_diff(const DiffRequest& request, const Hooks& hooks);
 
 }  // namespace kvrank::app

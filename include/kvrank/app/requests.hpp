@@ -69,7 +69,8 @@ struct AnalyzeRequest {
   std::optional<ResultFormat> format;      ///< --format; empty: from -o's extension, else table
   std::string output;                      ///< -o; empty or "-": stdout
   bool similarity = false;                 ///< JSON only
-  bool summary = false;                    ///< CSV/TSV only
+  int pairs = 0;         ///< --pairs K: each layer's K most similar head pairs named (0: none)
+  bool summary = false;  ///< CSV/TSV only
   bool with_baseline = false;
   int threads = 0;  ///< 0: automatic (compute.hpp)
   bool keep_going = false;
@@ -134,6 +135,27 @@ struct BaselineRequest {
   void validate() const;
   int head_count() const { return heads.value_or(2); }
 };
+
+/// `diff A B`: two checkpoints (or result files) of one shape compared (analysis/diff.hpp).
+struct DiffRequest {
+  std::string a;
+  std::string b;
+  std::vector<std::string> labels;  ///< --label: A's and B's, in order (at most two)
+  std::vector<Repr> reprs;          ///< --repr; empty: qk and ov (k and v for K/V-only inputs)
+  AttentionChoice attention = AttentionChoice::all;
+  std::optional<std::vector<int>> layers;  ///< --layers; empty: all
+  std::optional<ResultFormat> format;      ///< --format; empty: from -o's extension, else table
+  std::string output;                      ///< -o; empty or "-": stdout
+  int top = 10;        ///< --top: the heads that moved most, listed (0 … kMaxDiffTop)
+  std::string figure;  ///< --figure: layers × heads heatmap (.svg, .png, .pdf); empty: none
+  LayoutRequest layout;
+
+  void validate() const;
+  ResultFormat output_format() const;
+};
+
+/// The most heads --top lists.
+inline constexpr int kMaxDiffTop = 100000;
 
 struct SynthRequest {
   SynthOptions options;  ///< checked by write_synthetic_checkpoint (synth.hpp), naming the option

@@ -29,6 +29,7 @@
 #include "kvrank/base/eigen.hpp"
 #include "kvrank/base/factors.hpp"
 #include "kvrank/metric/compute.hpp"
+#include "kvrank/metric/head_pairs.hpp"
 
 namespace kvrank {
 
@@ -50,6 +51,10 @@ struct LayerMetrics {
   std::vector<double> head_norm;             ///< ‖A_h‖_F per head (all H)
   std::vector<int> zero_heads;               ///< heads with ‖A_h‖_F = 0, left out of S
   MatrixD similarity;                        ///< S over the kept heads
+  /// `analyze --pairs K` (head_pairs.hpp): the K most similar pairs and each head's nearest
+  /// neighbour (all H); empty when not asked for.
+  std::vector<HeadPair> similar_pairs;
+  std::vector<NearestHead> nearest_heads;
 };
 
 /// Roy–Vetterli / uncentred effective rank of non-negative weights: exp(entropy of w/Σw), with

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""The Python module's kvrank.diff: the same document as `kvrank diff --format json`, its figure,
+result files, and errors as kvrank.Error with the command line's message.
+
+  python3 python/tests/test_diff.py build/kvrank   (ctest: python.test_diff, PYTHONPATH set)
+"""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import harness  # noqa: E402
+
+import kvrank  # noqa: E402
+
+STEPS = os.path.join(ROOT, "data", "tiny-steps", "mha")
+BASE, LATER = os.path.join(STEPS, "checkpoint-0"), os.path.join(STEPS, "checkpoint-60")
+
+
+class DiffTest(harness.TestCase):
+    def test_the_document_of_the_command_line(self):
+        document = kvrank.diff(BASE, LATER, repr="qk,ov", layers=[0, 2], top=4)
+        command = json.loads(harness.run("diff", BASE, LATER, "--layers", "0,2", "--top", "4",
+                                         "--format", "json").stdout)
+        self.assertEqual(document, command)
+        self.assertTrue(document["heads_compared"])
+
+    def test_figure_and_result_files(self):
+        figure = self.path("heads.svg")
+        kvrank.diff(BASE, LATER, repr="qk", figure=figure)
+        with open(figure) as f:
+            self.assertEqual(f.read().count('class="cell"'), 4 * 8)
+        a = self.path("a.json")
+        self.assertEqual(harness.run("analyze", BASE, "-o", a).returncode, 0)
+        self.assertFalse(kvrank.diff(a, a)["heads_compared"])
+        with self.assertRaisesRegex(kvrank.Error, "--figure"):
+            kvrank.diff(a, a, figure=self.path("no.svg"))
+        self.assertFalse(os.path.exists(self.path("no.svg")))
+
+    def test_errors_are_the_command_lines(self):
+        with self.assertRaisesRegex(kvrank.Error, "kv_heads 8 vs 2"):
+            kvrank.diff(os.path.join(ROOT, "data", "tiny", "mha"),
+                        os.path.join(ROOT, "data", "tiny", "gqa"))
+        for top in (-1, 1.5, True, 100001):
+            with self.assertRaisesRegex(kvrank.Error, "--top"):
+                kvrank.diff(BASE, LATER, top=top)
+
+
+if __name__ == "__main__":
+    harness.main_unittest()

@@ -1,0 +1,87 @@
+// `diff A B` as the application layer runs it (commands.hpp): the request validated, both models
+// resolved, diff_models called (analysis/diff.hpp), the comparison written as a table, JSON, CSV
+// or TSV, and with --figure its head-similarity heatmap.
+#include "kvrank/analysis/diff.hpp"
+
+#include <chrono>
+#include <optional>
+
+#include "app/output.hpp"
+#include "kvrank/analysis/model_inputs.hpp"
+#include "kvrank/app/commands.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/plot/diff_heatmap.hpp"
+#include "kvrank/plot/figure_options.hpp"
+#include "kvrank/plot/png.hpp"
+#include "kvrank/report/result_files.hpp"
+
+namespace kvrank::app {
+namespace {
+
+std::string format_diff(const DiffResult& diff, ResultFormat format, std::size_t top) {
+  switch (format) {
+    case ResultFormat::json:
+      return to_json_text(diff_to_json(diff, top));
+    case ResultFormat::csv:
+      return diff_to_csv(diff, ',');
+    case ResultFormat::tsv:
+      return diff_to_csv(diff, '\t');
+    case ResultFormat::table:
+      break;
+  }
+  return diff_to_table(diff, top);
+}
+
+DiffOptions diff_options(const DiffRequest& request, const Hooks& hooks) {
+  DiffOptions options;
+  options.reprs = request.reprs;
+  options.attention = request.attention;
+  options.layers = request.layers;
+  options.layout = request.layout.overrides();
+  options.open = request.layout.open_options();
+  options.note = [&hooks](const std::string& message) { detail::tell(hooks.info, message); };
+  return options;
+}
+
+void write_figure(const DiffResult& diff, const std::string& path, OutputFile& file) {
+  const std::string svg = plot_head_similarity_svg(diff, "");
+  const FigureFormat format = figure_format(path);
+  if (format == FigureFormat::svg)
+    file.write(svg);
+  else
+    render_figure(svg, format, kDefaultPngDpi, file);
+  file.commit();
+}
+
+}  // namespace
+
+DiffResult diff(const DiffRequest& request, const Hooks& hooks) {
+  request.validate();
+  const std::vector<ModelInput> inputs = resolve_models({request.a, request.b}, request.labels, {});
+  if (!request.figure.empty() && (is_result_file(inputs[0].path) || is_result_file(inputs[1].path)))
+    throw Error("",
+                "--figure: a result file holds no weights, so the heads cannot be compared (give "
+                "two checkpoints)");
+  return diff_models(inputs[0], inputs[1], diff_options(request, hooks));
+}
+
+int run_diff(const DiffRequest& request, const Hooks& hooks) {
+  const auto started = std::chrono::steady_clock::now();
+  request.validate();
+  // Both outputs are claimed before anything is read: a wrong -o or --figure fails at once.
+  const std::vector<std::filesystem::path> read = {request.a, request.b};
+  detail::Destination destination(request.output, read);
+  std::optional<OutputFile> figure;
+  if (!request.figure.empty()) figure.emplace(request.figure, read);
+
+  const DiffResult result = diff(request, hooks);
+  if (!result.heads_compared)
+    detail::tell(hooks.info, "per-layer metric changes only: a result file holds no weights");
+  const auto top = static_cast<std::size_t>(request.top);
+  destination.emit(format_diff(result, request.output_format(), top));
+  if (figure) write_figure(result, request.figure, *figure);
+  detail::report_written(hooks, request.output, "the comparison of two models", started);
+  return kExitOk;
+}
+
+}  // namespace kvrank::app
