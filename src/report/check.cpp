@@ -22,8 +22,9 @@ using ModelKey = std::pair<std::string, std::string>;  // (label, repr)
 
 // Models are told apart by label, and by repr when one label comes with several representations.
 std::string describe(const ModelKey& key, bool with_repr) {
-  std::string text = "model \"" + key.first + "\"";
-  if (with_repr) text += " (repr " + key.second + ")";
+  // Labels come from the files: quoted as excerpts (a 100 MB label must not be a 100 MB line).
+  std::string text = "model \"" + excerpt(key.first) + "\"";
+  if (with_repr) text += " (repr " + excerpt(key.second) + ")";
   return text;
 }
 
@@ -33,8 +34,8 @@ std::map<ModelKey, const ModelReport*> index_models(const std::vector<ModelRepor
   for (const ModelReport& model : models) {
     const ModelKey key{model.label, model.repr};
     if (!index.emplace(key, &model).second) {
-      throw Error(file, "two models labelled \"" + model.label + "\" with repr " + model.repr +
-                            " (labels must be unique to be compared)");
+      throw Error(file, "two models labelled \"" + excerpt(model.label) + "\" with repr " +
+                            excerpt(model.repr) + " (labels must be unique to be compared)");
     }
   }
   return index;
@@ -95,7 +96,7 @@ std::string_view direction_name(Direction direction) noexcept {
 Direction parse_direction(std::string_view name) {
   if (const auto direction = value_named(kDirections, name, &Named<Direction>::value))
     return *direction;
-  throw Error("", "--direction: unknown direction \"" + std::string(name) + "\" (expected " +
+  throw Error("", "--direction: unknown direction \"" + excerpt(name) + "\" (expected " +
                       name_list(kDirections) + ")");
 }
 
