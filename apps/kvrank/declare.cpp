@@ -3,6 +3,7 @@
 // must meet are the request's validate() (kvrank/app/requests.hpp) or the library's.
 #include "kvrank/layout/family.hpp"
 #include "kvrank/layout/layout.hpp"
+#include "kvrank/report/check.hpp"
 #include "kvrank/report/result_model.hpp"
 #include "option_kinds.hpp"
 #include "subcommands.hpp"
@@ -146,7 +147,7 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
   command.add_option("--rel-tol", request.options.rel_tol, "Relative tolerance (default: none)")
       ->type_name("FLOAT:NONNEGATIVE");
   add_choice(
-      command, "--direction", {"down", "up", "both"},
+      command, "--direction", direction_names(),
       "Which changes fail: down (a rank that falls), up, or both",
       [&request](const std::string& name) { request.options.direction = parse_direction(name); })
       ->default_str("both");

@@ -93,6 +93,8 @@ std::string_view direction_name(Direction direction) noexcept {
   return name_of(kDirections, direction);
 }
 
+std::vector<std::string> direction_names() { return names_of(kDirections); }
+
 Direction parse_direction(std::string_view name) {
   if (const auto direction = value_named(kDirections, name, &Named<Direction>::value))
     return *direction;
