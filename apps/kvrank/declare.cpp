@@ -3,6 +3,7 @@
 // must meet are the request's validate() (kvrank/app/requests.hpp) or the library's.
 #include "kvrank/layout/family.hpp"
 #include "kvrank/layout/layout.hpp"
+#include "kvrank/report/check.hpp"
 #include "kvrank/report/result_model.hpp"
 #include "option_kinds.hpp"
 #include "subcommands.hpp"
@@ -15,14 +16,14 @@ constexpr const char* kLoggingFooter =
     "-q/--quiet (errors and warnings only, no progress) and -v/--verbose (more detail) go before "
     "or after the subcommand.";
 
-/// The metric names `plot --metric` and `check --metric` accept, from the metric table.
+}  // namespace
+
 std::vector<std::string> metric_names() {
   std::vector<std::string> names;
   for (const auto& field : metric_fields()) names.emplace_back(field.name);
   return names;
 }
 
-/// --format and -o of the commands that write result tables (analyze, baseline).
 void add_result_output(CLI::App& command, std::optional<app::ResultFormat>& format,
                        std::string& output) {
   add_choice(command, "--format", app::result_format_names(),
@@ -32,8 +33,7 @@ void add_result_output(CLI::App& command, std::optional<app::ResultFormat>& form
                      "Write to FILE (atomically; default: stdout); its extension sets the format");
 }
 
-/// The options analyze and inspect share: how a checkpoint is read.
-void add_layout(CLI::App& command, app::LayoutRequest& layout) {
+void add_layout_options(CLI::App& command, app::LayoutRequest& layout) {
   command.add_option("--family", layout.family,
                      "Force the checkpoint's reader (default: detected from config.json and the "
                      "tensor names): " +
@@ -57,6 +57,8 @@ void add_layout(CLI::App& command, app::LayoutRequest& layout) {
   command.add_flag("--fold-input-norm", layout.fold_input_norm,
                    "Fold the pre-attention norm's gain into q, k and v (docs/metric.md)");
 }
+
+namespace {
 
 /// analyze's options that choose what is measured.
 void add_selection(CLI::App& command, app::AnalyzeRequest& request) {
@@ -117,7 +119,7 @@ void declare_analyze(CLI::App& command, AnalyzeCommand& options) {
   command.add_flag("--keep-going", request.keep_going,
                    "Analyse the other inputs when one fails: name each failure, write the rest, "
                    "exit 4");
-  add_layout(command, request.layout);
+  add_layout_options(command, request.layout);
   command.footer(kLoggingFooter);
 }
 
@@ -129,7 +131,7 @@ void declare_inspect(CLI::App& command, app::InspectRequest& request) {
           "Output format")
       ->check(CLI::IsMember({"text", "table", "json"}))
       ->default_str("text");
-  add_layout(command, request.layout);
+  add_layout_options(command, request.layout);
 }
 
 void declare_check(CLI::App& command, app::CheckRequest& request) {
@@ -149,7 +151,7 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
   command.add_option("--rel-tol", request.options.rel_tol, "Relative tolerance (default: none)")
       ->type_name("FLOAT:NONNEGATIVE");
   add_choice(
-      command, "--direction", {"down", "up", "both"},
+      command, "--direction", direction_names(),
       "Which changes fail: down (a rank that falls), up, or both",
       [&request](const std::string& name) { request.options.direction = parse_direction(name); })
       ->default_str("both");
@@ -198,12 +200,13 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
   command.add_option("--panel-title", request.panel_titles,
                      "Title of each input's panel, in order (default: FILE=Title's title, else "
                      "the file's name)");
+  // --size, --legend and the ranges below are checked by the plot library (figure_options.hpp's
+  // plot_options), before anything is read.
   command
       .add_option("--size", figure.size,
                   "Paper preset: column (3.5 in, 8 pt) or page (7 in, 9 pt) (default: none, the "
                   "size follows the panels)")
-      ->check(CLI::IsMember({"column", "page"}));
-  // The ranges of these are checked by the plot library (figure_options.hpp's plot_options).
+      ->type_name("TEXT:{column,page}");
   command.add_option("--width", figure.width, "Figure width in inches (default: from the panels)");
   command.add_option("--height", figure.height,
                      "Figure height in inches (default: from the width)");
@@ -215,6 +218,7 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
   command.add_option("--ylim", figure.ylim, "Fixed y range LOW,HIGH (default: from the data)");
   command
       .add_option("--legend", figure.legend, "Legend place: below, right, inside[:CORNER], none")
+      ->type_name("TEXT:{below,right,inside[:CORNER],none}")
       ->capture_default_str();
   command.add_option("--colour-map", figure.colour_map,
                      "Heatmap colours: viridis, rdbu or greys (default: rdbu for similarity, "

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,18 @@ const std::vector<Subcommand>& subcommands();
 
 // ---- the rows' functions (declare.cpp declares, run.cpp runs)
 // ------------------------------------
+
+// ---- options several subcommands declare (declare.cpp)
+// --------------------------------------------
+
+/// --format (table, json, csv, tsv) and -o of the commands that write result tables.
+void add_result_output(CLI::App& command, std::optional<app::ResultFormat>& format,
+                       std::string& output);
+/// --family, --heads, --kv-heads, --head-dim, --map, --npy-dtype, --activations,
+/// --fold-input-norm: how a checkpoint is read (analyze, inspect).
+void add_layout_options(CLI::App& command, app::LayoutRequest& layout);
+/// The metric names `plot --metric` and `check --metric` accept, from the metric table.
+std::vector<std::string> metric_names();
 
 /// analyze's request and the option only a terminal has.
 struct AnalyzeCommand {

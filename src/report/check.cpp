@@ -120,10 +120,12 @@ std::string_view direction_name(Direction direction) noexcept {
   return name_of(kDirections, direction);
 }
 
+std::vector<std::string> direction_names() { return names_of(kDirections); }
+
 Direction parse_direction(std::string_view name) {
   if (const auto direction = value_named(kDirections, name, &Named<Direction>::value))
     return *direction;
-  throw Error("", "--direction: unknown direction \"" + std::string(name) + "\" (expected " +
+  throw Error("", "--direction: unknown direction \"" + excerpt(name) + "\" (expected " +
                       name_list(kDirections) + ")");
 }
 

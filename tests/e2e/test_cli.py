@@ -282,6 +282,20 @@ class CliTest(unittest.TestCase):
         for name in names:
             self.assertRegex(readme, rf"(?m)^kvrank {name} ", f"README.md has no synopsis of {name}")
 
+    def test_check_quotes_an_unmatched_label_as_an_excerpt(self):
+        golden = os.path.join(self.tmp.name, "golden.json")
+        analyzed = run("analyze", self.mha, "--format", "json", "-o", golden, "-q")
+        self.assertEqual(analyzed.returncode, 0, analyzed.stderr)
+        with open(golden) as handle:
+            doc = json.load(handle)
+        doc["models"][0]["label"] = "x" * 1_000_000
+        current = os.path.join(self.tmp.name, "current-long-label.json")
+        with open(current, "w") as handle:
+            json.dump(doc, handle)
+        line = self.assert_usage_error(run("check", current, "--baseline", golden))
+        self.assertLess(len(line), 600, line[:200])
+        self.assertIn("(1000000 bytes)", line)
+
     def test_help_and_version(self):
         self.assertEqual(run("--help").returncode, 0)
         self.assertEqual(run("analyze", "--help").returncode, 0)

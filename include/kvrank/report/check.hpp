@@ -19,6 +19,8 @@ enum class Direction { down, up, both };
 std::string_view direction_name(Direction direction) noexcept;
 /// Parses "down", "up", "both"; throws kvrank::Error naming them otherwise.
 Direction parse_direction(std::string_view name);
+/// "down", "up", "both", from the same table (for help texts).
+std::vector<std::string> direction_names();
 
 struct CheckOptions {
   std::vector<Curve> metrics{Curve::erank, Curve::erank_centered};
