@@ -304,7 +304,7 @@ void declare_diff(CLI::App& command, app::DiffRequest& request) {
   command.add_option(
       "--figure", request.figure,
       "Also draw head similarity as a layers x heads heatmap: .svg, .png or .pdf (default: none)");
-  add_layout(command, request.layout);
+  add_layout_options(command, request.layout);
 }
 
 }  // namespace kvrank::cli

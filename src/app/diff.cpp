@@ -53,11 +53,26 @@ void write_figure(const DiffResult& diff, const std::string& path, OutputFile& f
   file.commit();
 }
 
+/// A and B resolved (model_inputs.hpp), labelled by --label or their names, told apart.
+std::vector<ModelInput> resolve_pair(const DiffRequest& request, const Hooks& hooks) {
+  std::vector<ModelInput> inputs = {resolve_model_argument(request.a),
+                                    resolve_model_argument(request.b)};
+  std::vector<LabelChoice> choices;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const bool given = i < request.labels.size();
+    choices.push_back(
+        {given ? request.labels[i] : inputs[i].label, given, inputs[i].path.string()});
+  }
+  const std::vector<std::string> labels = unique_labels(choices, hooks.info);
+  for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].label = labels[i];
+  return inputs;
+}
+
 }  // namespace
 
 DiffResult diff(const DiffRequest& request, const Hooks& hooks) {
   request.validate();
-  const std::vector<ModelInput> inputs = resolve_models({request.a, request.b}, request.labels, {});
+  const std::vector<ModelInput> inputs = resolve_pair(request, hooks);
   if (!request.figure.empty() && (is_result_file(inputs[0].path) || is_result_file(inputs[1].path)))
     throw Error("",
                 "--figure: a result file holds no weights, so the heads cannot be compared (give "
