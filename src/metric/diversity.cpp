@@ -31,9 +31,11 @@
 
 #include "base/pages.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/memory_limit.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
 #include "metric/contraction.hpp"
+#include "metric/thread_pool.hpp"
 
 namespace kvrank {
 namespace {
@@ -67,7 +69,8 @@ enum class Triangles { upper, both };
 
 /// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
 /// matches, which spares the page faults of a fresh allocation per layer).
-void gram_float(const RowMatrixF& basis, MatrixF& gram, Triangles triangles = Triangles::both) {
+void gram_float(const RowMatrixF& basis, MatrixF& gram, const detail::LayerKernels& kernels,
+                Triangles triangles = Triangles::both) {
   const Index m = basis.rows();
   const Index n = basis.cols();
   detail::fit_buffer(gram, m, m);
@@ -76,8 +79,9 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram, Triangles triangles = Tr
     gram.setZero();
     return;
   }
-  if (!onednn_gram_upper(basis, gram)) {  // bf16 weights, generic BLAS: see gram_backend.hpp
-    detail::syrk_upper(m, n, basis.data(), n, gram.data(), m);
+  // bf16 weights, generic BLAS: see gram_backend.hpp
+  if (!(kernels.onednn_grams && onednn_gram_upper(basis, gram))) {
+    detail::syrk_upper(kernels.products, m, n, basis.data(), n, gram.data(), m);
   }
   if (triangles == Triangles::upper) return;
   // Mirror the upper triangle into the lower one, in tiles so that the strided reads stay in cache.
@@ -133,7 +137,8 @@ void check_side(const FactorSide& side, Index heads, const char* name) {
 class SideGram {
  public:
   /// `scale_exponent`: unit_scale_exponent(side.basis), which the caller has already read.
-  SideGram(const FactorSide& side, int scale_exponent, MatrixF& workspace)
+  SideGram(const FactorSide& side, int scale_exponent, MatrixF& workspace,
+           const detail::LayerKernels& kernels)
       : side_(side), gram_(workspace), k_(side.head_cols), gram_exponent_(scale_exponent) {
     const Index heads = static_cast<Index>(side.heads.size());
     simple_row_.resize(heads);
@@ -142,16 +147,18 @@ class SideGram {
         std::all_of(simple_row_.begin(), simple_row_.end(), [](Index row) { return row >= 0; });
     const Triangles triangles = all_simple ? Triangles::upper : Triangles::both;
     if (gram_exponent_ == 0) {
-      gram_float(side.basis, gram_, triangles);
+      gram_float(side.basis, gram_, kernels, triangles);
     } else {  // a copy: only when extreme
-      gram_float(std::ldexp(1.0f, -gram_exponent_) * side.basis, gram_, triangles);
+      gram_float(std::ldexp(1.0f, -gram_exponent_) * side.basis, gram_, kernels, triangles);
     }
     gc_.resize(heads);
     if (all_simple) return;
+    detail::ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic)
     for (Index h = 0; h < heads; ++h) {
-      if (simple_row_[h] < 0) gc_[h] = gram_times_coeffs(side.heads[h]);
+      if (simple_row_[h] < 0) failure.run([&] { gc_[h] = gram_times_coeffs(side.heads[h]); });
     }
+    failure.rethrow();
   }
 
   Index head_cols() const noexcept { return k_; }
@@ -352,15 +359,19 @@ double head_inner_product(const SideGram& left, const SideGram* right, Index i, 
 MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index heads) {
   MatrixD inner(heads, heads);
   [[maybe_unused]] const Index k = left.head_cols();  // only in the OpenMP clause
+  detail::ParallelFailure failure;
 #pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads(8 * heads * heads * k * k))
   for (Index i = 0; i < heads; ++i) {
     for (Index j = 0; j < heads; ++j) {
       if (j < i) continue;  // the lower triangle is the upper's mirror
-      const double value = head_inner_product(left, right, i, j);
-      inner(i, j) = value;
-      inner(j, i) = value;
+      failure.run([&] {
+        const double value = head_inner_product(left, right, i, j);
+        inner(i, j) = value;
+        inner(j, i) = value;
+      });
     }
   }
+  failure.rethrow();
   return inner;
 }
 
@@ -402,6 +413,78 @@ int components_for_90(const std::vector<double>& descending) {
     if (running >= 0.9 * total) return static_cast<int>(i + 1);
   }
   return static_cast<int>(descending.size());
+}
+
+/// The kernels of gram_backend.hpp's backend in force, where memory is no concern.
+detail::LayerKernels backend_kernels() {
+  return {true,
+          float_products_on_onednn() ? detail::FloatKernels::onednn : detail::FloatKernels::blas};
+}
+
+/// Address space oneDNN may take for one layer beside the buffers kvrank hands it: its compiled
+/// kernels, and per thread the scratchpads and packed blocks of its products. Under `ulimit -v` it
+/// crashes (SIGSEGV, or an abort in its unwinding) where an allocation fails, so a layer runs on it
+/// only with this much room to spare. Measured on a d 4096 layer (docs/input-limits.md): the bf16
+/// Grams took 85 MiB beyond their packed copies on one thread.
+constexpr std::uint64_t kOnednnReserve = 128 * kMiB;
+constexpr std::uint64_t kOnednnPerThread = 32 * kMiB;
+/// The small allocations of a layer besides the sized ones (H × H matrices, eigensolver
+/// workspaces).
+constexpr std::uint64_t kLayerSlack = 16 * kMiB;
+
+/// Bytes of buffers a Gram of `basis` allocates beyond `held`, on the BLAS and on oneDNN.
+struct GramBytes {
+  std::uint64_t own = 0;     ///< the Gram, a scaled copy of the basis, G·C_h for the other heads
+  std::uint64_t onednn = 0;  ///< the bf16 copy of the basis and one column tile of the Gram
+};
+
+GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& held) {
+  const auto m = static_cast<std::uint64_t>(side.basis.rows());
+  const auto n = static_cast<std::uint64_t>(side.basis.cols());
+  GramBytes bytes;
+  if (held.rows() != side.basis.rows() || held.cols() != side.basis.rows()) bytes.own = m * m * 4;
+  if (scale_exponent != 0) bytes.own += m * n * 4;
+  for (const auto& blocks : side.heads) {
+    if (identity_slice_row(blocks, side.head_cols) < 0)
+      bytes.own += m * static_cast<std::uint64_t>(side.head_cols) * 8;
+  }
+  bytes.onednn = m * n * 2 + std::min<std::uint64_t>(256, m) * m * 4;
+  return bytes;
+}
+
+/// What runs a layer's float32 products: the backend in force (gram_backend.hpp), as long as the
+/// room under a memory limit holds what the layer allocates and what oneDNN may take; else the BLAS
+/// (whose buffers were mapped with the threads, compute.hpp). Throws kvrank::Error, naming the need
+/// and the limit, when not even the BLAS path fits: no library meets the limit in the middle of a
+/// product (memory_limit.hpp).
+detail::LayerKernels layer_kernels(const HeadFactors& factors,
+                                   const std::optional<detail::ContractionPlan>& plan,
+                                   std::pair<int, int> scales, const ComputeWorkspace& workspace) {
+  const auto heads = static_cast<std::uint64_t>(factors.num_heads());
+  const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
+  const auto threads = static_cast<std::uint64_t>(detail::available_threads());
+  std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
+  std::uint64_t onednn = kOnednnReserve + threads * kOnednnPerThread;
+  const GramBytes left = gram_bytes(factors.left, scales.first, workspace.left_gram);
+  const GramBytes right = factors.symmetric
+                              ? GramBytes{}
+                              : gram_bytes(factors.right, scales.second, workspace.right_gram);
+  if (plan) {
+    own += detail::contraction_bytes(factors, *plan, workspace);
+  } else {
+    own += left.own + right.own;
+  }
+  onednn += left.onednn + right.onednn;
+  const GramBackend backend = gram_backend();
+  const bool onednn_wanted =
+      float_products_on_onednn() ||
+      (bf16_gram_supported() && backend != GramBackend::f32 && backend != GramBackend::onednn_f32);
+  if (onednn_wanted && memory_fits(own + onednn)) return backend_kernels();
+  require_memory(own, "one layer's products (" + std::to_string(heads) + " heads of width " +
+                          std::to_string(k) + " over " + std::to_string(factors.left.basis.cols()) +
+                          " columns)");
+  if (!onednn_wanted) return backend_kernels();
+  return {false, detail::FloatKernels::blas};  // the BLAS's buffers are mapped already
 }
 
 }  // namespace
@@ -464,7 +547,7 @@ LayerMetrics similarity_metrics(const MatrixD& similarity) {
 
 MatrixD basis_gram(const RowMatrixF& basis) {
   MatrixF gram;
-  gram_float(basis, gram);
+  gram_float(basis, gram, backend_kernels());
   return gram.cast<double>();
 }
 
@@ -491,14 +574,18 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   // ‖A_h‖ scales by 2^norm_exponent when the bases were scaled before their Grams.
   auto per_head = [&](const MatrixD& inner, int norm_exponent, const auto& self) {
     [[maybe_unused]] const Index k = factors.left.head_cols;  // only in the OpenMP clause
+    detail::ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (with_ranks && worth_threads(heads * k * k * k) && \
                                                detail::blas_nests_in_openmp())
     for (Index h = 0; h < heads; ++h) {
       head_norm[h] = std::ldexp(std::sqrt(std::max(inner(h, h), 0.0)), norm_exponent);
       if (!with_ranks || !(inner(h, h) > 0)) continue;
-      const auto [p, q] = self(h);
-      head_erank[h] = effective_rank(singular_values(p, q ? &*q : nullptr));
+      failure.run([&] {
+        const auto [p, q] = self(h);
+        head_erank[h] = effective_rank(singular_values(p, q ? &*q : nullptr));
+      });
     }
+    failure.rethrow();
   };
 
   // The contraction works on the unscaled bases: weights near float's range take the Gram path,
@@ -519,9 +606,11 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   MatrixD inner;
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
+  const detail::LayerKernels kernels =
+      layer_kernels(factors, plan, {left_scale, right_scale}, workspace);
   if (plan) {
     const detail::ContractedHeads contracted =
-        detail::contract_heads(factors, *plan, workspace, head_ranks);
+        detail::contract_heads(factors, *plan, workspace, head_ranks, kernels);
     inner = contracted.inner;
     const FactorSide& right = factors.symmetric ? factors.left : factors.right;
     per_head(inner, factors.left.exponent + right.exponent, [&](Index h) {
@@ -532,8 +621,10 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   } else {
     std::optional<SideGram> left;
     std::optional<SideGram> right;
-    auto form_left = [&] { left.emplace(factors.left, left_scale, workspace.left_gram); };
-    auto form_right = [&] { right.emplace(factors.right, right_scale, workspace.right_gram); };
+    auto form_left = [&] { left.emplace(factors.left, left_scale, workspace.left_gram, kernels); };
+    auto form_right = [&] {
+      right.emplace(factors.right, right_scale, workspace.right_gram, kernels);
+    };
     if (factors.symmetric) {
       form_left();
     } else if (grams_side_by_side(factors.left.basis, factors.right.basis)) {
@@ -576,7 +667,9 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
 }
 
 namespace detail {
-void float_gram(const RowMatrixF& basis, MatrixF& gram) { gram_float(basis, gram); }
+void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels) {
+  gram_float(basis, gram, kernels);
+}
 }  // namespace detail
 
 }  // namespace kvrank
