@@ -33,16 +33,51 @@ void format_byte_size(char* out, std::size_t size, std::uint64_t bytes) noexcept
 }
 
 void format_too_small(char* out, std::size_t size, const char* source, std::uint64_t limit,
-                      std::uint64_t in_use, std::uint64_t per_thread) noexcept {
-  char limit_text[32], need_text[32], in_use_text[32], thread_text[32];
+                      std::uint64_t in_use, std::uint64_t extra, const char* extra_use) noexcept {
+  char limit_text[32], need_text[32], in_use_text[32], extra_text[32];
   format_byte_size(limit_text, sizeof limit_text, limit);
-  format_byte_size(need_text, sizeof need_text, in_use + per_thread);
+  format_byte_size(need_text, sizeof need_text, in_use + extra);
   format_byte_size(in_use_text, sizeof in_use_text, in_use);
-  format_byte_size(thread_text, sizeof thread_text, per_thread);
+  format_byte_size(extra_text, sizeof extra_text, extra);
   std::snprintf(out, size,
-                "memory limit %s (%s) is too small: kvrank needs %s with one thread (%s for the "
-                "program and the analysis, %s per thread); raise the limit",
-                limit_text, source, need_text, in_use_text, thread_text);
+                "memory limit %s (%s) is too small: kvrank needs %s (%s for the program and the "
+                "analysis, %s for %s); raise the limit",
+                limit_text, source, need_text, in_use_text, extra_text, extra_use);
+}
+
+namespace {
+
+/// "PID:START" of this process into `out` (see own_process_marker); false when /proc/self/stat
+/// cannot be read. System calls and fixed buffers only: it runs before the C library starts.
+bool write_process_marker(char* out, std::size_t size) noexcept {
+  const int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[1024];
+  const ssize_t length = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (length <= 0) return false;
+  text[length] = '\0';
+  // "PID (COMMAND) STATE PPID ...": the command may hold spaces and parentheses, so the fields
+  // are counted from its last ')'; the start time is field 22, the 20th after it.
+  const char* field = std::strrchr(text, ')');
+  for (int skipped = 0; field != nullptr && skipped < 20; ++skipped) {
+    field = std::strchr(field + 1, ' ');
+  }
+  if (field == nullptr) return false;
+  const unsigned long long start = std::strtoull(field + 1, nullptr, 10);
+  const int written = std::snprintf(out, size, "%ld:%llu", static_cast<long>(::getpid()), start);
+  return written > 0 && static_cast<std::size_t>(written) < size;
+}
+
+}  // namespace
+
+bool own_process_marker(char* out, std::size_t size) noexcept {
+  return write_process_marker(out, size);
+}
+
+bool is_own_process_marker(const char* value) noexcept {
+  char own[64];
+  return value != nullptr && write_process_marker(own, sizeof own) && std::strcmp(value, own) == 0;
 }
 
 int parse_thread_count(const char* value) noexcept {
@@ -58,6 +93,19 @@ int usable_processors() noexcept {
 }
 
 }  // namespace detail
+
+std::uint64_t compute_threads_address_space(int threads) {
+  const auto extra = static_cast<std::uint64_t>(std::max(threads, 1) - 1);
+  return kFirstThreadAddressSpace + extra * kThreadAddressSpace;
+}
+
+int compute_threads_that_fit(std::uint64_t limit, std::uint64_t in_use, int requested) {
+  if (in_use >= limit || limit - in_use < kFirstThreadAddressSpace) return 0;
+  if (requested <= 1) return 1;
+  // Each thread beside the calling one: its buffers, a stack and a malloc arena.
+  const std::uint64_t after_first = in_use + kFirstThreadAddressSpace;
+  return 1 + threads_that_fit(limit, after_first, kThreadAddressSpace, requested - 1);
+}
 
 int threads_that_fit(std::uint64_t limit, std::uint64_t in_use, std::uint64_t per_thread,
                      int requested) {
@@ -162,17 +210,18 @@ std::string byte_size_text(std::uint64_t bytes) {
 
 namespace {
 
-/// Fits `fit` to one limit: `in_use` bytes taken, `per_thread` each.
-void fit_to(ThreadFit& fit, const MemoryLimit& limit, std::uint64_t in_use,
-            std::uint64_t per_thread) {
-  const int threads = threads_that_fit(limit.bytes, in_use, per_thread, fit.threads);
-  if (threads == 0) {
-    char message[512];
-    detail::format_too_small(message, sizeof message, limit.source.c_str(), limit.bytes, in_use,
-                             per_thread);
-    throw Error("", message);
-  }
-  if (threads == fit.threads) return;
+/// The one-line reason why not even one compute thread fits under `limit`.
+[[noreturn]] void throw_too_small(const MemoryLimit& limit, std::uint64_t in_use,
+                                  std::uint64_t first_thread) {
+  char message[512];
+  detail::format_too_small(message, sizeof message, limit.source.c_str(), limit.bytes, in_use,
+                           first_thread, "one compute thread");
+  throw Error("", message);
+}
+
+/// Lowers `fit` to `threads` when fewer fit under `limit`, saying why.
+void lower_to(ThreadFit& fit, int threads, const MemoryLimit& limit, std::uint64_t per_thread) {
+  if (threads >= fit.threads) return;
   fit.reason = std::to_string(threads) + " compute thread(s) fit in the memory limit " +
                byte_size_text(limit.bytes) + " (" + limit.source + "), " +
                byte_size_text(per_thread) + " each";
@@ -184,16 +233,50 @@ void fit_to(ThreadFit& fit, const MemoryLimit& limit, std::uint64_t in_use,
 ThreadFit fit_compute_threads(int requested, int blas_buffers_held) {
   ThreadFit fit{std::max(requested, 1), ""};
   if (const auto limit = address_space_limit()) {
-    // The buffers OpenBLAS already holds are part of kThreadAddressSpace, not extra.
+    // The buffers OpenBLAS already holds are part of the threads' cost, not extra.
     const std::uint64_t held =
         static_cast<std::uint64_t>(std::max(blas_buffers_held, 0)) * kBlasBufferBytes;
     const std::uint64_t mapped = process_status_bytes("VmSize");
-    fit_to(fit, *limit, (mapped > held ? mapped - held : 0) + kWorkingReserve, kThreadAddressSpace);
+    const std::uint64_t in_use = (mapped > held ? mapped - held : 0) + kWorkingReserve;
+    const int threads = compute_threads_that_fit(limit->bytes, in_use, fit.threads);
+    if (threads == 0) throw_too_small(*limit, in_use, kFirstThreadAddressSpace);
+    lower_to(fit, threads, *limit, kThreadAddressSpace);
   }
   if (const auto limit = cgroup_memory_limit()) {
-    fit_to(fit, *limit, process_status_bytes("VmRSS") + kWorkingReserve, kThreadResident);
+    const std::uint64_t in_use = process_status_bytes("VmRSS") + kWorkingReserve;
+    const int threads = threads_that_fit(limit->bytes, in_use, kThreadResident, fit.threads);
+    if (threads == 0) throw_too_small(*limit, in_use, kThreadResident);
+    lower_to(fit, threads, *limit, kThreadResident);
   }
   return fit;
+}
+
+std::optional<MemoryRoom> memory_room() {
+  std::optional<MemoryRoom> room;
+  auto consider = [&room](const std::optional<MemoryLimit>& limit, std::uint64_t in_use) {
+    if (!limit) return;
+    const std::uint64_t free = limit->bytes > in_use ? limit->bytes - in_use : 0;
+    if (!room || free < room->free) room = MemoryRoom{free, *limit};
+  };
+  const auto address_space = address_space_limit();
+  if (address_space) consider(address_space, process_status_bytes("VmSize"));
+  // Resident memory: the anonymous part; pages of the mapped checkpoints can be dropped again.
+  const auto cgroup = cgroup_memory_limit();
+  if (cgroup) consider(cgroup, process_status_bytes("RssAnon"));
+  return room;
+}
+
+void require_memory(std::uint64_t bytes, const std::string& what) {
+  const std::optional<MemoryRoom> room = memory_room();
+  if (!room || bytes <= room->free) return;
+  throw Error("", "memory limit " + byte_size_text(room->limit.bytes) + " (" + room->limit.source +
+                      ") is too small for " + what + ": " + byte_size_text(bytes) +
+                      " more needed, " + byte_size_text(room->free) + " free; raise the limit");
+}
+
+bool memory_fits(std::uint64_t bytes) {
+  const std::optional<MemoryRoom> room = memory_room();
+  return !room || bytes <= room->free;
 }
 
 std::string out_of_memory_message() {

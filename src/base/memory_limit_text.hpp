@@ -17,8 +17,18 @@ void format_too_small(char* out, std::size_t size, const char* source, std::uint
                       std::uint64_t in_use, std::uint64_t per_thread) noexcept;
 
 /// Set by fit_library_threads_at_start in the environment of its second start, beside the
-/// lowered thread variables.
+/// lowered thread variables. Its value names the process that set it (own_process_marker), so that
+/// the variable inherited from elsewhere (a parent kvrank, a job script) is not taken as this
+/// process's own.
 inline constexpr const char* kThreadsFittedVariable = "KVRANK_THREADS_FITTED";
+
+/// "PID:START" of this process (its id and its start time in clock ticks since boot, field 22 of
+/// /proc/self/stat; both kept across execve) into `out`; false when /proc cannot be read.
+bool own_process_marker(char* out, std::size_t size) noexcept;
+
+/// Whether `value` (of kThreadsFittedVariable, null when unset) was written by this very process
+/// before it executed itself again: equal to own_process_marker().
+bool is_own_process_marker(const char* value) noexcept;
 
 /// A thread-count variable's value ("8", or the "8,2" of nested OpenMP): its first number; 0 when
 /// `value` is null or not a positive number.

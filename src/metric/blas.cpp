@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "base/memory_limit_text.hpp"
-#include "kvrank/metric/compute.hpp"
-#include "kvrank/metric/gram_backend.hpp"
+#include "kvrank/base/memory_limit.hpp"
+#include "metric/thread_pool.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,6 +30,10 @@ void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, 
             int* info, std::size_t jobz_len, std::size_t uplo_len);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info,
              std::size_t uplo_len);
+// OpenBLAS's pool of work buffers (memory.c; exported by its shared library, weak so that a build
+// without them still links): a slot freed keeps its buffer mapped for the next caller.
+[[gnu::weak]] void* blas_memory_alloc(int procpos);
+[[gnu::weak]] void blas_memory_free(void* buffer);
 }
 #endif
 #ifdef KVRANK_HAVE_DNNL
@@ -82,7 +86,22 @@ std::vector<double> lapack_workspace(Call call) {
   return std::vector<double>(static_cast<std::size_t>(std::max(1.0, size)));
 }
 
-/// The order below which an eigensolver runs on the calling thread alone (CallingThreadOnly).
+/// While it lives (when `engaged`), BLAS/LAPACK runs on the calling thread alone (as compute.hpp's
+/// CallingThreadOnly, which is this for the layers above).
+class CallingThreadScope {
+ public:
+  explicit CallingThreadScope(bool engaged) {
+    if (engaged) saved_ = hold_calling_thread();
+  }
+  ~CallingThreadScope() { release_calling_thread(saved_); }
+  CallingThreadScope(const CallingThreadScope&) = delete;
+  CallingThreadScope& operator=(const CallingThreadScope&) = delete;
+
+ private:
+  HeldThreads saved_;
+};
+
+/// The order below which an eigensolver runs on the calling thread alone (CallingThreadScope).
 /// OpenBLAS threads each level-2 call of the tridiagonal reduction (no size threshold in 0.3.21)
 /// unless it is called from inside an active parallel region; called from serial code (a layer's
 /// H × H similarity, or the per-head loop of a small model, which does not go parallel) every call
@@ -99,7 +118,7 @@ int default_thread_count() {
   // lowered the variable itself to fit a memory limit (memory_limit.hpp): fit_compute_threads
   // then finds that count again, and says why.
   const int processors = usable_processors();
-  const bool fitted = std::getenv(kThreadsFittedVariable) != nullptr;
+  const bool fitted = is_own_process_marker(std::getenv(kThreadsFittedVariable));
   const int asked = fitted ? 0 : parse_thread_count(std::getenv("OMP_NUM_THREADS"));
   return asked > 0 ? std::min(asked, processors) : processors;
 }
@@ -112,6 +131,27 @@ int blas_buffers_held() {
   return 0;
 }
 
+void map_thread_memory(int threads) {
+#ifdef _OPENMP
+  // The pool's threads and their stacks: libgomp exits 1 when it cannot create one later.
+#pragma omp parallel num_threads(threads)
+  { [[maybe_unused]] volatile int started = omp_get_thread_num(); }
+#endif
+#ifdef KVRANK_HAVE_OPENBLAS
+  if (blas_memory_alloc == nullptr || blas_memory_free == nullptr) return;
+  // Each thread that calls OpenBLAS at the same time takes a buffer of its pool; a buffer that
+  // cannot be mapped is retried forever (a hang). So as many as may be taken at once are mapped
+  // now, while the room that fit_compute_threads found is there, and freed back to the pool.
+  const int callers = blas_nests_in_openmp() ? threads : 1;
+  std::vector<void*> held;
+  for (int i = 0; i < callers && memory_fits(kBlasBufferBytes + kWorkingReserve); ++i) {
+    held.push_back(blas_memory_alloc(0));
+  }
+  for (void* buffer : held) blas_memory_free(buffer);
+#endif
+  (void)threads;
+}
+
 void set_thread_count(int threads) {
 #ifdef _OPENMP
   omp_set_num_threads(threads);
@@ -122,35 +162,30 @@ void set_thread_count(int threads) {
   (void)threads;
 }
 
-}  // namespace kvrank::detail
-
-namespace kvrank {
-
-CallingThreadOnly::CallingThreadOnly([[maybe_unused]] bool engaged) {
+HeldThreads hold_calling_thread() {
+  HeldThreads saved;
 #ifdef _OPENMP
-  if (!engaged || omp_in_parallel()) return;
-  saved_openmp_ = omp_get_max_threads();
-  if (saved_openmp_ > 1) omp_set_num_threads(1);
+  if (omp_in_parallel()) return saved;  // everything runs on the calling thread already
+  saved.openmp = omp_get_max_threads();
+  if (saved.openmp > 1) omp_set_num_threads(1);
 #endif
 #ifdef KVRANK_HAVE_OPENBLAS
-  if (!engaged || detail::blas_nests_in_openmp()) return;
-  saved_blas_ = openblas_get_num_threads();
-  if (saved_blas_ > 1) openblas_set_num_threads(1);
+  if (blas_nests_in_openmp()) return saved;
+  saved.blas = openblas_get_num_threads();
+  if (saved.blas > 1) openblas_set_num_threads(1);
 #endif
+  return saved;
 }
 
-CallingThreadOnly::~CallingThreadOnly() {
+void release_calling_thread(const HeldThreads& saved) {
 #ifdef _OPENMP
-  if (saved_openmp_ > 1) omp_set_num_threads(saved_openmp_);
+  if (saved.openmp > 1) omp_set_num_threads(saved.openmp);
 #endif
 #ifdef KVRANK_HAVE_OPENBLAS
-  if (saved_blas_ > 1) openblas_set_num_threads(saved_blas_);
+  if (saved.blas > 1) openblas_set_num_threads(saved.blas);
 #endif
+  (void)saved;
 }
-
-}  // namespace kvrank
-
-namespace kvrank::detail {
 
 int available_threads() {
 #ifdef _OPENMP
@@ -211,10 +246,10 @@ void onednn_syrk_lower(Index rows, Index inner, const float* a, Index lda, float
   }
 }
 
-void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Index lda,
-          const float* b, Index ldb, float beta, float* c, Index ldc) {
+void gemm(FloatKernels kernels, bool trans_a, Index rows, Index cols, Index inner, const float* a,
+          Index lda, const float* b, Index ldb, float beta, float* c, Index ldc) {
   if (rows == 0 || cols == 0) return;
-  if (float_products_on_onednn()) {
+  if (kernels == FloatKernels::onednn) {
     onednn_sgemm(trans_a, false, rows, cols, inner, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -236,9 +271,10 @@ void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Ind
 #endif
 }
 
-void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, Index ldb) {
+void trmm_right_lower(FloatKernels kernels, Index rows, Index n, const float* l, Index ldl,
+                      float* b, Index ldb) {
   if (rows == 0 || n == 0) return;
-  if (float_products_on_onednn()) {
+  if (kernels == FloatKernels::onednn) {
     onednn_trmm_right_lower(rows, n, l, ldl, b, ldb);
     return;
   }
@@ -254,13 +290,14 @@ void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, 
 #endif
 }
 
-void syrk_upper(Index rows, Index inner, const float* a, Index lda, float* c, Index ldc) {
+void syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda, float* c,
+                Index ldc) {
   if (rows == 0) return;
   if (inner == 0) {
     for (Index j = 0; j < rows; ++j) std::fill(c + j * ldc, c + j * ldc + j + 1, 0.0f);
     return;
   }
-  if (float_products_on_onednn()) {                  // generic OpenBLAS kernels: gram_backend.hpp
+  if (kernels == FloatKernels::onednn) {             // generic OpenBLAS kernels: gram_backend.hpp
     onednn_syrk_lower(rows, inner, a, lda, c, ldc);  // row-major lower = column-major upper
     return;
   }
@@ -291,16 +328,20 @@ int inner_slices(Index rows, Index inner) {
 
 }  // namespace
 
-MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda) {
+MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda) {
   const int slices = inner_slices(rows, inner);
   std::vector<MatrixF> partial(static_cast<std::size_t>(slices));
+  ParallelFailure failure;
 #pragma omp parallel for schedule(static) num_threads(slices) if (slices > 1)
   for (int s = 0; s < slices; ++s) {
-    const Index begin = inner * s / slices;
-    const Index end = inner * (s + 1) / slices;
-    partial[s] = MatrixF::Zero(rows, rows);
-    syrk_upper(rows, end - begin, a + begin, lda, partial[s].data(), rows);
+    failure.run([&] {
+      const Index begin = inner * s / slices;
+      const Index end = inner * (s + 1) / slices;
+      partial[s] = MatrixF::Zero(rows, rows);
+      syrk_upper(kernels, rows, end - begin, a + begin, lda, partial[s].data(), rows);
+    });
   }
+  failure.rethrow();
   MatrixD out = MatrixD::Zero(rows, rows);
   for (const MatrixF& part : partial) out += part.cast<double>();  // the slices summed in double
   out.triangularView<Eigen::StrictlyLower>() = out.transpose();
@@ -328,7 +369,7 @@ std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric) {
   const int n = static_cast<int>(symmetric.rows());
   if (n == 0) return {};
 #ifdef KVRANK_HAVE_OPENBLAS
-  const CallingThreadOnly small(n < kThreadedEigensolverOrder);
+  const CallingThreadScope small(n < kThreadedEigensolverOrder);
   MatrixD a = symmetric;
   std::vector<double> values(static_cast<std::size_t>(n));
   int info = 0;
@@ -368,7 +409,7 @@ std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const
   if (n == 0) return std::vector<double>{};
 #ifdef KVRANK_HAVE_OPENBLAS
   // dsygv itype 2: eigenvalues of A·B, B = UᵀU — those of U A Uᵀ = Fᵀ Q F with F = Uᵀ.
-  const CallingThreadOnly small(n < kThreadedEigensolverOrder);
+  const CallingThreadScope small(n < kThreadedEigensolverOrder);
   MatrixD a = q;
   MatrixD b = p;
   std::vector<double> values(static_cast<std::size_t>(n));

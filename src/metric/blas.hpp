@@ -1,7 +1,8 @@
 // Private: the few float32 BLAS and double LAPACK calls of the metric, row-major, on OpenBLAS when
 // kvrank is built with it and on Eigen's own products otherwise. The float32 GEMM, TRMM and SYRK
-// run on oneDNN's SGEMM instead when float_products_on_onednn() (gram_backend.hpp: OpenBLAS on
-// generic kernels, oneDNN with AVX2 or better).
+// run on oneDNN's SGEMM instead when the caller asks for FloatKernels::onednn. Which one is chosen
+// above this wrapper (diversity.cpp, from gram_backend.hpp's float_products_on_onednn() and the
+// memory left): this file calls nothing above it.
 //
 // Threads: OpenBLAS built on OpenMP (what CMake looks for first) runs on the same libgomp pool as
 // kvrank's `#pragma omp` loops and single-threaded inside them, so per-head loops may call BLAS.
@@ -17,6 +18,10 @@
 
 namespace kvrank::detail {
 
+/// What runs the float32 GEMM, TRMM and SYRK below: the BLAS (OpenBLAS, or Eigen's products
+/// without it), or oneDNN's SGEMM.
+enum class FloatKernels { blas, onednn };
+
 /// The thread count `--threads 0` (the default) asks for: OMP_NUM_THREADS when set, at most the
 /// processors this process may use; else all of those.
 int default_thread_count();
@@ -25,6 +30,22 @@ int default_thread_count();
 int blas_buffers_held();
 /// Sets the threads of the BLAS and of OpenMP (at least 1).
 void set_thread_count(int threads);
+/// Starts `threads` OpenMP threads and maps the OpenBLAS buffers that many callers take at once,
+/// so that neither meets a memory limit later, when one layer's data has filled the room: OpenBLAS
+/// retries a failed buffer forever, libgomp exits 1 (memory_limit.hpp).
+void map_thread_memory(int threads);
+/// The thread counts hold_calling_thread() lowered, for release_calling_thread() (1: unchanged).
+struct HeldThreads {
+  int openmp = 1;
+  int blas = 1;
+};
+/// Holds BLAS/LAPACK calls and parallel loops started from the calling thread to it alone: its own
+/// OpenMP count, and a pthreads OpenBLAS's count, set to 1 (compute.hpp's CallingThreadOnly).
+/// Inside a parallel region it changes nothing.
+HeldThreads hold_calling_thread();
+/// Restores what hold_calling_thread() lowered.
+void release_calling_thread(const HeldThreads& saved);
+
 /// The threads a parallel region started now would get (1 inside one, and without OpenMP).
 int available_threads();
 
@@ -52,20 +73,22 @@ void onednn_syrk_lower(Index rows, Index inner, const float* a, Index lda, float
 
 /// C (rows × cols, ldc) = op(A) · B + beta · C, op(A) = A (rows × inner, lda) or, with trans_a,
 /// the transpose of A (inner × rows, lda). B is inner × cols (ldb).
-void gemm(bool trans_a, Index rows, Index cols, Index inner, const float* a, Index lda,
-          const float* b, Index ldb, float beta, float* c, Index ldc);
+void gemm(FloatKernels kernels, bool trans_a, Index rows, Index cols, Index inner, const float* a,
+          Index lda, const float* b, Index ldb, float beta, float* c, Index ldc);
 
 /// B (rows × n, ldb) := B · L for L (n × n, ldl) lower triangular.
-void trmm_right_lower(Index rows, Index n, const float* l, Index ldl, float* b, Index ldb);
+void trmm_right_lower(FloatKernels kernels, Index rows, Index n, const float* l, Index ldl,
+                      float* b, Index ldb);
 
 /// The upper triangle (diagonal included) of A · Aᵀ for A (rows × inner, lda, row-major) into the
 /// column-major C (rows × rows, ldc); the strict lower triangle is left as it was.
-void syrk_upper(Index rows, Index inner, const float* a, Index lda, float* c, Index ldc);
+void syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda, float* c,
+                Index ldc);
 
 /// A · Aᵀ for A (rows × inner, lda) in float32, returned in double with both triangles. A long
 /// inner dimension is split over the threads, a single-threaded SYRK each, the slices summed in
 /// double.
-MatrixD syrk_double(Index rows, Index inner, const float* a, Index lda);
+MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda);
 
 /// A · Aᵀ for A (rows × inner, lda) accumulated in double (the entries of A are float32), both
 /// triangles: for the small per-head products whose rank must survive round-off.

@@ -16,10 +16,22 @@ ThreadFit apply_compute_threads(int threads) {
   const int asked = threads > 0 ? threads : detail::default_thread_count();
   const ThreadFit fit = fit_compute_threads(asked, detail::blas_buffers_held());
   detail::set_thread_count(fit.threads);
+  if (address_space_limit()) detail::map_thread_memory(fit.threads);
   return fit;
 }
 
 void set_compute_threads(int threads) { apply_compute_threads(threads); }
+
+CallingThreadOnly::CallingThreadOnly(bool engaged) {
+  if (!engaged) return;
+  const detail::HeldThreads held = detail::hold_calling_thread();
+  saved_openmp_ = held.openmp;
+  saved_blas_ = held.blas;
+}
+
+CallingThreadOnly::~CallingThreadOnly() {
+  detail::release_calling_thread({saved_openmp_, saved_blas_});
+}
 
 LayerThreads::LayerThreads(std::int64_t weight_elements)
     : calling_thread_only_(weight_elements < kThreadedLayerWeights) {

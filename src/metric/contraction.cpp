@@ -28,6 +28,7 @@
 
 #include "base/pages.hpp"
 #include "metric/blas.hpp"
+#include "metric/thread_pool.hpp"
 
 namespace kvrank::detail {
 namespace {
@@ -120,9 +121,9 @@ struct LatentFactor {
   bool lower = false;
 };
 
-LatentFactor latent_factor(const RowMatrixF& basis) {
+LatentFactor latent_factor(const RowMatrixF& basis, const LayerKernels& kernels) {
   MatrixF gram_f;
-  float_gram(basis, gram_f);
+  float_gram(basis, gram_f, kernels);
   const MatrixD gram = gram_f.cast<double>();
   MatrixD lower = gram;
   if (cholesky_lower(lower)) return {RowMatrixF(lower.cast<float>()), true};
@@ -137,8 +138,9 @@ LatentFactor latent_factor(const RowMatrixF& basis) {
 class SideCoordinates {
  public:
   /// `storage`: a workspace buffer, used unless the heads are the basis's own rows.
-  SideCoordinates(const FactorSide& side, Coordinates how, RowMatrixF& storage)
-      : k_(side.head_cols), storage_(storage) {
+  SideCoordinates(const FactorSide& side, Coordinates how, RowMatrixF& storage,
+                  const LayerKernels& kernels)
+      : k_(side.head_cols), storage_(storage), kernels_(kernels.products) {
     const Index heads = static_cast<Index>(side.heads.size());
     dim_ = dimension(side, how);
     if (how == Coordinates::raw && all_simple(side)) {
@@ -150,17 +152,21 @@ class SideCoordinates {
       return;
     }
     LatentFactor factor;
-    if (how == Coordinates::latent) factor = latent_factor(side.basis);
+    if (how == Coordinates::latent) factor = latent_factor(side.basis, kernels);
     const RowMatrixF& rows = how == Coordinates::latent ? factor.f : side.basis;
     fit_buffer(storage_, heads * k_, dim_);
     base_ = storage_.data();
     ld_ = dim_;
     for (Index h = 0; h < heads; ++h) offsets_.push_back(h * k_ * ld_);
+    ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
     for (Index h = 0; h < heads; ++h) {
-      storage_.middleRows(h * k_, k_).setZero();  // here, not all at once: 150 MB for V3's queries
-      for (const CoeffBlock& block : side.heads[h]) add_block(block, rows, factor.lower, h);
+      failure.run([&] {
+        storage_.middleRows(h * k_, k_).setZero();  // here, not all at once: 150 MB for V3's
+        for (const CoeffBlock& block : side.heads[h]) add_block(block, rows, factor.lower, h);
+      });
     }
+    failure.rethrow();
   }
 
   Index dim() const noexcept { return dim_; }
@@ -183,19 +189,21 @@ class SideCoordinates {
     const ConstRowMapF coeffs_t = block.transposed();  // cols × count
     const Index cols = coeffs_t.rows();
     if (!lower) {
-      gemm(false, cols, dim_, count, coeffs_t.data(), count, rows.data() + first * ld_, ld_, 1.0f,
-           out, ld_);
+      gemm(kernels_, false, cols, dim_, count, coeffs_t.data(), count, rows.data() + first * ld_,
+           ld_, 1.0f, out, ld_);
       return;
     }
-    gemm(false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_, ld_, 1.0f,
-         out, ld_);
+    gemm(kernels_, false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_,
+         ld_, 1.0f, out, ld_);
     RowMatrixF triangle = coeffs_t;
-    trmm_right_lower(cols, count, rows.data() + first * ld_ + first, ld_, triangle.data(), count);
+    trmm_right_lower(kernels_, cols, count, rows.data() + first * ld_ + first, ld_, triangle.data(),
+                     count);
     StridedMapF(out + first, cols, count, Eigen::OuterStride<>(ld_)) += triangle;
   }
 
   Index k_;
   RowMatrixF& storage_;
+  FloatKernels kernels_;
   Index dim_ = 0;
   const float* base_ = nullptr;
   Index ld_ = 0;
@@ -204,7 +212,7 @@ class SideCoordinates {
 
 /// Σ over row chunks of M_h = X_h Y_hᵀ of the chunk's H × H Gram, in double.
 MatrixD chunked_inner_products(const SideCoordinates& x, const SideCoordinates& y, Index heads,
-                               Index k, RowMatrixF& rows) {
+                               Index k, RowMatrixF& rows, FloatKernels kernels) {
   const Index p = x.dim();
   const Index q = y.dim();
   MatrixD inner = MatrixD::Zero(heads, heads);
@@ -214,21 +222,28 @@ MatrixD chunked_inner_products(const SideCoordinates& x, const SideCoordinates& 
   [[maybe_unused]] const bool nested = blas_nests_in_openmp();  // only in the OpenMP clause
   for (Index start = 0; start < p; start += chunk) {
     const Index count = std::min(chunk, p - start);
+    ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (nested)
     for (Index h = 0; h < heads; ++h) {
       // Rows [start, start + count) of X_h Y_hᵀ = (X_hᵀ columns)ᵀ · Y_hᵀ, laid out as one row.
-      gemm(true, count, q, k, x.head(h) + start, x.ld(), y.head(h), y.ld(), 0.0f,
-           rows.data() + h * rows.cols(), q);
+      failure.run([&] {
+        gemm(kernels, true, count, q, k, x.head(h) + start, x.ld(), y.head(h), y.ld(), 0.0f,
+             rows.data() + h * rows.cols(), q);
+      });
     }
-    inner += syrk_double(heads, count * q, rows.data(), rows.cols());
+    failure.rethrow();
+    inner += syrk_double(kernels, heads, count * q, rows.data(), rows.cols());
   }
   return inner;
 }
 
 std::vector<MatrixD> self_products(const SideCoordinates& x, Index heads, Index k) {
   std::vector<MatrixD> out(static_cast<std::size_t>(heads));
+  ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
-  for (Index h = 0; h < heads; ++h) out[h] = syrk_in_double(k, x.dim(), x.head(h), x.ld());
+  for (Index h = 0; h < heads; ++h)
+    failure.run([&] { out[h] = syrk_in_double(k, x.dim(), x.head(h), x.ld()); });
+  failure.rethrow();
   return out;
 }
 
@@ -257,21 +272,66 @@ std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Co
 }
 
 ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
-                               ComputeWorkspace& workspace, HeadRanks head_ranks) {
+                               ComputeWorkspace& workspace, HeadRanks head_ranks,
+                               const LayerKernels& kernels) {
   const Index heads = factors.num_heads();
   const Index k = factors.left.head_cols;
   const bool self = head_ranks == HeadRanks::computed;
-  const SideCoordinates left(factors.left, plan.left, workspace.left_coordinates);
+  const SideCoordinates left(factors.left, plan.left, workspace.left_coordinates, kernels);
   ContractedHeads out;
   if (self) out.left_self = self_products(left, heads, k);
   if (factors.symmetric) {
-    out.inner = chunked_inner_products(left, left, heads, k, workspace.contracted_rows);
+    out.inner =
+        chunked_inner_products(left, left, heads, k, workspace.contracted_rows, kernels.products);
     return out;
   }
-  const SideCoordinates right(factors.right, plan.right, workspace.right_coordinates);
+  const SideCoordinates right(factors.right, plan.right, workspace.right_coordinates, kernels);
   if (self) out.right_self = self_products(right, heads, k);
-  out.inner = chunked_inner_products(left, right, heads, k, workspace.contracted_rows);
+  out.inner =
+      chunked_inner_products(left, right, heads, k, workspace.contracted_rows, kernels.products);
   return out;
+}
+
+namespace {
+
+/// Bytes of a float buffer rows × cols that fit_buffer() allocates: none when `held` has that size.
+std::uint64_t new_buffer_bytes(const RowMatrixF& held, Index rows, Index cols) {
+  if (held.rows() == rows && held.cols() == cols) return 0;
+  return static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols) * sizeof(float);
+}
+
+/// What SideCoordinates allocates for one side written in `how` coordinates.
+std::uint64_t coordinate_bytes(const FactorSide& side, Coordinates how, const RowMatrixF& held) {
+  if (how == Coordinates::raw && all_simple(side)) return 0;
+  const auto m = static_cast<std::uint64_t>(side.basis.rows());
+  // latent_factor: the float32 Gram, its double copy, the factor in double (LDLᵀ: two more m × m)
+  // and in float32.
+  const std::uint64_t factor = how == Coordinates::latent ? m * m * (4 + 8 + 8 + 16 + 4) : 0;
+  const Index heads = static_cast<Index>(side.heads.size());
+  return factor + new_buffer_bytes(held, heads * side.head_cols, dimension(side, how));
+}
+
+}  // namespace
+
+std::uint64_t contraction_bytes(const HeadFactors& factors, const ContractionPlan& plan,
+                                const ComputeWorkspace& workspace) {
+  const Index heads = factors.num_heads();
+  const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
+  const FactorSide& other = factors.symmetric ? factors.left : factors.right;
+  std::uint64_t bytes = coordinate_bytes(factors.left, plan.left, workspace.left_coordinates);
+  if (!factors.symmetric)
+    bytes += coordinate_bytes(factors.right, plan.right, workspace.right_coordinates);
+  const Index p = dimension(factors.left, plan.left);
+  const Index q = dimension(other, factors.symmetric ? plan.left : plan.right);
+  if (heads > 0 && q > 0) {
+    const Index chunk = std::clamp<Index>(kChunkFloats / (heads * q), 1, std::max<Index>(p, 1));
+    bytes += new_buffer_bytes(workspace.contracted_rows, heads, chunk * q);
+  }
+  // The per-head k × k products, their double copies of X_hᵀ (one per thread), the H × H sums.
+  const auto h = static_cast<std::uint64_t>(heads);
+  const auto widest = static_cast<std::uint64_t>(std::max(p, q));
+  bytes += 2 * h * k * k * 8 + static_cast<std::uint64_t>(available_threads()) * k * widest * 8;
+  return bytes + 4 * h * h * 8 * static_cast<std::uint64_t>(available_threads());
 }
 
 }  // namespace kvrank::detail

@@ -2,13 +2,23 @@
 // plain slices of their basis (MLA, LRKV). See contraction.cpp for the algebra and the cost model.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "kvrank/base/factors.hpp"
 #include "kvrank/metric/diversity.hpp"
+#include "metric/blas.hpp"
 
 namespace kvrank::detail {
+
+/// What runs one layer's float32 products, chosen by analyze_layer from the backend in force
+/// (gram_backend.hpp) and the memory left under a limit (memory_limit.hpp): oneDNN only when the
+/// room it may take is there.
+struct LayerKernels {
+  bool onednn_grams = false;                   ///< the Grams may run on oneDNN (bf16, onednn-f32)
+  FloatKernels products = FloatKernels::blas;  ///< blas.hpp's GEMM, TRMM and SYRK
+};
 
 /// How one side's heads are written as k × p coordinate matrices X_hᵀ with X_hᵀX_h = L_hᵀL_h:
 /// `latent` (p = basis rows: X_hᵀ = C_hᵀ F, F Fᵀ = basis·basisᵀ) or `raw` (p = basis columns:
@@ -34,11 +44,17 @@ struct ContractedHeads {
   std::vector<MatrixD> right_self;
 };
 
-/// The contraction of `plan`, in the buffers of `workspace` (see compute.hpp).
+/// The contraction of `plan`, in the buffers of `workspace` (see compute.hpp), on `kernels`.
 ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
-                               ComputeWorkspace& workspace, HeadRanks head_ranks);
+                               ComputeWorkspace& workspace, HeadRanks head_ranks,
+                               const LayerKernels& kernels);
+
+/// Bytes contract_heads() allocates for `plan` beyond what `workspace` already holds, rounded up:
+/// for sizing the layer before it starts (memory_limit.hpp).
+std::uint64_t contraction_bytes(const HeadFactors& factors, const ContractionPlan& plan,
+                                const ComputeWorkspace& workspace);
 
 /// The float32 Gram of diversity.cpp (rows · rowsᵀ, both triangles), shared with the contraction.
-void float_gram(const RowMatrixF& basis, MatrixF& gram);
+void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels);
 
 }  // namespace kvrank::detail

@@ -31,12 +31,21 @@
 
 #include "base/pages.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/memory_limit.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
 #include "metric/contraction.hpp"
+#include "metric/side_gram.hpp"
+#include "metric/thread_pool.hpp"
 
 namespace kvrank {
 namespace {
+
+using detail::gram_float;
+using detail::head_inner_products;
+using detail::SideGram;
+using detail::unit_scale_exponent;
+using detail::worth_threads;
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 
@@ -56,59 +65,6 @@ void zero_round_off(std::vector<double>& values, double scale) {
   }
 }
 
-/// Whether a loop of about `work` flops is worth a parallel region: a fork/join costs microseconds
-/// (much more on a loaded machine, where idle threads spin), small layers run faster serially.
-bool worth_threads(Index work) { return work >= (Index(1) << 22); }
-
-/// Which triangles of a Gram gram_float fills: the SYRK writes the upper one, and the mirror into
-/// the lower one is a pass over all of G (4 % of a 7B layer) that a reader of the upper triangle
-/// alone does without (SideGram, when every head is a plain slice).
-enum class Triangles { upper, both };
-
-/// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
-/// matches, which spares the page faults of a fresh allocation per layer).
-void gram_float(const RowMatrixF& basis, MatrixF& gram, Triangles triangles = Triangles::both) {
-  const Index m = basis.rows();
-  const Index n = basis.cols();
-  detail::fit_buffer(gram, m, m);
-  if (m == 0) return;
-  if (n == 0) {
-    gram.setZero();
-    return;
-  }
-  if (!onednn_gram_upper(basis, gram)) {  // bf16 weights, generic BLAS: see gram_backend.hpp
-    detail::syrk_upper(m, n, basis.data(), n, gram.data(), m);
-  }
-  if (triangles == Triangles::upper) return;
-  // Mirror the upper triangle into the lower one, in tiles so that the strided reads stay in cache.
-  constexpr Index kTile = 64;
-#pragma omp parallel for schedule(dynamic) if (m >= 1024)
-  for (Index col_tile = 0; col_tile < m; col_tile += kTile) {
-    for (Index row_tile = col_tile; row_tile < m; row_tile += kTile) {
-      const Index col_end = std::min(col_tile + kTile, m);
-      const Index row_end = std::min(row_tile + kTile, m);
-      for (Index j = col_tile; j < col_end; ++j) {
-        for (Index i = std::max(row_tile, j + 1); i < row_end; ++i) gram(i, j) = gram(j, i);
-      }
-    }
-  }
-}
-
-/// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of
-/// weights with |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all
-/// zero". A basis whose largest entry is outside 2^±kSafeScaleExponent is scaled by 2^-e (exact: a
-/// power of two) so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a
-/// head ~2^60 times smaller than the side's largest entry can still underflow to zero.
-int unit_scale_exponent(const RowMatrixF& basis) {
-  if (basis.size() == 0) return 0;
-  float largest = 0;
-  // One read of the basis: tens of MB a layer, worth both threads.
-#pragma omp parallel for reduction(max : largest) if (worth_threads(basis.size()))
-  for (Index row = 0; row < basis.rows(); ++row)
-    largest = std::max(largest, basis.row(row).cwiseAbs().maxCoeff());
-  return safe_scale_exponent(static_cast<double>(largest));
-}
-
 void check_side(const FactorSide& side, Index heads, const char* name) {
   if (static_cast<Index>(side.heads.size()) != heads) {
     throw std::invalid_argument(std::string("diversity: ") + name + " side has " +
@@ -125,127 +81,6 @@ void check_side(const FactorSide& side, Index heads, const char* name) {
     }
   }
 }
-
-/// One side's Gram and, for heads that are not a single full identity block, G·C_h.
-/// `workspace` holds the Gram (a ComputeWorkspace's, kept by the caller across layers). When every
-/// head is a plain slice of the basis (MHA/GQA/MQA), only G's upper triangle is formed, and every
-/// read of G goes through it.
-class SideGram {
- public:
-  /// `scale_exponent`: unit_scale_exponent(side.basis), which the caller has already read.
-  SideGram(const FactorSide& side, int scale_exponent, MatrixF& workspace)
-      : side_(side), gram_(workspace), k_(side.head_cols), gram_exponent_(scale_exponent) {
-    const Index heads = static_cast<Index>(side.heads.size());
-    simple_row_.resize(heads);
-    for (Index h = 0; h < heads; ++h) simple_row_[h] = identity_slice_row(side.heads[h], k_);
-    const bool all_simple =
-        std::all_of(simple_row_.begin(), simple_row_.end(), [](Index row) { return row >= 0; });
-    const Triangles triangles = all_simple ? Triangles::upper : Triangles::both;
-    if (gram_exponent_ == 0) {
-      gram_float(side.basis, gram_, triangles);
-    } else {  // a copy: only when extreme
-      gram_float(std::ldexp(1.0f, -gram_exponent_) * side.basis, gram_, triangles);
-    }
-    gc_.resize(heads);
-    if (all_simple) return;
-#pragma omp parallel for schedule(dynamic)
-    for (Index h = 0; h < heads; ++h) {
-      if (simple_row_[h] < 0) gc_[h] = gram_times_coeffs(side.heads[h]);
-    }
-  }
-
-  Index head_cols() const noexcept { return k_; }
-  /// The Gram is formed from the true basis (FactorSide::exponent) times 2^-exponent() (0: as is).
-  int exponent() const noexcept { return side_.exponent + gram_exponent_; }
-
-  /// L_iᵀ L_j (k × k) = C_iᵀ G C_j.
-  MatrixD cross(Index i, Index j) const {
-    if (simple_row_[i] >= 0 && simple_row_[j] >= 0)
-      return upper_block(simple_row_[i], simple_row_[j]);
-    MatrixD out = MatrixD::Zero(k_, k_);
-    for (const CoeffBlock& block : side_.heads[i]) {
-      const MatrixD rows = gc_rows(j, block.basis_row, block.rows());
-      if (block.is_identity()) {
-        out.middleRows(block.head_col, block.rows()) += rows;
-      } else {
-        out.middleRows(block.head_col, block.cols()).noalias() +=
-            block.in_double().transpose() * rows;
-      }
-    }
-    return out;
-  }
-
-  /// L_iᵀ L_j where it can be read from G without a copy: both heads plain slices whose block of G
-  /// lies wholly on one side of the diagonal, or on it (the same rows: a symmetric block of which
-  /// only the upper triangle is read).
-  struct StoredBlock {
-    enum Kind { as_is, transposed, symmetric };
-    Eigen::Block<const MatrixF> block;
-    Kind kind;
-  };
-  std::optional<StoredBlock> stored_block(Index i, Index j) const {
-    if (simple_row_[i] < 0 || simple_row_[j] < 0) return std::nullopt;
-    return stored_at(simple_row_[i], simple_row_[j]);
-  }
-
- private:
-  /// G·C_h (m × k) for a head given by its coefficient blocks.
-  MatrixD gram_times_coeffs(const std::vector<CoeffBlock>& blocks) const {
-    MatrixD out = MatrixD::Zero(gram_.rows(), k_);
-    for (const CoeffBlock& block : blocks) {
-      const auto columns = gram_.middleCols(block.basis_row, block.rows()).cast<double>();
-      if (block.is_identity()) {
-        out.middleCols(block.head_col, block.cols()) += columns;
-      } else {
-        out.middleCols(block.head_col, block.cols()).noalias() += columns * block.in_double();
-      }
-    }
-    return out;
-  }
-
-  /// Where G's k × k block at (row, col) is held in the upper triangle: as it is, transposed, or
-  /// (row = col) as a symmetric block's upper half; empty when it crosses the diagonal otherwise.
-  std::optional<StoredBlock> stored_at(Index row, Index col) const {
-    const MatrixF& gram = gram_;
-    if (row + k_ <= col) return StoredBlock{gram.block(row, col, k_, k_), StoredBlock::as_is};
-    if (col + k_ <= row) return StoredBlock{gram.block(col, row, k_, k_), StoredBlock::transposed};
-    if (row == col) return StoredBlock{gram.block(row, row, k_, k_), StoredBlock::symmetric};
-    return std::nullopt;
-  }
-
-  /// G's k × k block at (row, col) from its upper triangle (the lower one may be unset).
-  MatrixD upper_block(Index row, Index col) const {
-    if (const std::optional<StoredBlock> stored = stored_at(row, col)) {
-      MatrixD out = stored->block.cast<double>();
-      if (stored->kind == StoredBlock::transposed) out.transposeInPlace();
-      if (stored->kind == StoredBlock::symmetric)
-        out.triangularView<Eigen::StrictlyLower>() = out.transpose();
-      return out;
-    }
-    MatrixD out(k_, k_);  // the block crosses the diagonal away from it
-    for (Index b = 0; b < k_; ++b) {
-      for (Index a = 0; a < k_; ++a) {
-        const Index i = row + a;
-        const Index j = col + b;
-        out(a, b) = i <= j ? gram_(i, j) : gram_(j, i);
-      }
-    }
-    return out;
-  }
-
-  /// Rows [row, row + count) of G·C_j (G mirrored: some head is not a plain slice).
-  MatrixD gc_rows(Index j, Index row, Index count) const {
-    if (simple_row_[j] >= 0) return gram_.block(row, simple_row_[j], count, k_).cast<double>();
-    return gc_[j].middleRows(row, count);
-  }
-
-  const FactorSide& side_;
-  MatrixF& gram_;
-  Index k_;
-  int gram_exponent_;
-  std::vector<Index> simple_row_;  ///< basis row of a single-identity head, −1 otherwise
-  std::vector<MatrixD> gc_;        ///< G·C_h for the other heads
-};
 
 /// Whether the two sides' Grams are better formed at the same time, each SYRK on one thread, than
 /// one after the other on all threads. A SYRK of a few hundred rows scales poorly over threads (the
@@ -286,84 +121,6 @@ void side_by_side(First&& first, Second&& second) {
     if (failure) std::rethrow_exception(failure);
 }
 
-/// Σ x_i·y_i over `count` floats in double (each product exact), in four running sums: one chain
-/// of dependent additions ran at a quarter of the speed (Eigen's expression of the casts, half).
-double dot_in_double(const float* x, const float* y, Index count) {
-  double sums[4] = {0, 0, 0, 0};
-  Index i = 0;
-  for (; i + 4 <= count; i += 4) {
-    for (int lane = 0; lane < 4; ++lane)
-      sums[lane] += static_cast<double>(x[i + lane]) * static_cast<double>(y[i + lane]);
-  }
-  for (; i < count; ++i) sums[0] += static_cast<double>(x[i]) * static_cast<double>(y[i]);
-  return (sums[0] + sums[1]) + (sums[2] + sums[3]);
-}
-
-using GramBlock = Eigen::Block<const MatrixF>;
-
-/// ⟨X, Y⟩_F of two equally shaped blocks, column by column; with `symmetric`, of two symmetric
-/// blocks held in their upper triangles (twice the strictly upper part, plus the diagonal).
-double block_inner_product(const GramBlock& x, const GramBlock& y, bool symmetric) {
-  double sum = 0;
-  for (Index b = 0; b < x.cols(); ++b) {
-    const float* x_column = x.data() + b * x.outerStride();
-    const float* y_column = y.data() + b * y.outerStride();
-    if (symmetric) {
-      sum += 2 * dot_in_double(x_column, y_column, b) +
-             static_cast<double>(x_column[b]) * static_cast<double>(y_column[b]);
-    } else {
-      sum += dot_in_double(x_column, y_column, x.rows());
-    }
-  }
-  return sum;
-}
-
-/// ⟨A_i, A_j⟩_F = ⟨L_iᵀL_j, R_iᵀR_j⟩_F (R = L when symmetric), read in place from the Grams
-/// where both blocks lie off the diagonal (most pairs of MHA/GQA heads) or both on it (i = j).
-double head_inner_product(const SideGram& left, const SideGram* right, Index i, Index j) {
-  using Kind = SideGram::StoredBlock::Kind;
-  const auto left_block = left.stored_block(i, j);
-  const auto right_block = right ? right->stored_block(i, j) : left_block;
-  if (left_block && right_block) {
-    const Kind left_kind = left_block->kind;
-    const Kind right_kind = right_block->kind;
-    // ⟨Xᵀ, Yᵀ⟩ = ⟨X, Y⟩: two blocks stored the same way need no transpose.
-    if (left_kind == right_kind) {
-      return block_inner_product(left_block->block, right_block->block,
-                                 left_kind == Kind::symmetric);
-    }
-    if (left_kind != Kind::symmetric && right_kind != Kind::symmetric) {
-      return left_block->block.cast<double>()
-          .cwiseProduct(right_block->block.transpose().cast<double>())
-          .sum();
-    }
-  }
-  // A symmetric block against another kind (GQA heads of one group), or a head that is not a
-  // plain slice: copies.
-  const MatrixD cross_left = left.cross(i, j);
-  return right ? cross_left.cwiseProduct(right->cross(i, j)).sum() : cross_left.squaredNorm();
-}
-
-/// ⟨A_i, A_j⟩_F for all pairs (H × H, symmetric). The pairs, not the rows, go to the threads: a
-/// layer of few heads (6 in a 128M model) has too few rows to share out evenly. A pair's blocks
-/// have left the cache while the Grams were formed, so a multiply-add here costs about 8 in a
-/// product (5 cycles an element on one thread; the 128M run spent 4 % of its time here, the other
-/// thread waiting).
-MatrixD head_inner_products(const SideGram& left, const SideGram* right, Index heads) {
-  MatrixD inner(heads, heads);
-  [[maybe_unused]] const Index k = left.head_cols();  // only in the OpenMP clause
-#pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads(8 * heads * heads * k * k))
-  for (Index i = 0; i < heads; ++i) {
-    for (Index j = 0; j < heads; ++j) {
-      if (j < i) continue;  // the lower triangle is the upper's mirror
-      const double value = head_inner_product(left, right, i, j);
-      inner(i, j) = value;
-      inner(j, i) = value;
-    }
-  }
-  return inner;
-}
-
 /// Symmetric square root of a positive semi-definite matrix (negative round-off clipped).
 MatrixD psd_sqrt(const MatrixD& psd) {
   Eigen::SelfAdjointEigenSolver<MatrixD> solver(psd);
@@ -402,6 +159,78 @@ int components_for_90(const std::vector<double>& descending) {
     if (running >= 0.9 * total) return static_cast<int>(i + 1);
   }
   return static_cast<int>(descending.size());
+}
+
+/// The kernels of gram_backend.hpp's backend in force, where memory is no concern.
+detail::LayerKernels backend_kernels() {
+  return {true,
+          float_products_on_onednn() ? detail::FloatKernels::onednn : detail::FloatKernels::blas};
+}
+
+/// Address space oneDNN may take for one layer beside the buffers kvrank hands it: its compiled
+/// kernels, and per thread the scratchpads and packed blocks of its products. Under `ulimit -v` it
+/// crashes (SIGSEGV, or an abort in its unwinding) where an allocation fails, so a layer runs on it
+/// only with this much room to spare. Measured on a d 4096 layer (docs/input-limits.md): the bf16
+/// Grams took 85 MiB beyond their packed copies on one thread.
+constexpr std::uint64_t kOnednnReserve = 128 * kMiB;
+constexpr std::uint64_t kOnednnPerThread = 32 * kMiB;
+/// The small allocations of a layer besides the sized ones (H × H matrices, eigensolver
+/// workspaces).
+constexpr std::uint64_t kLayerSlack = 16 * kMiB;
+
+/// Bytes of buffers a Gram of `basis` allocates beyond `held`, on the BLAS and on oneDNN.
+struct GramBytes {
+  std::uint64_t own = 0;     ///< the Gram, a scaled copy of the basis, G·C_h for the other heads
+  std::uint64_t onednn = 0;  ///< the bf16 copy of the basis and one column tile of the Gram
+};
+
+GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& held) {
+  const auto m = static_cast<std::uint64_t>(side.basis.rows());
+  const auto n = static_cast<std::uint64_t>(side.basis.cols());
+  GramBytes bytes;
+  if (held.rows() != side.basis.rows() || held.cols() != side.basis.rows()) bytes.own = m * m * 4;
+  if (scale_exponent != 0) bytes.own += m * n * 4;
+  for (const auto& blocks : side.heads) {
+    if (identity_slice_row(blocks, side.head_cols) < 0)
+      bytes.own += m * static_cast<std::uint64_t>(side.head_cols) * 8;
+  }
+  bytes.onednn = m * n * 2 + std::min<std::uint64_t>(256, m) * m * 4;
+  return bytes;
+}
+
+/// What runs a layer's float32 products: the backend in force (gram_backend.hpp), as long as the
+/// room under a memory limit holds what the layer allocates and what oneDNN may take; else the BLAS
+/// (whose buffers were mapped with the threads, compute.hpp). Throws kvrank::Error, naming the need
+/// and the limit, when not even the BLAS path fits: no library meets the limit in the middle of a
+/// product (memory_limit.hpp).
+detail::LayerKernels layer_kernels(const HeadFactors& factors,
+                                   const std::optional<detail::ContractionPlan>& plan,
+                                   std::pair<int, int> scales, const ComputeWorkspace& workspace) {
+  const auto heads = static_cast<std::uint64_t>(factors.num_heads());
+  const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
+  const auto threads = static_cast<std::uint64_t>(detail::available_threads());
+  std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
+  std::uint64_t onednn = kOnednnReserve + threads * kOnednnPerThread;
+  const GramBytes left = gram_bytes(factors.left, scales.first, workspace.left_gram);
+  const GramBytes right = factors.symmetric
+                              ? GramBytes{}
+                              : gram_bytes(factors.right, scales.second, workspace.right_gram);
+  if (plan) {
+    own += detail::contraction_bytes(factors, *plan, workspace);
+  } else {
+    own += left.own + right.own;
+  }
+  onednn += left.onednn + right.onednn;
+  const GramBackend backend = gram_backend();
+  const bool onednn_wanted =
+      float_products_on_onednn() ||
+      (bf16_gram_supported() && backend != GramBackend::f32 && backend != GramBackend::onednn_f32);
+  if (onednn_wanted && memory_fits(own + onednn)) return backend_kernels();
+  require_memory(own, "one layer's products (" + std::to_string(heads) + " heads of width " +
+                          std::to_string(k) + " over " + std::to_string(factors.left.basis.cols()) +
+                          " columns)");
+  if (!onednn_wanted) return backend_kernels();
+  return {false, detail::FloatKernels::blas};  // the BLAS's buffers are mapped already
 }
 
 }  // namespace
@@ -464,7 +293,7 @@ LayerMetrics similarity_metrics(const MatrixD& similarity) {
 
 MatrixD basis_gram(const RowMatrixF& basis) {
   MatrixF gram;
-  gram_float(basis, gram);
+  gram_float(basis, gram, backend_kernels());
   return gram.cast<double>();
 }
 
@@ -491,14 +320,18 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   // ‖A_h‖ scales by 2^norm_exponent when the bases were scaled before their Grams.
   auto per_head = [&](const MatrixD& inner, int norm_exponent, const auto& self) {
     [[maybe_unused]] const Index k = factors.left.head_cols;  // only in the OpenMP clause
+    detail::ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (with_ranks && worth_threads(heads * k * k * k) && \
                                                detail::blas_nests_in_openmp())
     for (Index h = 0; h < heads; ++h) {
       head_norm[h] = std::ldexp(std::sqrt(std::max(inner(h, h), 0.0)), norm_exponent);
       if (!with_ranks || !(inner(h, h) > 0)) continue;
-      const auto [p, q] = self(h);
-      head_erank[h] = effective_rank(singular_values(p, q ? &*q : nullptr));
+      failure.run([&] {
+        const auto [p, q] = self(h);
+        head_erank[h] = effective_rank(singular_values(p, q ? &*q : nullptr));
+      });
     }
+    failure.rethrow();
   };
 
   // The contraction works on the unscaled bases: weights near float's range take the Gram path,
@@ -519,9 +352,11 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   MatrixD inner;
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
+  const detail::LayerKernels kernels =
+      layer_kernels(factors, plan, {left_scale, right_scale}, workspace);
   if (plan) {
     const detail::ContractedHeads contracted =
-        detail::contract_heads(factors, *plan, workspace, head_ranks);
+        detail::contract_heads(factors, *plan, workspace, head_ranks, kernels);
     inner = contracted.inner;
     const FactorSide& right = factors.symmetric ? factors.left : factors.right;
     per_head(inner, factors.left.exponent + right.exponent, [&](Index h) {
@@ -532,8 +367,10 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   } else {
     std::optional<SideGram> left;
     std::optional<SideGram> right;
-    auto form_left = [&] { left.emplace(factors.left, left_scale, workspace.left_gram); };
-    auto form_right = [&] { right.emplace(factors.right, right_scale, workspace.right_gram); };
+    auto form_left = [&] { left.emplace(factors.left, left_scale, workspace.left_gram, kernels); };
+    auto form_right = [&] {
+      right.emplace(factors.right, right_scale, workspace.right_gram, kernels);
+    };
     if (factors.symmetric) {
       form_left();
     } else if (grams_side_by_side(factors.left.basis, factors.right.basis)) {
@@ -576,7 +413,9 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
 }
 
 namespace detail {
-void float_gram(const RowMatrixF& basis, MatrixF& gram) { gram_float(basis, gram); }
+void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels) {
+  gram_float(basis, gram, kernels);
+}
 }  // namespace detail
 
 }  // namespace kvrank

@@ -1,7 +1,40 @@
 // Private: where OpenMP's threads start (see thread_pool.cpp for why).
 #pragma once
 
+#include <exception>
+
 namespace kvrank::detail {
+
+/// The first exception thrown by the iterations of a parallel loop, to rethrow after it: an
+/// exception that leaves an OpenMP region ends the process (std::terminate), and an allocation
+/// that fails under a memory limit (std::bad_alloc) must end in the error it is.
+///
+///   ParallelFailure failure;
+///   #pragma omp parallel for
+///   for (Index h = 0; h < heads; ++h) failure.run([&] { work(h); });
+///   failure.rethrow();
+class ParallelFailure {
+ public:
+  template <typename Work>
+  void run(Work&& work) noexcept {
+    try {
+      work();
+    } catch (...) {
+      keep(std::current_exception());
+    }
+  }
+  /// Rethrows the first exception kept, if any.
+  void rethrow() const {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  void keep(std::exception_ptr failure) noexcept {
+#pragma omp critical(kvrank_parallel_failure)
+    if (!first_) first_ = std::move(failure);
+  }
+  std::exception_ptr first_;
+};
 
 /// Starts the calling thread's OpenMP pool with the threads set (available_threads(), blas.hpp) if
 /// it has not started, and moves each worker found on the calling thread's CPU onto another CPU

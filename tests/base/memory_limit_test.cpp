@@ -2,8 +2,14 @@
 // messages. Real limits (ulimit -v) are exercised by tests/e2e/test_memory_limit.py.
 #include "kvrank/base/memory_limit.hpp"
 
-#include <cstdint>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <string>
+
+#include "base/memory_limit_text.hpp"
+#include "kvrank/base/error.hpp"
 #include "support/catch.hpp"
 
 namespace kvrank {
@@ -44,6 +50,65 @@ TEST_CASE("the thread cost fits the limits kvrank is run under", "[memory_limit]
   CHECK(threads_that_fit(512 * kMiB, in_use, kThreadAddressSpace, 64) == 1);
   CHECK(threads_that_fit(kGiB, in_use, kThreadAddressSpace, 64) == 2);
   CHECK(threads_that_fit(8 * kGiB, in_use, kThreadAddressSpace, 64) == 24);
+}
+
+TEST_CASE("the calling thread costs its buffers only, every other thread a stack and an arena too",
+          "[memory_limit]") {
+  CHECK(compute_threads_address_space(1) == 256 * kMiB);
+  CHECK(compute_threads_address_space(2) == 256 * kMiB + kThreadAddressSpace);
+  CHECK(compute_threads_address_space(0) == compute_threads_address_space(1));
+  const std::uint64_t in_use = 150 * kMiB;
+  // The need quoted for one thread is exactly what one thread runs in (it quoted 478 MiB where
+  // 406 MiB were enough).
+  CHECK(compute_threads_that_fit(in_use + 256 * kMiB, in_use, 8) == 1);
+  CHECK(compute_threads_that_fit(in_use + 256 * kMiB - 1, in_use, 8) == 0);
+  CHECK(compute_threads_that_fit(in_use + compute_threads_address_space(3), in_use, 8) == 3);
+  CHECK(compute_threads_that_fit(in_use + compute_threads_address_space(3), in_use, 2) == 2);
+  CHECK(compute_threads_that_fit(8 * kGiB, 0, 0) == 1);
+  CHECK(compute_threads_that_fit(kGiB, 2 * kGiB, 4) == 0);
+}
+
+TEST_CASE("only this process's own marker counts as its second start", "[memory_limit]") {
+  char own[64];
+  REQUIRE(detail::own_process_marker(own, sizeof own));
+  CHECK(detail::is_own_process_marker(own));
+  CHECK(std::string(own).find(std::to_string(::getpid()) + ":") == 0);
+  // What the variable held before (a count), and what another process would have written.
+  CHECK_FALSE(detail::is_own_process_marker("1"));
+  CHECK_FALSE(detail::is_own_process_marker(""));
+  CHECK_FALSE(detail::is_own_process_marker(nullptr));
+  const std::string start = std::string(own).substr(std::string(own).find(':'));
+  CHECK_FALSE(detail::is_own_process_marker((std::to_string(::getpid() + 1) + start).c_str()));
+  CHECK_FALSE(detail::is_own_process_marker((std::string(own) + "0").c_str()));
+}
+
+TEST_CASE("require_memory refuses what the room under the address-space limit cannot hold",
+          "[memory_limit]") {
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_AS, &saved) == 0);
+  const std::uint64_t mapped = process_status_bytes("VmSize");
+  REQUIRE(mapped > 0);
+  rlimit limited = saved;
+  limited.rlim_cur = mapped + kGiB;
+  if (saved.rlim_max != RLIM_INFINITY && limited.rlim_cur > saved.rlim_max) return;  // no room
+  REQUIRE(::setrlimit(RLIMIT_AS, &limited) == 0);
+  const auto room = memory_room();
+  const bool small_fits = memory_fits(kMiB);
+  const bool large_fits = memory_fits(2 * kGiB);
+  std::string message;
+  try {
+    require_memory(2 * kGiB, "the test's layer");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_AS, &saved);
+  REQUIRE(room);
+  CHECK(room->limit.source == "ulimit -v");
+  CHECK(room->free <= kGiB);
+  CHECK(small_fits);
+  CHECK_FALSE(large_fits);
+  CHECK(message.find("is too small for the test's layer: 2 GiB more needed") != std::string::npos);
+  CHECK(message.find("raise the limit") != std::string::npos);
 }
 
 TEST_CASE("parse_cgroup_limit reads bytes and knows both ways of saying none", "[memory_limit]") {

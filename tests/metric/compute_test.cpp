@@ -311,7 +311,8 @@ TEST_CASE("a SYRK of few rows over a long inner dimension is split over the thre
   for (int threads : {1, 2, 3}) {
     INFO(threads << " threads");
     set_compute_threads(threads);
-    const MatrixD got = detail::syrk_double(rows, inner, a.data(), a.cols());
+    const MatrixD got =
+        detail::syrk_double(detail::FloatKernels::blas, rows, inner, a.data(), a.cols());
     // float32 sums of 40 001 products are off by about 0.004 here; a column left out or counted
     // twice would move some entry by about 1, i.e. 1e-4 of the diagonal (≈ 13 000).
     CHECK((got - exact).cwiseAbs().maxCoeff() <= 4e-6 * exact.diagonal().minCoeff());

@@ -478,7 +478,7 @@ namespace {
 void check_contraction(const HeadFactors& f, const detail::ContractionPlan& plan) {
   ComputeWorkspace workspace;
   const detail::ContractedHeads got =
-      detail::contract_heads(f, plan, workspace, HeadRanks::computed);
+      detail::contract_heads(f, plan, workspace, HeadRanks::computed, detail::LayerKernels{});
   const Heads left = explicit_heads(f.left);
   const Heads right = f.symmetric ? left : explicit_heads(f.right);
   const Index heads = f.num_heads();

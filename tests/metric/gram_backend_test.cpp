@@ -276,6 +276,11 @@ TEST_CASE("gram backend: f32 weights, the f32 choice and small auto Grams use th
 namespace {
 
 /// Random normal float32 rows of standard deviation `scale`.
+/// The kernels of the backend in force (diversity.cpp chooses them so where memory is no concern).
+detail::FloatKernels backend_kernels() {
+  return float_products_on_onednn() ? detail::FloatKernels::onednn : detail::FloatKernels::blas;
+}
+
 RowMatrixF float_rows(Index rows, Index cols, float scale, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, scale);
   RowMatrixF matrix(rows, cols);
@@ -387,7 +392,8 @@ TEST_CASE("gram backend: the onednn-f32 GEMM, TRMM and SYRK equal the BLAS ones 
     INFO("GEMM, beta " << beta);
     CHECK(both([&] {
             RowMatrixF c = c0;
-            detail::gemm(true, 33, 70, 40, a.data() + 5, 90, b.data(), 70, beta, c.data(), 70);
+            detail::gemm(backend_kernels(), true, 33, 70, 40, a.data() + 5, 90, b.data(), 70, beta,
+                         c.data(), 70);
             return c;
           }) <= 1e-6);
   }
@@ -400,7 +406,8 @@ TEST_CASE("gram backend: the onednn-f32 GEMM, TRMM and SYRK equal the BLAS ones 
     const RowMatrixF b0 = float_rows(rows, n + 2, 1.0f, rng);
     CHECK(both([&] {
             RowMatrixF out = b0;
-            detail::trmm_right_lower(rows, n, l.data(), n + 3, out.data(), n + 2);
+            detail::trmm_right_lower(backend_kernels(), rows, n, l.data(), n + 3, out.data(),
+                                     n + 2);
             return out;
           }) <= 1e-6);
   }
@@ -410,7 +417,9 @@ TEST_CASE("gram backend: the onednn-f32 GEMM, TRMM and SYRK equal the BLAS ones 
     INFO("SYRK " << rows << " × " << inner);
     const RowMatrixF x = float_rows(rows, inner + 1, 1.0f, rng);
     CHECK(both([&] {
-            return RowMatrixF(detail::syrk_double(rows, inner, x.data(), inner + 1).cast<float>());
+            return RowMatrixF(
+                detail::syrk_double(backend_kernels(), rows, inner, x.data(), inner + 1)
+                    .cast<float>());
           }) <= 1e-6);
   }
 }

@@ -28,6 +28,9 @@ inline constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 inline constexpr std::uint64_t kThreadAddressSpace = 2 * 128 * kMiB + 8 * kMiB + 64 * kMiB;
 /// One OpenBLAS buffer (the first part of kThreadAddressSpace).
 inline constexpr std::uint64_t kBlasBufferBytes = 128 * kMiB;
+/// Address space the first compute thread (the calling one) takes: its two OpenBLAS buffers. Its
+/// stack and the main malloc arena exist before it computes.
+inline constexpr std::uint64_t kFirstThreadAddressSpace = 2 * kBlasBufferBytes;
 /// Memory one compute thread can keep resident (what a cgroup limit counts): the parts of its
 /// buffer that packing touches and its stack.
 inline constexpr std::uint64_t kThreadResident = 32 * kMiB;
@@ -38,6 +41,14 @@ inline constexpr std::uint64_t kWorkingReserve = 64 * kMiB;
 /// bytes beside `in_use` bytes: 0 when not even one does. `requested` < 1 is taken as 1.
 int threads_that_fit(std::uint64_t limit, std::uint64_t in_use, std::uint64_t per_thread,
                      int requested);
+
+/// Address space `threads` (≥ 1) compute threads take: kFirstThreadAddressSpace, and
+/// kThreadAddressSpace for each beside the calling thread.
+std::uint64_t compute_threads_address_space(int threads);
+
+/// The most compute threads, at most `requested`, whose compute_threads_address_space() fits in
+/// `limit` bytes beside `in_use`: 0 when not even the first does.
+int compute_threads_that_fit(std::uint64_t limit, std::uint64_t in_use, int requested);
 
 /// A limit on this process's memory, where it was found, and what it counts.
 struct MemoryLimit {
@@ -72,9 +83,27 @@ struct ThreadFit {
 
 /// Sizes `requested` (≥ 1) compute threads to the address-space and cgroup limits.
 /// `blas_buffers_held` OpenBLAS buffers are already mapped and are counted as part of the threads,
-/// not as in use. Throws kvrank::Error when not even one thread fits, saying which limit was found
-/// and what one thread needs.
+/// not as in use; the address space is fitted with compute_threads_that_fit. Throws kvrank::Error
+/// when not even one thread fits, saying which limit was found and what one thread needs.
 ThreadFit fit_compute_threads(int requested, int blas_buffers_held);
+
+/// The room left under the tightest of this process's memory limits: the address-space limit less
+/// VmSize, the cgroup limit less the anonymous resident memory (RssAnon). nullopt without limits.
+struct MemoryRoom {
+  std::uint64_t free = 0;
+  MemoryLimit limit;  ///< the limit that leaves the least room
+};
+std::optional<MemoryRoom> memory_room();
+
+/// Throws kvrank::Error ("memory limit 1.2 GiB (ulimit -v) is too small for WHAT: 147 MiB more
+/// needed, 55 MiB free; raise the limit") when `bytes` more
+/// do not fit in memory_room(). For sizing a step before it starts: libraries that cannot fail
+/// cleanly (OpenBLAS retries a failed allocation forever, oneDNN may crash) must not meet the
+/// limit.
+void require_memory(std::uint64_t bytes, const std::string& what);
+
+/// Whether `bytes` more fit in memory_room() (always without limits).
+bool memory_fits(std::uint64_t bytes);
 
 /// The message for an allocation that failed: names the memory limits found, if any.
 std::string out_of_memory_message();
@@ -83,8 +112,9 @@ std::string out_of_memory_message();
 /// is not initialised yet, so it reads `envp`, never getenv): under an address-space limit in
 /// which fewer threads fit than the libraries would start, executes /proc/self/exe again with
 /// OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the count that fits (once: the variable
-/// KVRANK_THREADS_FITTED marks the second start); when not even one fits, prints one line and
-/// exits 2.
+/// KVRANK_THREADS_FITTED, holding this process's id and start time, marks the second start; the
+/// variable inherited with another value is ignored and replaced); when not even OpenBLAS's first
+/// buffer fits, prints one line quoting that need and exits 2.
 void fit_library_threads_at_start(int argc, char** argv, char** envp) noexcept;
 
 }  // namespace kvrank
