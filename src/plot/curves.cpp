@@ -4,6 +4,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/usage.hpp"
 #include "kvrank/plot/svg.hpp"
+#include "kvrank/report/training_run.hpp"
 #include "plot/svg_detail.hpp"
 
 namespace kvrank {
@@ -23,22 +24,61 @@ std::vector<std::string> reprs_of(const Panel& panel) {
   return reprs;
 }
 
+std::string step_text(const ModelReport& model) {
+  return model.step ? "step " + std::to_string(*model.step) : "no step";
+}
+
+/// A model's name in the legend: its label, or — when the panel holds that label more than once
+/// for one representation, as a trajectory of one label does — the label with what tells those
+/// models apart: their run, their step. Never two series drawn as one: models that nothing tells
+/// apart are refused with `check`'s words.
+std::string series_name(const Panel& panel, const ModelReport& model) {
+  if (is_baseline(model)) return model.label;
+  std::vector<const ModelReport*> namesakes;
+  for (const ModelReport& other : panel.models) {
+    if (!is_baseline(other) && other.label == model.label && other.repr == model.repr)
+      namesakes.push_back(&other);
+  }
+  if (namesakes.size() == 1) return model.label;
+  const auto differ = [&](auto&& property) {
+    return std::any_of(namesakes.begin(), namesakes.end(), [&](const ModelReport* other) {
+      return property(*other) != property(model);
+    });
+  };
+  std::vector<std::string> parts;
+  if (differ([](const ModelReport& m) { return training_run(m); }))
+    parts.push_back(training_run(model));
+  if (differ([](const ModelReport& m) { return m.step; })) parts.push_back(step_text(model));
+  const auto same = [&](const ModelReport* other) {
+    return other != &model && training_run(*other) == training_run(model) &&
+           other->step == model.step;
+  };
+  if (parts.empty() || std::any_of(namesakes.begin(), namesakes.end(), same))
+    throw Error(panel.source, "two models labelled \"" + model.label + "\" with repr " +
+                                  model.repr + " (labels must be unique to be compared)");
+  std::string name = model.label + " (" + parts.front();
+  if (parts.size() > 1) name += ", " + parts.back();
+  return name + ")";
+}
+
 /// Every model series of all panels once, in order of appearance: what the styles go by.
 std::vector<SeriesKey> series_keys(const std::vector<Panel>& panels) {
   std::vector<SeriesKey> keys;
   for (const Panel& panel : panels) {
     for (const ModelReport& model : panel.models) {
       if (is_baseline(model)) continue;
+      const std::string name = series_name(panel, model);
       const bool seen = std::any_of(keys.begin(), keys.end(),
-                                    [&](const SeriesKey& k) { return k.label == model.label; });
-      if (!seen) keys.push_back({model.label, model.variant, model.geometry.lrkv_rank});
+                                    [&](const SeriesKey& k) { return k.label == name; });
+      if (!seen) keys.push_back({name, model.variant, model.geometry.lrkv_rank});
     }
   }
   return keys;
 }
 
-Series layer_series(const ModelReport& model, Curve metric, const SeriesStyle& style) {
-  Series series{model.label, {}, style, is_baseline(model)};
+Series layer_series(const std::string& name, const ModelReport& model, Curve metric,
+                    const SeriesStyle& style) {
+  Series series{name, {}, style, is_baseline(model)};
   for (const LayerMetrics& layer : model.layers) {
     series.points.emplace_back(layer.layer, curve_value(layer, metric));
   }
@@ -57,9 +97,10 @@ LinePanel line_panel(const Panel& panel, const std::string& repr, const std::str
   out.line_at_one = fully_redundant_at_one(options.metric);
   for (const ModelReport& model : panel.models) {
     if (!is_baseline(model) && !repr.empty() && model.repr != repr) continue;
-    const auto style = styles.find(model.label);
-    out.series.push_back(
-        layer_series(model, options.metric, style == styles.end() ? SeriesStyle{} : style->second));
+    const std::string name = series_name(panel, model);
+    const auto style = styles.find(name);
+    out.series.push_back(layer_series(name, model, options.metric,
+                                      style == styles.end() ? SeriesStyle{} : style->second));
   }
   return out;
 }

@@ -99,6 +99,8 @@ json model_to_json(const ModelReport& model, const ReportOptions& options) {
     out["attention"] = {{"stack", stack_name(model.attention->stack)},
                         {"kind", kind_name(model.attention->kind)}};
   if (!model.attention_layers.empty()) out["attention_layers"] = model.attention_layers;
+  // The training run named by the caller (Python's run=); absent otherwise, as in older files.
+  if (model.run) out["run"] = *model.run;
   return out;
 }
 
@@ -386,6 +388,8 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   model.repr = reader.string("repr");
   model.attention = attention_from_json(reader);
   model.attention_layers = attention_layers_from_json(reader, model.geometry.num_layers);
+  // The named training run (absent or null: none; training_run() reads the path then).
+  if (reader.has("run") && !reader.field("run").is_null()) model.run = reader.string("run");
   const json& layers = reader.array("layers");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     model.layers.push_back(
