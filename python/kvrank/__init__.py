@@ -60,7 +60,8 @@ def analyze(paths, repr=None, layers=None, *, labels=None, steps=None, runs=None
             bool(with_baseline), options.threads(threads),
             options.layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations,
                            fold_input_norm),
-            options.callback("progress", progress, _PROGRESS), options.callback("note", note, _NOTE))
+            options.callback("progress", progress, _PROGRESS),
+            options.callback("note", note, _NOTE))
     return Results(native)
 
 
@@ -123,7 +124,8 @@ def analyze_state_dict(state_dict, config=None, *, label=None, step=None, run=No
             options.threads(threads),
             options.layout(family, heads, kv_heads, head_dim, map, None, activations,
                            fold_input_norm),
-            options.callback("progress", progress, _PROGRESS), options.callback("note", note, _NOTE))
+            options.callback("progress", progress, _PROGRESS),
+            options.callback("note", note, _NOTE))
     return Results(native)
 
 

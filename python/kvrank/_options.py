@@ -149,7 +149,8 @@ def layers(value):
     """None, "0-11,20", or an iterable of layer indices → the --layers text."""
     if value is None or isinstance(value, str):
         return value
-    return ",".join(str(whole("layers", layer, 0, INT32_MAX)) for layer in sequence("layers", value))
+    return ",".join(str(whole("layers", layer, 0, INT32_MAX))
+                    for layer in sequence("layers", value))
 
 
 def paths(value):

@@ -170,7 +170,9 @@ def _csv_rows(text):
 
 
 def _cell(value):
-    if isinstance(value, float) or (isinstance(value, str) and re.fullmatch(r"-?\d+\.\d{4,}", value)):
+    """A table cell: numbers with many digits to 3 decimals, text escaped."""
+    long_number = isinstance(value, str) and re.fullmatch(r"-?\d+\.\d{4,}", value)
+    if isinstance(value, float) or long_number:
         return f"{float(value):.3f}"
     return html.escape(str(value))
 

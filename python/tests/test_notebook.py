@@ -42,7 +42,7 @@ class NotebookTest(harness.TestCase):
         notebook = nbformat.read(NOTEBOOK, as_version=4)
         # ipykernel's debugger warns of frozen modules on every start: not this test's concern.
         os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-        nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+        nbclient.NotebookClient(notebook, timeout=300, kernel_name=self.this_python_kernel(),
                                 resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}
                                 ).execute()
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
@@ -56,6 +56,20 @@ class NotebookTest(harness.TestCase):
                                     runs["image/svg+xml"]),
                          ["lrkv-r2", "mha"])
         self.assertIn("ok, every layer within tolerance", check["text/html"])
+
+    def this_python_kernel(self):
+        """A kernel of this test's Python (a venv's, where kvrank is installed): Debian's
+        "python3" kernel would be /usr/bin/python3's."""
+        import json
+
+        folder = self.path(os.path.join("jupyter", "kernels", "this-python"))
+        os.makedirs(folder)
+        with open(os.path.join(folder, "kernel.json"), "w") as f:
+            json.dump({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f",
+                                "{connection_file}"],
+                       "display_name": "this Python", "language": "python"}, f)
+        os.environ["JUPYTER_PATH"] = self.path("jupyter")
+        return "this-python"
 
     def test_results_show_as_tables(self):
         result = kvrank.analyze(TINY, labels=["<b>gqa</b>"], repr="qk,ov")

@@ -9,7 +9,6 @@ series drawn as one.
   python3 python/tests/test_runs.py build/kvrank   (ctest: python.test_runs, PYTHONPATH set)
 """
 import glob
-import json
 import os
 import re
 import sys
