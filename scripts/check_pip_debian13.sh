@@ -58,8 +58,8 @@ unmount_all() {
 trap unmount_all EXIT
 # /proc and /dev inside the root: PyTorch, the notebook's kernel (zmq) and OpenMP read them.
 mount_system() {
-  "${as_root[@]}" mount -t proc proc "$root/proc" && mounted+=("$root/proc")
-  "${as_root[@]}" mount --bind /dev "$root/dev" && mounted+=("$root/dev")
+  mountpoint -q "$root/proc" || { "${as_root[@]}" mount -t proc proc "$root/proc" && mounted+=("$root/proc"); }
+  mountpoint -q "$root/dev" || { "${as_root[@]}" mount --bind /dev "$root/dev" && mounted+=("$root/dev"); }
 }
 
 fresh_root() {
@@ -72,7 +72,11 @@ fresh_root() {
   fi
   local mirror
   mirror=$(debian_mirror)
-  "${as_root[@]}" rm -rf "$root"
+  # A run killed before its trap leaves /proc and /dev mounted: never delete through them.
+  for mount in "$root/dev" "$root/proc"; do
+    if mountpoint -q "$mount"; then "${as_root[@]}" umount "$mount"; fi
+  done
+  "${as_root[@]}" rm -rf --one-file-system "$root"
   mkdir -p "$work"
   echo "-- debootstrap $suite from $mirror" >&2
   "${as_root[@]}" debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
