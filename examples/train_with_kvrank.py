@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Head diversity during training, without writing a checkpoint: trains one of the tiny byte-level
 models of scripts/train_tiny.py with PyTorch and, every N steps, measures each layer's effective
-rank of the model in memory (kvrank.analyze_state_dict) from a training callback.
+rank of the model in memory (kvrank.Tracker, which calls kvrank.analyze_state_dict) from a
+training callback.
 
   PYTHONPATH=build/python python3 examples/train_with_kvrank.py --steps 300 --every 50 --out run/
   build/kvrank plot run/trajectory.json --over-steps layers -o run/steps.svg
 
-Writes OUT/trajectory.json — one model per logged step, labelled "step N" and carrying its
-training step, in the result format of `kvrank analyze --format json` (so `kvrank plot`, also
-`--over-steps`, and `kvrank check` read it) — and OUT/trajectory.svg, each layer's metric against
-the training step. Needs Debian's python3-torch and
-the kvrank module (docs/python.md). Runs on one CPU thread by default (--threads).
+Writes OUT/trajectory.json — one model per logged step, labelled "RUN step N" and carrying its
+run and training step, in the result format of `kvrank analyze --format json` (so `kvrank plot`,
+also `--over-steps`, and `kvrank check` read it) — and OUT/trajectory.svg, each layer's metric
+against the training step, in a panel named after the run (--run; default the variant). Needs
+PyTorch and the kvrank module (docs/python.md). Runs on one CPU thread by default (--threads).
 """
 import argparse
 import os
@@ -23,26 +24,14 @@ import kvrank  # noqa: E402
 import train_tiny  # noqa: E402  (the model, its config and the corpus)
 
 
-class ErankLogger:
-    """A training callback: every `every` steps (and after the last), the per-layer metrics of the
-    model as it is now. The state dict's tensors are read where they lie; nothing is saved."""
-
-    def __init__(self, config, every, repr="qk"):
-        self.config, self.every, self.repr = config, every, repr
-        self.results = []
-
-    def __call__(self, step, model, last=False):
-        if step % self.every != 0 and not last:
-            return
-        result = kvrank.analyze_state_dict(model.state_dict(), self.config, label=f"step {step}",
-                                           step=step, repr=self.repr)
-        self.results.append(result)
+def log_measurement(tracker, step, model, last=False):
+    """The training callback: kvrank.Tracker measures every `every` steps (and the last one);
+    the model's tensors are read where they lie, nothing is saved."""
+    result = tracker.measure(model, step, force=last)
+    if result is not None:
         layers = result.to_dict()["models"][0]["layers"]
         print(f"step {step:5d}  erank per layer: "
               + " ".join(f"{layer['erank']:.2f}" for layer in layers), flush=True)
-
-    def trajectory(self):
-        return kvrank.concat(self.results)
 
 
 def train(args, callback):
@@ -86,19 +75,21 @@ def main():
     parser.add_argument("--corpus", default=f"/usr/lib/python3.{sys.version_info.minor}")
     parser.add_argument("--corpus-bytes", type=int, default=4 << 20)
     parser.add_argument("--out", default="trajectory")
+    parser.add_argument("--run", help="the run's name in the results and figures (default: the "
+                        "variant)")
     args = parser.parse_args()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    logger = ErankLogger(train_tiny.make_config(args.variant, args.context), args.every, args.repr)
+    tracker = kvrank.Tracker(train_tiny.make_config(args.variant, args.context),
+                             run=args.run or args.variant, every=args.every, repr=args.repr)
     started = time.time()
-    train(args, logger)
-    trajectory = logger.trajectory()
-    trajectory.save(out / "trajectory.json")
+    train(args, lambda *measured, **last: log_measurement(tracker, *measured, **last))
+    tracker.results.save(out / "trajectory.json")
     # From the file, as `kvrank plot trajectory.json --over-steps layers` draws it.
     kvrank.plot(out / "trajectory.json", out / "trajectory.svg", over_steps="layers",
                 title=f"{args.variant}: erank during training")
-    print(f"{len(logger.results)} measurements in {time.time() - started:.0f}s: "
+    print(f"{len(tracker.steps)} measurements in {time.time() - started:.0f}s: "
           f"{out / 'trajectory.json'}, {out / 'trajectory.svg'}")
 
 

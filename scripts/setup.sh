@@ -22,7 +22,9 @@ test_packages=(catch2 python3 python3-numpy pkg-config
                help2man debootstrap
                # the Python module (python/, KVRANK_PYTHON) and its tests: pandas, venv and
                # PyTorch (about 1 GB installed; the torch tests are skipped, exit 77, without it)
-               pybind11-dev python3-pybind11 python3-pandas python3-torch python3-venv)
+               pybind11-dev python3-pybind11 python3-pandas python3-torch python3-venv
+               # examples/kvrank.ipynb run by python/tests/test_notebook.py
+               python3-nbclient python3-ipykernel)
 
 packages=("${runtime_packages[@]}")
 case "${1:-}" in

@@ -6,6 +6,9 @@
 #             (debootstrap) where kvrank must give the release build's JSON byte for byte
 #   sanitize  clang, ASan + UBSan, -Werror, no OpenBLAS and no OpenMP — so Eigen's own products and
 #             the serial paths are built and tested too — then the fuzzers briefly
+#   pip       `pip install .` (pyproject.toml) in a venv of a fresh Debian 13 root (debootstrap,
+#             Debian's scikit-build-core, pybind11, numpy 2, PyTorch): the Python tests there, and
+#             `kvrank` on the venv's PATH gives the release build's numbers
 #   scripts/test.sh                         # all of it, in that order
 #   scripts/test.sh format release          # some steps
 #   KVRANK_FUZZ_SECONDS=0 scripts/test.sh   # skip fuzzing (default 10 s per target: CI stays under 30 min)
@@ -51,15 +54,21 @@ sanitize() {
   fi
 }
 
+pip() {
+  echo "== pip install . in a venv of a fresh Debian 13 root, and the Python tests there" >&2
+  scripts/build.sh build -DKVRANK_WERROR=ON -DKVRANK_BUILD_TESTS=ON
+  scripts/check_pip_debian13.sh build
+}
+
 steps=("$@")
-((${#steps[@]} > 0)) || steps=(format release package sanitize)
+((${#steps[@]} > 0)) || steps=(format release package sanitize pip)
 for step in "${steps[@]}"; do
   case $step in
-    format | release | package | sanitize)
+    format | release | package | sanitize | pip)
       started=$SECONDS
       "$step"
       echo "== $step took $((SECONDS - started)) s" >&2 ;;
-    *) echo "scripts/test.sh: unknown step '$step' (expected format, release, package, sanitize)" >&2
+    *) echo "scripts/test.sh: unknown step '$step' (expected format, release, package, sanitize, pip)" >&2
        exit 2 ;;
   esac
 done

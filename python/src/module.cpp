@@ -31,11 +31,15 @@
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
 #include "kvrank/report/result_files.hpp"
+#include "memory_tensors.hpp"
 
 namespace py = pybind11;
 namespace fs = std::filesystem;
 
 namespace {
+
+using kvrank_python::kInMemory;
+using kvrank_python::MemoryTensor;
 
 /// What an analysis returns: its ModelReports and whether the JSON carries the similarities.
 struct Results {
@@ -102,13 +106,15 @@ Progress with_gil(const Progress& progress) {
 }
 
 Results analyze(const std::vector<std::string>& arguments, const std::vector<std::string>& labels,
-                const std::vector<std::int64_t>& steps, const Selection& selection, bool similarity,
-                bool with_baseline, int threads, const Layout& layout, const Progress& progress,
+                const std::vector<std::int64_t>& steps, const std::vector<std::string>& runs,
+                const Selection& selection, bool similarity, bool with_baseline, int threads,
+                const Layout& layout, const Progress& progress,
                 const std::function<void(const std::string&)>& note) {
   kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
   request.inputs = arguments;
   request.labels = labels;
   request.steps = steps;
+  request.runs = runs;
   request.with_baseline = with_baseline;
   request.validate();  // before any input is read
   std::vector<std::string> notes;
@@ -129,50 +135,15 @@ Results analyze(const std::vector<std::string>& arguments, const std::vector<std
   return results;
 }
 
-/// One tensor of a state dict, as python/kvrank/ hands it over: its name, its safetensors dtype
-/// name ("F32", "BF16" …), its shape, and an object whose buffer holds its bytes in C order (a
-/// numpy array; bf16 torch tensors as their uint16 bit patterns).
-using MemoryTensor = std::tuple<std::string, std::string, std::vector<std::int64_t>, py::buffer>;
-
-constexpr const char* kInMemory = "<in memory>";
-
-/// The buffer of `tensor`, checked to be one C-ordered block (a view reads the bytes as they lie).
-py::buffer_info contiguous_buffer(const MemoryTensor& tensor) {
-  const auto& [name, dtype, shape, buffer] = tensor;
-  py::buffer_info info = buffer.request();
-  py::ssize_t stride = info.itemsize;
-  for (std::size_t axis = info.shape.size(); axis-- > 0;) {
-    if (info.shape[axis] > 1 && info.strides[axis] != stride)
-      throw kvrank::Error(kInMemory, name,
-                          "the tensor is not contiguous (pass tensor.contiguous() or "
-                          "numpy.ascontiguousarray)");
-    stride *= info.shape[axis];
-  }
-  return info;
-}
-
-kvrank::TensorView memory_view(const MemoryTensor& tensor, const py::buffer_info& info) {
-  const auto& [name, dtype_name, shape, buffer] = tensor;
-  const std::optional<kvrank::DType> dtype = kvrank::any_dtype_from_name(dtype_name);
-  if (!dtype) throw kvrank::Error(kInMemory, name, "unsupported dtype " + dtype_name);
-  kvrank::TensorView view;
-  view.name = name;
-  view.file = kInMemory;
-  view.dtype = *dtype;
-  view.shape = shape;
-  view.bytes = {static_cast<const std::byte*>(info.ptr),
-                static_cast<std::size_t>(info.size * info.itemsize)};
-  return view;
-}
-
 Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
                            const std::optional<std::string>& config_json, const std::string& label,
-                           std::optional<std::int64_t> step, const Selection& selection,
-                           bool similarity, int threads, const Layout& layout,
-                           const Progress& progress,
+                           std::optional<std::int64_t> step, const std::optional<std::string>& run,
+                           const Selection& selection, bool similarity, int threads,
+                           const Layout& layout, const Progress& progress,
                            const std::function<void(const std::string&)>& note) {
   kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
   request.inputs = {kInMemory};
+  if (run) request.runs = {*run};
   request.validate();
   std::vector<std::string> notes;
   const Progress locked = with_gil(progress);
@@ -181,11 +152,7 @@ Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
   kvrank::AnalyzeOptions options = kvrank::app::analysis_options(request, hooks);
   options.step = step;                   // a model in memory has no checkpoint-N folder to tell it
   std::vector<py::buffer_info> buffers;  // hold the caller's buffers until the views are done
-  std::vector<kvrank::TensorView> views;
-  for (const MemoryTensor& tensor : tensors) {
-    buffers.push_back(contiguous_buffer(tensor));
-    views.push_back(memory_view(tensor, buffers.back()));
-  }
+  std::vector<kvrank::TensorView> views = kvrank_python::memory_views(tensors, buffers);
   std::optional<nlohmann::json> config;
   if (config_json) config = nlohmann::json::parse(*config_json);  // json.dumps wrote it
   Results results{.models = {}, .similarity = similarity};
@@ -196,6 +163,7 @@ Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
         kvrank::Checkpoint::from_memory(kInMemory, std::move(views), std::move(config));
     results.models = kvrank::analyze_checkpoint(checkpoint, label, options);
   }
+  for (kvrank::ModelReport& model : results.models) model.run = run;
   if (note)
     for (const std::string& message : notes) note(message);
   return results;
@@ -289,6 +257,7 @@ PYBIND11_MODULE(_kvrank, m) {
   py::register_exception<kvrank::Error>(m, "Error");
 
   py::class_<Results>(m, "Results")
+      .def(py::init<>())  // none yet (a Tracker before its first measurement)
       .def(py::init([](const Results& a, const Results& b) {
         Results joined = a;
         joined.models.insert(joined.models.end(), b.models.begin(), b.models.end());
@@ -347,11 +316,12 @@ PYBIND11_MODULE(_kvrank, m) {
       .def_readwrite("style_file", &kvrank::FigureSettings::style_file);
 
   m.def("analyze", &analyze, py::arg("arguments"), py::arg("labels"), py::arg("steps"),
-        py::arg("selection"), py::arg("similarity"), py::arg("with_baseline"), py::arg("threads"),
-        py::arg("layout"), py::arg("progress"), py::arg("note"));
-  m.def("analyze_state_dict", &analyze_state_dict, py::arg("tensors"), py::arg("config_json"),
-        py::arg("label"), py::arg("step"), py::arg("selection"), py::arg("similarity"),
+        py::arg("runs"), py::arg("selection"), py::arg("similarity"), py::arg("with_baseline"),
         py::arg("threads"), py::arg("layout"), py::arg("progress"), py::arg("note"));
+  m.def("analyze_state_dict", &analyze_state_dict, py::arg("tensors"), py::arg("config_json"),
+        py::arg("label"), py::arg("step"), py::arg("run"), py::arg("selection"),
+        py::arg("similarity"), py::arg("threads"), py::arg("layout"), py::arg("progress"),
+        py::arg("note"));
   m.def("inspect_json", &inspect_json, py::arg("arguments"), py::arg("layout"));
   m.def("diff", &diff_json, py::arg("a"), py::arg("b"), py::arg("labels"), py::arg("selection"),
         py::arg("top"), py::arg("layout"));

@@ -37,8 +37,10 @@ def main():
             models = json.load(f)["models"]
         labels = [model["label"] for model in models]
         steps = [model.get("step") for model in models]
-        if labels != ["step 0", "step 3", "step 6"] or steps != [0, 3, 6]:
-            sys.exit(f"unexpected measurements {labels}, steps {steps}")
+        runs = {model.get("run") for model in models}
+        if labels != ["gqa step 0", "gqa step 3", "gqa step 6"] or steps != [0, 3, 6] \
+                or runs != {"gqa"}:
+            sys.exit(f"unexpected measurements {labels}, steps {steps}, runs {runs}")
         # The example draws steps.svg's figure itself (kvrank.plot, over_steps="layers").
         title = ["--title", "gqa: erank during training"]
         for args in (["-o", "cli.svg"], ["--over-steps", "layers", *title, "-o", "steps.svg"],
@@ -52,8 +54,11 @@ def main():
             sys.exit(f"kvrank check refused the trajectory: {check.stderr}")
         with open(os.path.join(out, "steps.svg")) as cli, \
                 open(os.path.join(out, "trajectory.svg")) as example:
-            if cli.read() != example.read():
+            svg = cli.read()
+            if svg != example.read():
                 sys.exit("the example's trajectory.svg differs from kvrank plot --over-steps")
+            if 'data-title="gqa"' not in svg:
+                sys.exit("the figure's panel is not named after the run (gqa)")
     print("test_example.py: the training example logs, saves and plots its trajectory: ok")
 
 

@@ -8,6 +8,8 @@ tensors (no float32 copy of the model). Skipped (exit 77) where Debian's python3
 import json
 import os
 import sys
+import types
+import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
@@ -75,6 +77,7 @@ def save_safetensors(state_dict, config, folder):
 def without_paths(document):
     for model in document["models"]:
         model.pop("path")
+        model.pop("run", None)  # "in memory" unless named; files have none
         model["source"].pop("input")  # the argument as given: a folder, or nothing in memory
     return document
 
@@ -124,22 +127,88 @@ class TorchTest(harness.TestCase):
             for (_, row), layer in zip(rows.iterrows(), model_doc["layers"]):
                 self.assertTrue(harness.close(row["erank"], layer["erank"]))
 
-    def test_cuda_and_strided_tensors_are_refused(self):
-        model, config = build(torch.float32, layers=1)
+    def test_tensors_never_read_are_never_touched(self):
+        """Whatever the tensors kvrank does not read are — strided, on no device at all (meta),
+        sparse, of a dtype it cannot read, not tensors — the numbers are the clean model's."""
+        model, config = build(torch.float32, layers=2)
+        clean = kvrank.analyze_state_dict(model.state_dict(), config, repr="qk,ov").to_dict()
         state_dict = dict(model.state_dict())
-        name = "model.layers.0.self_attn.q_proj.weight"
-        state_dict[name] = state_dict[name].t()
-        with self.assertRaisesRegex(kvrank.Error, "<in memory>: " + name + ": .*not contiguous"):
-            kvrank.analyze_state_dict(state_dict, config)
-        state_dict[name] = state_dict[name].to("meta")
-        with self.assertRaisesRegex(kvrank.Error, "on meta; kvrank reads CPU tensors"):
-            kvrank.analyze_state_dict(state_dict, config)
+        state_dict.update({
+            "model.layers.0.mlp.up_proj.weight": torch.randn(64, 32).t(),  # strided
+            "model.layers.0.mlp.down_proj.weight": torch.empty(64, 64, device="meta"),
+            "model.layers.1.mlp.up_proj.weight": torch.randn(8, 8).to_sparse(),
+            "model.layers.1.mlp.down_proj.weight": torch.randn(8, 8, dtype=torch.complex64),
+            "model.layers.1.mlp._extra_state": None,
+        })
+        got = kvrank.analyze_state_dict(state_dict, config, repr="qk,ov").to_dict()
+        self.assertEqual(got, clean)
+
+    def test_needed_tensors_are_read_whatever_their_layout(self):
+        """A strided view (w.t().contiguous().t(): the same values) is copied for its layer; a
+        tensor that cannot be read is a one-line kvrank.Error naming it."""
+        for dtype in (torch.float32, torch.bfloat16):
+            with self.subTest(dtype=str(dtype)):
+                model, config = build(dtype, layers=2)
+                clean = kvrank.analyze_state_dict(model.state_dict(), config, repr="qk,ov")
+                strided = {name: t.t().contiguous().t() if t.dim() == 2 else t
+                           for name, t in model.state_dict().items()}
+                self.assertFalse(strided["model.layers.1.self_attn.k_proj.weight"].is_contiguous())
+                got = kvrank.analyze_state_dict(strided, config, repr="qk,ov")
+                self.assertEqual(got.to_dict(), clean.to_dict())
+        model, config = build(torch.float32, layers=1)
+        name = "model.layers.0.self_attn.k_proj.weight"
+        weight = model.state_dict()[name]
+        cases = [(weight.to("meta"), "could not copy the tensor to the CPU"),
+                 (weight.to_sparse(), r"a sparse tensor \(torch.sparse_coo\) is not read"),
+                 (weight.to(torch.complex64), "unsupported dtype torch.complex64")]
+        for value, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaises(kvrank.Error) as raised:
+                    kvrank.analyze_state_dict(dict(model.state_dict(), **{name: value}), config)
+                self.assertRegex(str(raised.exception), f"^<in memory>: {name}: {message}")
+                self.assertNotIn("\n", str(raised.exception))
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+    def test_gpu_tensors_are_copied_per_layer(self):
+        model, config = build(torch.bfloat16, layers=2)
+        clean = kvrank.analyze_state_dict(model, config, repr="qk,ov").to_dict()
+        self.assertEqual(kvrank.analyze_state_dict(model.to("cuda"), config,
+                                                   repr="qk,ov").to_dict(), clean)
+
+    def test_a_module_and_config_objects(self):
+        """An nn.Module is read through its state_dict(); the config may be a dict, an object
+        with to_dict(), a dataclass-like namespace, or the module's own `config`."""
+        model, config = build(torch.float32, layers=2)
+        want = kvrank.analyze_state_dict(model.state_dict(), config).to_dict()
+
+        class PretrainedConfig:  # transformers' configs have to_dict()
+            def to_dict(self):
+                return dict(config)
+
+        for given in (config, PretrainedConfig(), types.SimpleNamespace(**config)):
+            with self.subTest(config=type(given).__name__):
+                self.assertEqual(kvrank.analyze_state_dict(model, given).to_dict(), want)
+        model.config = PretrainedConfig()  # as a transformers model carries its config
+        self.assertEqual(kvrank.analyze_state_dict(model).to_dict(), want)
+        with self.assertRaisesRegex(kvrank.Error, "^config: expected a dict or a config object"):
+            kvrank.analyze_state_dict(model, 42)
+        with self.assertRaisesRegex(kvrank.Error, "^state_dict: expected a mapping of names to "
+                                    "tensors or a torch.nn.Module, found int"):
+            kvrank.analyze_state_dict(42, config)
 
     def test_memory_is_one_layer_beyond_the_callers_tensors(self):
-        """A 256 MB bf16 model: a float32 copy would add 512 MB; one layer is 16 MB in float32."""
+        """A 256 MB bf16 model: a float32 copy would add 512 MB; one layer is 16 MB in float32.
+        Also when every tensor is a strided view: each is copied for its layer only."""
         model, config = build(torch.bfloat16, layers=32, d_model=1024, heads=16, kv_heads=16,
                               head_dim=64)
-        state_dict = model.state_dict()
+        for strided in (False, True):
+            with self.subTest(strided=strided):
+                state_dict = model.state_dict()
+                if strided:
+                    state_dict = {name: t.t().contiguous().t() for name, t in state_dict.items()}
+                self.check_peak_memory(state_dict, config)
+
+    def check_peak_memory(self, state_dict, config):
         model_bytes = sum(t.numel() * t.element_size() for t in state_dict.values())
         # Warm up on one layer of the same shapes (the BLAS's buffers, the allocator's pools), so
         # that what is measured below is the 32-layer run itself.

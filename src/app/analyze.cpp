@@ -157,6 +157,7 @@ std::vector<ModelReport> analyze_resolved(const std::vector<Resolved>& resolved,
       try {
         for (auto& model : analyze_checkpoint(resolved[i].input, labels[i], options)) {
           warn_about_zero_heads(model, hooks);
+          if (position < request.runs.size()) model.run = request.runs[position];
           models.push_back(std::move(model));
         }
       } catch (const Error& error) {

@@ -196,6 +196,9 @@ void AnalyzeRequest::validate() const {
   check_inputs_given(inputs, "inputs");
   check_given_per_input("--label", labels.size(), inputs.size());
   check_given_per_input("--step", steps.size(), inputs.size());
+  check_given_per_input("--run", runs.size(), inputs.size());
+  for (const std::string& run : runs)
+    if (run.empty()) invalid("--run", "a run's name must not be empty");
   for (std::int64_t step : steps)
     if (step < 0) invalid("--step", "must be 0 or more, found " + std::to_string(step));
   check_thread_count(threads);

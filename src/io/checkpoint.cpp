@@ -243,9 +243,9 @@ void sort_unique_by_name(std::vector<TensorView>& tensors) {
 // What every reader checks before it makes a view: the bytes are exactly the shape's.
 void check_view_size(const TensorView& tensor) {
   const std::optional<std::uint64_t> expected = checked_byte_count(tensor.shape, tensor.dtype);
-  if (!expected || *expected != tensor.bytes.size() || tensor.deferred)
+  if (!expected || *expected != tensor.byte_size())
     throw Error(tensor.file, tensor.name,
-                std::to_string(tensor.bytes.size()) + " bytes do not hold a " +
+                std::to_string(tensor.byte_size()) + " bytes do not hold a " +
                     std::string(dtype_name(tensor.dtype)) + " tensor of shape " +
                     tensor.shape_string());
 }

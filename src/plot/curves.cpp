@@ -1,11 +1,11 @@
 // Rank curves (svg.hpp): one panel per input file and representation, one series per model.
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/plot/svg.hpp"
+#include "kvrank/report/training_run.hpp"
 #include "plot/svg_detail.hpp"
 
 namespace kvrank {
@@ -25,54 +25,63 @@ std::vector<std::string> reprs_of(const Panel& panel) {
   return reprs;
 }
 
-/// The label of each model's series: its label, with its step when the file holds the same label
-/// and representation at other steps (checkpoints of one run, drawn apart). Throws the usage
-/// error check and merge give for two models of one label, representation and step (or an
-/// unknown step, which cannot tell them apart).
-std::map<const ModelReport*, std::string> series_labels(const Panel& panel) {
-  std::map<const ModelReport*, std::string> labels;
-  std::map<std::pair<std::string, std::string>, std::vector<const ModelReport*>> by_key;
-  for (const ModelReport& model : panel.models) {
-    labels[&model] = model.label;
-    if (!is_baseline(model)) by_key[{model.label, model.repr}].push_back(&model);
+std::string step_text(const ModelReport& model) {
+  return model.step ? "step " + std::to_string(*model.step) : "no step";
+}
+
+/// A model's name in the legend: its label, or — when the panel holds that label more than once
+/// for one representation, as a trajectory of one label does — the label with what tells those
+/// models apart: their run, their step. Never two series drawn as one: models that nothing tells
+/// apart are refused with `check`'s words.
+std::string series_name(const Panel& panel, const ModelReport& model) {
+  if (is_baseline(model)) return model.label;
+  std::vector<const ModelReport*> namesakes;
+  for (const ModelReport& other : panel.models) {
+    if (!is_baseline(other) && other.label == model.label && other.repr == model.repr)
+      namesakes.push_back(&other);
   }
-  for (const auto& [key, models] : by_key) {
-    if (models.size() < 2) continue;
-    std::set<std::int64_t> steps;
-    for (const ModelReport* model : models) {
-      if (!model->step || !steps.insert(*model->step).second) {
-        throw Error(panel.source, "two models labelled \"" + excerpt(key.first) + "\" with repr " +
-                                      excerpt(key.second) +
-                                      " (labels must be unique to be plotted: give each its own "
-                                      "--label)");
-      }
-    }
-    for (const ModelReport* model : models) {
-      labels[model] += " (step " + std::to_string(*model->step) + ")";
-    }
-  }
-  return labels;
+  if (namesakes.size() == 1) return model.label;
+  const auto differ = [&](auto&& property) {
+    return std::any_of(namesakes.begin(), namesakes.end(), [&](const ModelReport* other) {
+      return property(*other) != property(model);
+    });
+  };
+  std::vector<std::string> parts;
+  if (differ([](const ModelReport& m) { return training_run(m); }))
+    parts.push_back(training_run(model));
+  if (differ([](const ModelReport& m) { return m.step; })) parts.push_back(step_text(model));
+  const auto same = [&](const ModelReport* other) {
+    return other != &model && training_run(*other) == training_run(model) &&
+           other->step == model.step;
+  };
+  if (parts.empty() || std::any_of(namesakes.begin(), namesakes.end(), same))
+    throw Error(panel.source, "two models labelled \"" + excerpt(model.label) + "\" with repr " +
+                                  excerpt(model.repr) +
+                                  " (labels must be unique to be plotted: give each its own "
+                                  "--label)");
+  std::string name = model.label + " (" + parts.front();
+  if (parts.size() > 1) name += ", " + parts.back();
+  return name + ")";
 }
 
 /// Every model series of all panels once, in order of appearance: what the styles go by.
-std::vector<SeriesKey> series_keys(const std::vector<Panel>& panels,
-                                   const std::map<const ModelReport*, std::string>& labels) {
+std::vector<SeriesKey> series_keys(const std::vector<Panel>& panels) {
   std::vector<SeriesKey> keys;
   for (const Panel& panel : panels) {
     for (const ModelReport& model : panel.models) {
       if (is_baseline(model)) continue;
-      const std::string& label = labels.at(&model);
+      const std::string name = series_name(panel, model);
       const bool seen = std::any_of(keys.begin(), keys.end(),
-                                    [&](const SeriesKey& k) { return k.label == label; });
-      if (!seen) keys.push_back({label, model.variant, model.geometry.lrkv_rank});
+                                    [&](const SeriesKey& k) { return k.label == name; });
+      if (!seen) keys.push_back({name, model.variant, model.geometry.lrkv_rank});
     }
   }
   return keys;
 }
 
-Series layer_series(const ModelReport& model, const std::string& label, Curve metric,
+Series layer_series(const std::string& name, const ModelReport& model, Curve metric,
                     const SeriesStyle& style) {
-  Series series{label, {}, style, is_baseline(model)};
+  Series series{name, {}, style, is_baseline(model)};
   for (const LayerMetrics& layer : model.layers) {
     series.points.emplace_back(layer.layer, curve_value(layer, metric));
   }
@@ -81,8 +90,7 @@ Series layer_series(const ModelReport& model, const std::string& label, Curve me
 
 /// The panel of one file's models of `repr` (all of them when repr is empty); baselines always.
 LinePanel line_panel(const Panel& panel, const std::string& repr, const std::string& title,
-                     const PlotOptions& options, const std::map<std::string, SeriesStyle>& styles,
-                     const std::map<const ModelReport*, std::string>& labels) {
+                     const PlotOptions& options, const std::map<std::string, SeriesStyle>& styles) {
   LinePanel out;
   out.title = title;
   out.source = panel.source;
@@ -92,9 +100,9 @@ LinePanel line_panel(const Panel& panel, const std::string& repr, const std::str
   out.line_at_one = fully_redundant_at_one(options.metric);
   for (const ModelReport& model : panel.models) {
     if (!is_baseline(model) && !repr.empty() && model.repr != repr) continue;
-    const std::string& label = labels.at(&model);
-    const auto style = styles.find(label);
-    out.series.push_back(layer_series(model, label, options.metric,
+    const std::string name = series_name(panel, model);
+    const auto style = styles.find(name);
+    out.series.push_back(layer_series(name, model, options.metric,
                                       style == styles.end() ? SeriesStyle{} : style->second));
   }
   return out;
@@ -113,21 +121,19 @@ void apply_panel_titles(std::vector<Panel>& panels, const std::vector<std::strin
 }
 
 std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions& options) {
-  std::map<const ModelReport*, std::string> labels;
-  for (const Panel& panel : panels) labels.merge(series_labels(panel));
-  const auto styles = model_styles(series_keys(panels, labels), options);
+  const auto styles = model_styles(series_keys(panels), options);
   std::vector<LinePanel> line_panels;
   for (const Panel& panel : panels) {
     const std::string name = panels.size() == 1 ? file_title(panel, options) : panel.title;
     const std::vector<std::string> reprs = reprs_of(panel);
     if (reprs.size() <= 1) {
-      line_panels.push_back(line_panel(panel, "", name, options, styles, labels));
+      line_panels.push_back(line_panel(panel, "", name, options, styles));
       continue;
     }
     // Never two series that look like one: each representation gets its own panel.
     for (const std::string& repr : reprs) {
       const std::string title = with_repr(name, repr);
-      line_panels.push_back(line_panel(panel, repr, title, options, styles, labels));
+      line_panels.push_back(line_panel(panel, repr, title, options, styles));
     }
   }
   return line_figure_svg(line_panels, options);

@@ -151,7 +151,7 @@ std::vector<std::string_view> model_keys() {
   std::vector<std::string_view> keys{"label",   "path",    "step",      "source",
                                      "dtype",   "options", "family",    "model_type",
                                      "variant", "repr",    "attention", "attention_layers",
-                                     "layers",  "summary"};
+                                     "layers",  "summary", "run"};
   for (const GeometryField& field : geometry_fields()) keys.push_back(field.name);
   for (const OptionalGeometryField& field : optional_geometry_fields()) keys.push_back(field.name);
   return keys;
@@ -198,6 +198,8 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   model.repr = reader.choice("repr", kReprNames);
   model.attention = attention_from_json(reader);
   model.attention_layers = attention_layers_from_json(reader, model.geometry.num_layers);
+  // The named training run (absent or null: none; training_run() reads the path then).
+  if (reader.has_value("run")) model.run = reader.string("run");
   read_layers(reader, version, model);
   return model;
 }

@@ -92,6 +92,8 @@ json model_to_json(const ModelReport& model, const ReportOptions& options) {
     out["attention"] = {{"stack", stack_name(model.attention->stack)},
                         {"kind", kind_name(model.attention->kind)}};
   if (!model.attention_layers.empty()) out["attention_layers"] = model.attention_layers;
+  // The training run named by the caller (Python's run=); absent otherwise, as in older files.
+  if (model.run) out["run"] = *model.run;
   return out;
 }
 

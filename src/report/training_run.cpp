@@ -51,6 +51,7 @@ std::optional<std::int64_t> step_from_path(std::string_view path) {
 }
 
 std::string training_run(const ModelReport& model) {
+  if (model.run) return *model.run;
   const std::vector<std::string> parts = components(model.path);
   std::size_t checkpoint = step_component(parts);
   if (checkpoint == parts.size()) checkpoint = parts.empty() ? 0 : parts.size() - 1;

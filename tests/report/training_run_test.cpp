@@ -1,6 +1,7 @@
 // Tests of training_run.hpp: the step and the run of a checkpoint, read from its path.
 #include "kvrank/report/training_run.hpp"
 
+#include "kvrank/report/result_files.hpp"
 #include "support/catch.hpp"
 
 namespace kvrank {
@@ -46,6 +47,24 @@ TEST_CASE("training_run names the folder holding the checkpoints", "[training_ru
   CHECK(training_run(at("/abs/runs/lrkv/step-3")) == "lrkv");
   CHECK(training_run(at("runs/mha/final")) == "mha");  // step from --step or trainer_state.json
   CHECK(training_run(at("checkpoint-1000")) == ".");
+}
+
+TEST_CASE("a named run wins over the path, and the result file keeps it", "[training_run]") {
+  ModelReport model = at("<in memory>");
+  CHECK(training_run(model) == ".");
+  model.run = "mha-baseline";
+  CHECK(training_run(model) == "mha-baseline");
+  model.step = 100;
+  const nlohmann::json document = to_json({model});
+  CHECK(document["models"][0]["run"] == "mha-baseline");
+  const std::vector<ModelReport> read = reports_from_json(document, "r.json");
+  REQUIRE(read.size() == 1);
+  CHECK(read[0].run == std::optional<std::string>("mha-baseline"));
+  CHECK(training_run(read[0]) == "mha-baseline");
+  // Unnamed: no "run" key (files as before), and none read back.
+  const nlohmann::json unnamed = to_json({at("runs/mha/checkpoint-5")});
+  CHECK_FALSE(unnamed["models"][0].contains("run"));
+  CHECK_FALSE(reports_from_json(unnamed, "r.json")[0].run);
 }
 
 }  // namespace kvrank

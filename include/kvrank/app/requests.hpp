@@ -62,7 +62,10 @@ struct AnalyzeRequest {
   std::vector<std::string> inputs;  ///< paths, repo ids ORG/NAME[@REV]
   std::vector<std::string> labels;  ///< --label, one per input in order (at most one each)
   std::vector<std::int64_t> steps;  ///< --step, one per input in order, each ≥ 0
-  std::vector<Repr> reprs;          ///< --repr; empty: qk (k,v for K/V-only inputs)
+  /// The training run of each input, in order (Python's runs=; result files' `run`): at most one
+  /// each, none empty. Unnamed: the folder holding the checkpoint folders (training_run.hpp).
+  std::vector<std::string> runs;
+  std::vector<Repr> reprs;  ///< --repr; empty: qk (k,v for K/V-only inputs)
   AttentionChoice attention = AttentionChoice::all;
   std::optional<std::vector<int>> layers;  ///< --layers; empty: all
   std::optional<LayerShard> shard;         ///< --layer-shard

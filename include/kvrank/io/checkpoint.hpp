@@ -44,10 +44,12 @@ class Checkpoint {
   static Checkpoint open(const std::filesystem::path& path, const OpenOptions& options = {});
 
   /// Tensors that live in the caller's memory, viewed without a copy: each view's `bytes` must
-  /// stay valid and unchanged while the Checkpoint is used. `name` stands for the path in results
-  /// and error messages ("<in memory>"); `config` (a JSON object, or none) plays config.json and
-  /// is named "config" in errors. Throws kvrank::Error when a view's byte count does not match its
-  /// shape and dtype, a name appears twice, or the config is not an object.
+  /// stay valid and unchanged while the Checkpoint is used; or produced when read (`deferred`:
+  /// the Python module copies a GPU or strided tensor then, and release() drops the copy). `name`
+  /// stands for the path in results and error messages ("<in memory>"); `config` (a JSON object, or
+  /// none) plays config.json and is named "config" in errors. Throws kvrank::Error when a view's
+  /// byte count does not match its shape and dtype, a name appears twice, or the config is not an
+  /// object.
   static Checkpoint from_memory(const std::string& name, std::vector<TensorView> tensors,
                                 std::optional<nlohmann::json> config);
 

@@ -57,6 +57,9 @@ struct ModelReport {
   std::string label;
   std::string path;
   std::optional<std::int64_t> step;  ///< the training step of the checkpoint; empty: unknown
+  /// The training run, when the caller named it (the Python module's `run=`; JSON "run", written
+  /// only when set); empty: training_run() reads it from the path.
+  std::optional<std::string> run;
   Provenance source;
   std::string family;
   /// The model type (config.json's model_type: qwen3, gemma3 …; kvrank/layout/model_type.hpp)

@@ -25,10 +25,11 @@ std::optional<std::int64_t> step_from_folder_name(std::string_view name);
 /// reads it.
 std::optional<std::int64_t> step_from_path(std::string_view path);
 
-/// The run a model's checkpoint belongs to: the folder holding its step folder (as step_from_path
-/// finds it), or else the folder holding the checkpoint itself; named
-/// by its last component ("mha" for runs/mha/checkpoint-1000/model.safetensors). A path with no
-/// such folder ("checkpoint-1000") gives ".".
+/// The run a model's checkpoint belongs to: its `run` when one was named (ModelReport::run), else
+/// the folder holding its step folder (as step_from_path finds it), or else the folder holding the
+/// checkpoint itself; named by its last component ("mha" for
+/// runs/mha/checkpoint-1000/model.safetensors). A path with no such folder ("checkpoint-1000")
+/// gives ".".
 std::string training_run(const ModelReport& model);
 
 }  // namespace kvrank
