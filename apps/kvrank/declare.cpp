@@ -218,7 +218,7 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
   command.add_option("--ylim", figure.ylim, "Fixed y range LOW,HIGH (default: from the data)");
   command
       .add_option("--legend", figure.legend, "Legend place: below, right, inside[:CORNER], none")
-      ->type_name("TEXT:{below,right,inside[:CORNER],none}")
+      ->type_name("TEXT:{below,right,inside,inside:CORNER,none}")
       ->capture_default_str();
   command.add_option("--colour-map", figure.colour_map,
                      "Heatmap colours: viridis, rdbu or greys (default: rdbu for similarity, "

@@ -34,7 +34,7 @@ class DiffTest(harness.TestCase):
         a = self.path("a.json")
         self.assertEqual(harness.run("analyze", BASE, "-o", a).returncode, 0)
         self.assertFalse(kvrank.diff(a, a)["heads_compared"])
-        with self.assertRaisesRegex(kvrank.Error, "--figure"):
+        with self.assertRaisesRegex(kvrank.Error, "figure"):
             kvrank.diff(a, a, figure=self.path("no.svg"))
         self.assertFalse(os.path.exists(self.path("no.svg")))
 
@@ -43,7 +43,7 @@ class DiffTest(harness.TestCase):
             kvrank.diff(os.path.join(ROOT, "data", "tiny", "mha"),
                         os.path.join(ROOT, "data", "tiny", "gqa"))
         for top in (-1, 1.5, True, 100001):
-            with self.assertRaisesRegex(kvrank.Error, "--top"):
+            with self.assertRaisesRegex(kvrank.Error, "top"):
                 kvrank.diff(BASE, LATER, top=top)
 
 

@@ -188,7 +188,7 @@ AnalyzeOutcome analyze_inputs(
   apply_threads(request.threads, hooks);
   AnalyzeOutcome outcome;
   outcome.models = analyze_resolved(resolved, labels, request, hooks, failures);
-  if (request.pairs > 0) name_redundant_heads(outcome.models, request.pairs);
+  if (request.pairs) name_redundant_heads(outcome.models, *request.pairs);
   outcome.failed_inputs = failures.count();
   if (outcome.failed_inputs == request.inputs.size())
     throw Error("", "no input could be analysed (each is named above)");

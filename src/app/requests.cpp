@@ -203,9 +203,9 @@ void AnalyzeRequest::validate() const {
     if (step < 0) invalid("--step", "must be 0 or more, found " + std::to_string(step));
   check_thread_count(threads);
   layout.validate();
-  if (pairs < 0 || pairs > kMaxNamedPairs)
+  if (pairs && (*pairs < 1 || *pairs > kMaxNamedPairs))
     invalid("--pairs",
-            "must be 1 to " + std::to_string(kMaxNamedPairs) + ", found " + std::to_string(pairs));
+            "must be 1 to " + std::to_string(kMaxNamedPairs) + ", found " + std::to_string(*pairs));
   check_format_matches_output(format, output);
   check_format_flags(*this);
 }

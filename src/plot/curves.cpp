@@ -57,8 +57,7 @@ std::string series_name(const Panel& panel, const ModelReport& model) {
   if (parts.empty() || std::any_of(namesakes.begin(), namesakes.end(), same))
     throw Error(panel.source, "two models labelled \"" + excerpt(model.label) + "\" with repr " +
                                   excerpt(model.repr) +
-                                  " (labels must be unique to be plotted: give each its own "
-                                  "--label)");
+                                  " (labels must be unique to be compared)");  // check's words
   std::string name = model.label + " (" + parts.front();
   if (parts.size() > 1) name += ", " + parts.back();
   return name + ")";

@@ -825,7 +825,7 @@ class FigureTest(harness.TestCase):
                                           model_entry("A", [3.0, 4.0])])
         line = self.assert_usage_error(run("plot", twice, "-o", self.path("t.svg")))
         self.assertEqual(line, f'kvrank: error: {twice}: two models labelled "A" with repr qk '
-                         "(labels must be unique to be plotted: give each its own --label)")
+                         "(labels must be unique to be compared)")
         self.assertFalse(os.path.exists(self.path("t.svg")))
         steps = self.write("steps.json", [model_entry("A", [2.0, 3.0], step=100),
                                           model_entry("A", [3.0, 4.0], step=200),

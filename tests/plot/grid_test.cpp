@@ -139,7 +139,8 @@ TEST_CASE("axes: steps near 2^63 give finite limits and ticks inside them", "[gr
   CHECK(integer_axis(0, 100, 3).ticks.size() <= 3);
 }
 
-TEST_CASE("--legend and --colour-map: the places, corners and maps, and their errors", "[grid]") {
+TEST_CASE("legend places and colour maps (--legend, --colour-map): corners, maps and their errors",
+          "[grid]") {
   CHECK(parse_legend("inside").place == LegendPlace::inside);
   CHECK(!parse_legend("inside").corner);
   CHECK(parse_legend("inside:bottom-left").corner == LegendCorner::bottom_left);
@@ -210,13 +211,19 @@ TEST_CASE("curves: one label at several steps draws apart, at one step is refuse
   const std::string svg = plot_curves_svg(apart, {});
   CHECK(count(svg, "data-label=\"A (step 100)\"") == 3);  // group, path, legend entry
   CHECK(count(svg, "data-label=\"A (step 200)\"") == 3);
+  // A step beside no step still tells the two apart: "no step" names the other.
+  const std::vector<Panel> one_unknown = {
+      {"t", {rising("A", 2, {}), rising("A", 3, 100)}, "t.json"}};
+  const std::string drawn = plot_curves_svg(one_unknown, {});
+  CHECK(count(drawn, "data-label=\"A (no step)\"") == 3);
+  CHECK(count(drawn, "data-label=\"A (step 100)\"") == 3);
   for (const auto& [a, b] :
-       std::vector<std::pair<std::optional<std::int64_t>, std::optional<std::int64_t>>>{
-           {100, 100}, {{}, {}}, {{}, 100}}) {
+       std::vector<std::pair<std::optional<std::int64_t>, std::optional<std::int64_t>>>{{100, 100},
+                                                                                        {{}, {}}}) {
     const std::vector<Panel> same = {{"t", {rising("A", 2, a), rising("A", 3, b)}, "t.json"}};
     CHECK(test::error_message([&] { plot_curves_svg(same, {}); }) ==
-          "t.json: two models labelled \"A\" with repr qk (labels must be unique to be plotted: "
-          "give each its own --label)");
+          "t.json: two models labelled \"A\" with repr qk (labels must be unique to be "
+          "compared)");
   }
 }
 

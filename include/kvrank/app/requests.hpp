@@ -72,7 +72,8 @@ struct AnalyzeRequest {
   std::optional<ResultFormat> format;      ///< --format; empty: from -o's extension, else table
   std::string output;                      ///< -o; empty or "-": stdout
   bool similarity = false;                 ///< JSON only
-  int pairs = 0;         ///< --pairs K: each layer's K most similar head pairs named (0: none)
+  /// --pairs K: each layer's K most similar head pairs named (1 … kMaxNamedPairs; unset: none).
+  std::optional<int> pairs;
   bool summary = false;  ///< CSV/TSV only
   bool with_baseline = false;
   int threads = 0;  ///< 0: automatic (compute.hpp)
