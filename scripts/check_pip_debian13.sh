@@ -17,8 +17,12 @@
 #   5. `kvrank analyze data/tiny/*` in the root gives the build tree's numbers (to 1e-9: Debian
 #      13's OpenBLAS 0.3.29 may differ from Debian 12's in the last digits)
 #   scripts/check_pip_debian13.sh [build]      (the build folder holds build/kvrank and the work)
+#   scripts/check_pip_debian13.sh --root-only [build]   step 1 alone (scripts/test.sh runs it in
+#                                               the background while the other steps compile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root_only=false
+if [[ ${1:-} == --root-only ]]; then root_only=true; shift; fi
 build_dir=${1:-build}
 work=$build_dir/pip-check
 root=$work/root
@@ -154,8 +158,13 @@ print(f"the pip-installed kvrank gives the build tree's numbers ({len(got)} mode
 CHECK
 }
 
-[[ -x $build_dir/kvrank ]] || fail "no $build_dir/kvrank; build first (scripts/build.sh $build_dir)"
 start=$SECONDS
+if $root_only; then
+  fresh_root
+  echo "scripts/check_pip_debian13.sh: the root is ready after $((SECONDS - start)) s" >&2
+  exit 0
+fi
+[[ -x $build_dir/kvrank ]] || fail "no $build_dir/kvrank; build first (scripts/build.sh $build_dir)"
 fresh_root
 echo "   root ready after $((SECONDS - start)) s" >&2
 mount_system
