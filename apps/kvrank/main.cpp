@@ -11,6 +11,7 @@
 #include <new>
 #include <string>
 
+#include "cmd_plan.hpp"
 #include "commands.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/heap.hpp"
@@ -302,6 +303,7 @@ int main(int argc, char** argv) {
   auto* merge_command = add_merge(app, merge);
   auto* baseline_command = add_baseline(app, baseline);
   auto* synth_command = add_synth(app, synth);
+  auto* plan_command = add_plan(app);
   refuse_empty_values(app);
 
   if (argc < 2) {  // bare `kvrank`: what it does and where to look, not a parse error
@@ -321,6 +323,7 @@ int main(int argc, char** argv) {
     if (merge_command->parsed()) return run_merge(merge);
     if (baseline_command->parsed()) return run_baseline(baseline);
     if (synth_command->parsed()) return run_synth(synth);
+    if (plan_command->parsed()) return run_plan();
     return kExitInternal;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
