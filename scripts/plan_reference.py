@@ -102,7 +102,7 @@ def make_gauge(kind, rope, rotary, d):
     return ("planes", planes, list(range(rotary, d)))
 
 
-def score(part, layer, kgauge, vgauge):
+def score(part, layer, kgauge, vgauge, eranks=True):
     k, v, q, kv_of = layer["k"], layer["v"], layer["q"], layer["kv_of"]
     rk, rv, kbar, vbar = {}, {}, {}, {}
     key_res = value_res = 0.0
@@ -120,14 +120,16 @@ def score(part, layer, kgauge, vgauge):
     qk = sum(float(np.sum((a - b) ** 2)) for a, b in zip(forms, merged)) / sum(
         float(np.sum(a * a)) for a in forms)
     pooled = [kbar[group[0]] for group in part]
-    return {
+    out = {
         "groups": part,
         "key_error": key_res / sum(float(np.sum(x * x)) for x in k),
         "value_error": value_res / sum(float(np.sum(x * x)) for x in v),
         "qk_error": qk,
-        "erank_qk_after": layer_metrics(0, merged)["erank"],
-        "erank_k_after": layer_metrics(0, [m.T @ m for m in pooled])["erank"],
     }
+    if eranks:
+        out["erank_qk_after"] = layer_metrics(0, merged)["erank"]
+        out["erank_k_after"] = layer_metrics(0, [m.T @ m for m in pooled])["erank"]
+    return out
 
 
 def energy_rank(values, energy):
@@ -183,13 +185,15 @@ def main():
     size = kvh // args.kv_heads
     result = []
     for layer in data:
-        every = [score(part, layer, kgauge, vgauge) for part in partitions(list(range(kvh)), size)]
+        every = [score(part, layer, kgauge, vgauge, eranks=False)
+                 for part in partitions(list(range(kvh)), size)]
+        best = lambda key: score(min(every, key=key)["groups"], layer, kgauge, vgauge)  # noqa: E731
         forms = [layer["q"][h].T @ layer["k"][layer["kv_of"][h]] for h in range(len(layer["q"]))]
         entry = {
             "layer": layer["layer"],
             "erank_qk_before": layer_metrics(0, forms)["erank"],
-            "merge": min(every, key=lambda s: s["key_error"] + s["value_error"]),
-            "qk": min(every, key=lambda s: s["qk_error"]),
+            "merge": best(lambda s: s["key_error"] + s["value_error"]),
+            "qk": best(lambda s: s["qk_error"]),
             "contiguous": score([list(range(g * size, (g + 1) * size)) for g in range(args.kv_heads)],
                                 layer, kgauge, vgauge),
             "all": every,

@@ -37,21 +37,42 @@ def spearman(x, y):
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def converted_heads(layer, part, align):
-    """Per original head: (key, value) in MHA form — head i keeps Q_i, O_i and reads R_iᵀ K̄_g,
-    R'_iᵀ V̄_g, which computes exactly what the GQA model with query R_i Q_i and output O_i R'_iᵀ
-    does."""
-    kg = ref.make_gauge("auto" if align else "none", "rotate_half", len(layer["k"][0]), len(layer["k"][0]))
-    vg = ("orthogonal",) if align else ("none",)
-    keys, values, rot_k, rot_v = {}, {}, {}, {}
+def gauges(layer, align):
+    d = len(layer["k"][0])
+    if not align:
+        return ("none",), ("none",)
+    return ref.make_gauge("auto", "rotate_half", d, d), ("orthogonal",)
+
+
+def conversion(layer, part, align):
+    """The aligned (or plain) mean-pool of every group, in MHA form: head i keeps Q_i and O_i and
+    reads R_iᵀ K̄_g, R'_iᵀ V̄_g, which computes exactly what the GQA model with query R_i Q_i and
+    output O_i R'_iᵀ does. Returns the new k_proj, v_proj and the criteria of the partition."""
+    kg, vg = gauges(layer, align)
+    n = len(layer["k"])
+    keys, values, rot = [None] * n, [None] * n, [None] * n
+    key_res = value_res = 0.0
     for group in part:
         rs, mean = ref.align([layer["k"][i] for i in group], kg)
+        key_res += sum(float(np.sum((r @ layer["k"][i] - mean) ** 2)) for r, i in zip(rs, group))
         for r, i in zip(rs, group):
-            keys[i], rot_k[i] = r.T @ mean, r
+            keys[i], rot[i] = r.T @ mean, r
         rs, mean = ref.align([layer["v"][i] for i in group], vg)
+        value_res += sum(float(np.sum((r @ layer["v"][i] - mean) ** 2)) for r, i in zip(rs, group))
         for r, i in zip(rs, group):
-            values[i], rot_v[i] = r.T @ mean, r
-    return keys, values, rot_k, rot_v
+            values[i] = r.T @ mean
+    forms = [q.T @ k for q, k in zip(layer["q"], layer["k"])]  # MHA: head h reads KV head h
+    merged = [q.T @ k for q, k in zip(layer["q"], keys)]
+    qk = sum(float(np.sum((a - b) ** 2)) for a, b in zip(forms, merged)) / sum(
+        float(np.sum(a * a)) for a in forms)
+    errors = key_res / sum(float(np.sum(x * x)) for x in layer["k"]) + value_res / sum(
+        float(np.sum(x * x)) for x in layer["v"])
+    return np.vstack(keys), np.vstack(values), {"kv_error": errors, "qk_error": qk}
+
+
+def kv_weights(layer, part, align):
+    k, v, _ = conversion(layer, part, align)
+    return k, v
 
 
 class Evaluator:
@@ -108,28 +129,19 @@ class Evaluator:
         return loss
 
 
-def kv_weights(layer, part, align):
-    keys, values, _, _ = converted_heads(layer, part, align)
-    n = len(layer["k"])
-    return np.vstack([keys[i] for i in range(n)]), np.vstack([values[i] for i in range(n)])
-
-
 def sweep_layer(ev, layer, size, base):
     """Every partition of one layer: criteria and loss increases."""
-    d = len(layer["k"][0])
-    aligned = (ref.make_gauge("auto", "rotate_half", d, d), ("orthogonal",))
-    plain = (("none",), ("none",))
     rows = []
     for part in ref.partitions(list(range(len(layer["k"]))), size):
-        a = ref.score(part, layer, *aligned)
-        u = ref.score(part, layer, *plain)
+        ka, va, aligned = conversion(layer, part, True)
+        ku, vu, plain = conversion(layer, part, False)
         rows.append({
             "groups": part,
-            "none": u["key_error"] + u["value_error"],
-            "merge": a["key_error"] + a["value_error"],
-            "qk": a["qk_error"],
-            "loss_aligned": ev.loss({layer["layer"]: kv_weights(layer, part, True)}) - base,
-            "loss_unaligned": ev.loss({layer["layer"]: kv_weights(layer, part, False)}) - base,
+            "none": plain["kv_error"],
+            "merge": aligned["kv_error"],
+            "qk": aligned["qk_error"],
+            "loss_aligned": ev.loss({layer["layer"]: (ka, va)}) - base,
+            "loss_unaligned": ev.loss({layer["layer"]: (ku, vu)}) - base,
         })
     return rows
 
@@ -146,39 +158,140 @@ def criterion_summary(rows, criterion, loss_key):
             "worst_loss": float(losses.max())}
 
 
+def gqa_state(tensors, layers, parts, align, d):
+    """The converted model as a stock GQA state dict (query heads reordered group by group, as
+    `kvrank plan --write-checkpoint` writes it)."""
+    state = dict(tensors)
+    for layer, part in zip(layers, parts):
+        kg, vg = gauges(layer, align)
+        base = f"model.layers.{layer['layer']}.self_attn."
+        q, o = tensors[base + "q_proj.weight"], tensors[base + "o_proj.weight"]
+        new_q, new_o, new_k, new_v = [], [], [], []
+        for group in part:
+            rk, kbar = ref.align([layer["k"][i] for i in group], kg)
+            rv, vbar = ref.align([layer["v"][i] for i in group], vg)
+            new_k.append(kbar)
+            new_v.append(vbar)
+            for r, r2, i in zip(rk, rv, group):
+                new_q.append(r @ q[i * d:(i + 1) * d])
+                new_o.append(o[:, i * d:(i + 1) * d] @ r2.T)
+        state[base + "q_proj.weight"] = np.vstack(new_q)
+        state[base + "k_proj.weight"] = np.vstack(new_k)
+        state[base + "v_proj.weight"] = np.vstack(new_v)
+        state[base + "o_proj.weight"] = np.hstack(new_o)
+    return state
+
+
+def train_further(ev, state, g, steps, seed=0, lr=1e-3, batch=32):
+    """AdamW on the training split from `state` (a GQA model with g KV heads); the validation
+    loss after each of `steps`."""
+    torch = ev.torch
+    tt.VARIANTS[f"gqa{g}"] = {"kind": "llama", "kv_heads": g}
+    model = tt.build_model(f"gqa{g}", ev.context)
+    model.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in state.items()})
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)  # the same batches for every model
+    out = {}
+    for step in range(1, max(steps) + 1):
+        offsets = torch.randint(0, len(ev.train) - ev.context - 1, (batch,), generator=gen)
+        x = torch.stack([ev.train[o:o + ev.context] for o in offsets.tolist()])
+        y = torch.stack([ev.train[o + 1:o + ev.context + 1] for o in offsets.tolist()])
+        model.train()
+        loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, tt.VOCAB), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step in steps:
+            model.eval()
+            with torch.no_grad():
+                logits = model(ev.x)
+                out[step] = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, tt.VOCAB), ev.y.reshape(-1)).item()
+    return out
+
+
+def whole_model(ev, layers, sweeps, size, kvh, count, seed):
+    """Whole-model conversions: partitions per layer for each rule, and their losses."""
+    rng = random.Random(seed)
+    contiguous = [list(range(i, i + size)) for i in range(0, kvh, size)]
+    pick = lambda rows, key: min(rows, key=lambda r: r[key])["groups"]  # noqa: E731
+    rules = {
+        "plan_merge": ([pick(r, "merge") for r in sweeps], True),
+        "plan_qk": ([pick(r, "qk") for r in sweeps], True),
+        "none_criterion_unaligned": ([pick(r, "none") for r in sweeps], False),
+        "oracle_best_single_layer_aligned": ([pick(r, "loss_aligned") for r in sweeps], True),
+        "contiguous_aligned": ([contiguous] * len(layers), True),
+        "gqa_paper_init": ([contiguous] * len(layers), False),
+    }
+    out = {}
+    for name, (parts, align) in rules.items():
+        replaced = {l["layer"]: kv_weights(l, p, align) for l, p in zip(layers, parts)}
+        out[name] = {"loss": ev.loss(replaced), "groups": parts, "aligned": align}
+    randoms = []
+    for _ in range(count):
+        parts = []
+        for layer in layers:
+            order = list(range(kvh))
+            rng.shuffle(order)
+            parts.append([sorted(order[i:i + size]) for i in range(0, kvh, size)])
+        randoms.append(ev.loss({l["layer"]: kv_weights(l, p, True) for l, p in zip(layers, parts)}))
+    out["random_median_aligned"] = {"loss": float(np.median(randoms)), "count": count}
+    return out, rules
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="data/tiny/mha")
     p.add_argument("--windows", type=int, default=64)
-    p.add_argument("--final-windows", type=int, default=512)
+    p.add_argument("--final-windows", type=int, default=256)
     p.add_argument("--random", type=int, default=20)
     p.add_argument("--steps", default="")
-    p.add_argument("--kvrank", default="")
+    p.add_argument("--groups", default="4,2", help="KV heads after, in the order run")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     import torch
     torch.set_num_threads(1)
     torch.manual_seed(0)
     started = time.time()
-    config, layers, d, kvh = ref.load_layers(args.model, None)
+    _, layers, d, kvh = ref.load_layers(args.model, None)
     ev = Evaluator(args.model, args.windows)
-    base = ev.loss()
-    result = {"model": args.model, "windows": args.windows, "base_loss": base, "layers": []}
-    for size, g in ((2, 4), (4, 2)):
+    final = Evaluator(args.model, args.final_windows)
+    result = {"model": args.model, "windows": args.windows, "final_windows": args.final_windows,
+              "base_loss": ev.loss(), "base_loss_final": final.loss(), "layers": [], "whole": {}}
+
+    def save():
+        result["seconds"] = time.time() - started
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+    for g in (int(x) for x in args.groups.split(",")):
+        size = kvh // g
+        sweeps = []
         for layer in layers:
-            rows = sweep_layer(ev, layer, size, base)
+            rows = sweep_layer(ev, layer, size, result["base_loss"])
+            sweeps.append(rows)
             entry = {"layer": layer["layer"], "kv_heads_after": g, "partitions": len(rows), "rows": rows}
             for crit in ("none", "merge", "qk"):
                 entry[crit] = criterion_summary(rows, crit, "loss_unaligned" if crit == "none" else "loss_aligned")
             entry["none_on_aligned"] = criterion_summary(rows, "none", "loss_aligned")
-            entry["contiguous_aligned"] = rows[0]["loss_aligned"] if rows[0]["groups"] == [list(range(i, i + size)) for i in range(0, kvh, size)] else None
+            entry["contiguous"] = {"loss_aligned": rows[0]["loss_aligned"], "loss_unaligned": rows[0]["loss_unaligned"]}
             result["layers"].append(entry)
             print(f"G={g} layer {layer['layer']}: " + ", ".join(
                 f"{c} rho {entry[c]['spearman']:.2f} pick pct {entry[c]['pick_percentile']:.0f}"
                 for c in ("none", "merge", "qk")) + f" ({time.time() - started:.0f}s)", flush=True)
-    result["seconds"] = time.time() - started
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+            save()
+        whole, rules = whole_model(final, layers, sweeps, size, kvh, args.random, seed=g)
+        result["whole"][str(g)] = whole
+        print(f"G={g} whole model: " + ", ".join(f"{k} {v['loss']:.4f}" for k, v in whole.items()), flush=True)
+        save()
+        if args.steps:
+            steps = [int(x) for x in args.steps.split(",")]
+            for name in ("plan_merge", "contiguous_aligned", "gqa_paper_init"):
+                parts, align = rules[name]
+                state = gqa_state(final.tensors, layers, parts, align, d)
+                whole[name]["trained"] = train_further(final, state, g, steps)
+                print(f"G={g} {name} trained: {whole[name]['trained']}", flush=True)
+                save()
 
 
 if __name__ == "__main__":
