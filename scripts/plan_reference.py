@@ -79,13 +79,13 @@ def align(xs, gauge):
         return n * float(np.sum(mean * mean))
 
     e = energy(rs)
-    for _ in range(100 if n > 2 and gauge[0] != "none" else 0):
+    for _ in range(50 if n > 2 and gauge[0] != "none" else 0):
         nxt = list(rs)
         for i in range(n):
             target = sum(nxt[j] @ xs[j] for j in range(n) if j != i)
             nxt[i] = best_map(xs[i] @ target.T, gauge)
         e2 = energy(nxt)
-        if not e2 > e + 1e-12 * own:
+        if not e2 > e + 1e-9 * own:
             break
         rs, e = nxt, e2
     mean = sum(r @ x for r, x in zip(rs, xs)) / n

@@ -239,7 +239,40 @@ def whole_model(ev, layers, sweeps, size, kvh, count, seed):
     return out, rules
 
 
+def report(path):
+    """Markdown tables of a result file (what docs/plan.md shows)."""
+    with open(path) as f:
+        r = json.load(f)
+    print(f"Base validation loss {r['base_loss']:.4f} nats/byte on the {r['windows']} sweep windows, "
+          f"{r['base_loss_final']:.4f} on the {r['final_windows']} windows of the whole-model rows.\n")
+    print("| G | layer | criterion | Spearman ρ | pick's loss increase | percentile | best | median | worst |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for e in r["layers"]:
+        for crit, name in (("none", "none (unaligned loss)"), ("none_on_aligned", "none (aligned loss)"),
+                           ("merge", "merge"), ("qk", "qk")):
+            c = e[crit]
+            print(f"| {e['kv_heads_after']} | {e['layer']} | {name} | {c['spearman']:.2f} | "
+                  f"{c['pick_loss']:+.4f} | {c['pick_percentile']:.0f} | {c['best_loss']:+.4f} | "
+                  f"{c['median_loss']:+.4f} | {c['worst_loss']:+.4f} |")
+        rows = e["rows"]
+        la = np.array([x["loss_aligned"] for x in rows])
+        lu = np.array([x["loss_unaligned"] for x in rows])
+        print(f"| {e['kv_heads_after']} | {e['layer']} | contiguous | | aligned {e['contiguous']['loss_aligned']:+.4f}, "
+              f"unaligned {e['contiguous']['loss_unaligned']:+.4f} | | aligned < unaligned in {int((la < lu).sum())}/{len(rows)} | "
+              f"median ratio unaligned/aligned {np.median(lu / la):.2f} | |")
+    for g, whole in r["whole"].items():
+        print(f"\nWhole model, G = {g} (loss on {r['final_windows']} windows; base {r['base_loss_final']:.4f}):\n")
+        print("| conversion | loss | increase | after 50 steps | after 200 steps |")
+        print("|---|---|---|---|---|")
+        for name, v in whole.items():
+            t = v.get("trained", {})
+            print(f"| {name} | {v['loss']:.4f} | {v['loss'] - r['base_loss_final']:+.4f} | "
+                  f"{t.get('50', t.get(50, float('nan'))):.4f} | {t.get('200', t.get(200, float('nan'))):.4f} |")
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--report":
+        return report(sys.argv[2])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="data/tiny/mha")
     p.add_argument("--windows", type=int, default=64)

@@ -22,7 +22,9 @@ Error.__module__ = __name__  # shown as kvrank.Error
 
 __version__ = _kvrank.__version__
 __all__ = ["Error", "Results", "CheckResult", "analyze", "analyze_state_dict", "inspect", "check",
-           "plot", "concat"]
+           "plot", "concat", "plan"]
+
+from .plan import plan  # noqa: E402  (kvrank plan: docs/plan.md)
 
 
 class Results:

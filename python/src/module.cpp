@@ -275,10 +275,15 @@ void write_figure(const std::string& svg, const std::string& output,
 
 }  // namespace
 
+namespace kvrank::python {
+void add_plan_bindings(py::module_& m);  // plan_binding.cpp
+}
+
 PYBIND11_MODULE(_kvrank, m) {
   m.doc() = "kvrank's C++ library (use the kvrank package, not this module)";
   m.attr("__version__") = std::string(kvrank::version());
   py::register_exception<kvrank::Error>(m, "Error");
+  kvrank::python::add_plan_bindings(m);
 
   py::class_<Results>(m, "Results")
       .def(py::init([](const Results& a, const Results& b) {

@@ -19,8 +19,8 @@
 namespace kvrank {
 namespace {
 
-constexpr int kMaxSweeps = 100;
-constexpr double kSweepTolerance = 1e-12;
+constexpr int kMaxSweeps = 50;
+constexpr double kSweepTolerance = 1e-9;
 
 /// The orthogonal R maximising tr(R M): with M = U Σ Wᵀ, R = W Uᵀ.
 MatrixD polar_transform(const MatrixD& m) {
