@@ -239,6 +239,39 @@ def whole_model(ev, layers, sweeps, size, kvh, count, seed):
     return out, rules
 
 
+def latent_experiment(ev, layers, energies):
+    """Per layer, K and V projected onto a rank-r input subspace (a shared latent c = Pᵀx of r
+    dims): the top-r right singular vectors of the stacked [W_K; W_V] (X-EcoMLA's rule) or the
+    top-r eigenvectors of the forms matrix Σ A_hᵀA_h/ΣA + Σ B_hᵀB_h/ΣB (latent_rank_forms), each at
+    the rank its own rule gives and both at the other's rank; one layer converted at a time."""
+    out = []
+    for energy in energies:
+        for layer in layers:
+            stacked = np.vstack(layer["k"] + layer["v"])
+            _, sv, vt = np.linalg.svd(stacked, full_matrices=False)
+            a = [q.T @ k for q, k in zip(layer["q"], layer["k"])]
+            b = [o @ v for o, v in zip(layer["o"], layer["v"])]
+            m = sum(x.T @ x for x in a) / sum(np.sum(x * x) for x in a) + sum(
+                x.T @ x for x in b) / sum(np.sum(x * x) for x in b)
+            w, vecs = np.linalg.eigh(m)
+            vecs = vecs[:, ::-1]
+            r_stack, r_forms = ref.latent_ranks(layer, energy)
+            k, v = np.vstack(layer["k"]), np.vstack(layer["v"])
+
+            def loss(basis, r):
+                proj = basis[:, :r] @ basis[:, :r].T
+                return ev.loss({layer["layer"]: (k @ proj, v @ proj)}) - ev.base
+
+            entry = {"layer": layer["layer"], "energy": energy, "rank_stacked": r_stack,
+                     "rank_forms": r_forms}
+            for name, basis in (("stacked", vt.T), ("forms", vecs)):
+                for rank_name, r in (("at_stacked_rank", r_stack), ("at_forms_rank", r_forms)):
+                    entry[f"{name}_{rank_name}"] = loss(basis, r)
+            out.append(entry)
+            print(f"latent P={energy} layer {layer['layer']}: {entry}", flush=True)
+    return out
+
+
 def report(path):
     """Markdown tables of a result file (what docs/plan.md shows)."""
     with open(path) as f:
@@ -260,6 +293,13 @@ def report(path):
         print(f"| {e['kv_heads_after']} | {e['layer']} | contiguous | | aligned {e['contiguous']['loss_aligned']:+.4f}, "
               f"unaligned {e['contiguous']['loss_unaligned']:+.4f} | | aligned < unaligned in {int((la < lu).sum())}/{len(rows)} | "
               f"median ratio unaligned/aligned {np.median(lu / la):.2f} | |")
+    if r.get("latent"):
+        print("\n| P | layer | r stacked | r forms | stacked subspace at r stacked | at r forms | forms subspace at r stacked | at r forms |")
+        print("|---|---|---|---|---|---|---|---|")
+        for e in r["latent"]:
+            print(f"| {e['energy']} | {e['layer']} | {e['rank_stacked']} | {e['rank_forms']} | "
+                  f"{e['stacked_at_stacked_rank']:+.4f} | {e['stacked_at_forms_rank']:+.4f} | "
+                  f"{e['forms_at_stacked_rank']:+.4f} | {e['forms_at_forms_rank']:+.4f} |")
     for g, whole in r["whole"].items():
         print(f"\nWhole model, G = {g} (loss on {r['final_windows']} windows; base {r['base_loss_final']:.4f}):\n")
         print("| conversion | loss | increase | after 50 steps | after 200 steps |")
@@ -280,8 +320,22 @@ def main():
     p.add_argument("--random", type=int, default=20)
     p.add_argument("--steps", default="")
     p.add_argument("--groups", default="4,2", help="KV heads after, in the order run")
+    p.add_argument("--latent", default="", help="energies P for the latent-rank experiment only, "
+                   "added to an existing --out file")
     p.add_argument("--out", required=True)
     args = p.parse_args()
+    if args.latent:
+        import torch
+        torch.set_num_threads(1)
+        _, layers, _, _ = ref.load_layers(args.model, None)
+        ev = Evaluator(args.model, args.windows)
+        ev.base = ev.loss()
+        with open(args.out) as f:
+            result = json.load(f)
+        result["latent"] = latent_experiment(ev, layers, [float(x) for x in args.latent.split(",")])
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        return
     import torch
     torch.set_num_threads(1)
     torch.manual_seed(0)

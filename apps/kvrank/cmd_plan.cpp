@@ -20,7 +20,7 @@ struct PlanArgs {
   std::vector<std::string> labels;
   std::string kv_heads;
   std::string gauge = "auto";
-  std::string objective = "merge";
+  std::string objective = "qk";
   std::string rope;
   std::string layers;
   std::string format;

@@ -44,7 +44,7 @@ class PlanResult:
         return pandas.DataFrame(self.rows())
 
 
-def plan(paths, kv_heads, gauge="auto", objective="merge", rope=None, layers=None,
+def plan(paths, kv_heads, gauge="auto", objective="qk", rope=None, layers=None,
          labels=None, latent_energy=None, random=32, seed=0):
     """Plans the conversion of each checkpoint to `kv_heads` KV heads (see `kvrank plan --help`).
     Raises kvrank.Error with the command line's message on bad input."""

@@ -205,6 +205,7 @@ TEST_CASE("plan: errors and groups are invariant under the model's gauge", "[pla
   };
   PlanOptions options;
   options.kv_heads_after = 3;
+  options.objective = PlanObjective::merge;
   const PlanLayer before = plan_layer(layer_of(k, v, q), gauge, true, options);
   for (int h = 0; h < kv; ++h) {  // the gauge: RoPE planes on Q and K, any orthogonal map on V
     const MatrixD r = plane_rotation(d, gauge, rng);
@@ -263,4 +264,21 @@ TEST_CASE("plan: erank_qk_before is analyze's erank on the real model", "[plan]"
   CHECK(plan.layers[0].erank_qk_before == Approx(metrics.erank).epsilon(1e-6));
   CHECK(plan.key_gauge == "rope_planes(rotate_half)");
   CHECK(plan.layers[0].exact);
+}
+
+TEST_CASE("plan: beyond enumeration, groups of four are searched on the pairwise proxy", "[plan]") {
+  std::mt19937 rng(7);
+  const PlanLayerGrams g = random_layer(8, 4, 10, rng);
+  PlanOptions options;
+  options.kv_heads_after = 2;
+  options.objective = PlanObjective::merge;
+  const PlanLayer exact = plan_layer(g, KeyGauge{}, true, options);
+  options.exact_limit = 0;
+  const PlanLayer searched = plan_layer(g, KeyGauge{}, true, options);
+  CHECK(exact.exact);
+  CHECK_FALSE(searched.exact);
+  const auto objective = [](const GroupingScore& s) { return s.key_error + s.value_error; };
+  CHECK(objective(exact.plan) <= objective(searched.plan) + 1e-12);
+  CHECK(objective(searched.plan) <= objective(searched.random_median));
+  CHECK(searched.plan.groups.size() == 2);
 }

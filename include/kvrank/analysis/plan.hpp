@@ -76,10 +76,10 @@ struct PlanLayerGrams {
 
 struct PlanOptions {
   int kv_heads_after = 0;
-  bool align = true;  ///< --gauge auto (false: none)
-  PlanObjective objective = PlanObjective::merge;
-  std::optional<RopeConvention> rope;  ///< --rope: wins over the model type's table
-  std::string layers;                  ///< --layers, "" for all
+  bool align = true;                            ///< --gauge auto (false: none)
+  PlanObjective objective = PlanObjective::qk;  // the default: docs/plan.md, "Validation"
+  std::optional<RopeConvention> rope;           ///< --rope: wins over the model type's table
+  std::string layers;                           ///< --layers, "" for all
   std::optional<double> latent_energy;
   int random_partitions = 32;
   std::uint64_t seed = 0;
@@ -115,7 +115,7 @@ struct PlanModel {
   std::string label, path, family, model_type;
   int heads = 0, kv_heads = 0, kv_heads_after = 0, head_dim = 0;
   std::string key_gauge, value_gauge;
-  PlanObjective objective = PlanObjective::merge;
+  PlanObjective objective = PlanObjective::qk;
   int random_partitions = 0;
   std::optional<double> latent_energy;
   std::vector<PlanLayer> layers;
