@@ -75,6 +75,13 @@ std::string groups_text(const std::vector<std::vector<int>>& groups) {
   return text;
 }
 
+/// A CSV field in double quotes, quotes inside doubled (RFC 4180).
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 /// The error the objective minimises, of one grouping.
 double objective_error(const PlanModel& model, const GroupingScore& score) {
   return model.objective == PlanObjective::qk ? score.qk_error
@@ -127,7 +134,7 @@ std::string plan_csv(const std::vector<PlanModel>& models) {
   for (const PlanModel& model : models)
     for (const PlanLayer& layer : model.layers) {
       std::string groups = groups_text(layer.plan.groups);
-      out += "\"" + model.label + "\"," + std::to_string(layer.layer) + "," +
+      out += quoted(model.label) + "," + std::to_string(layer.layer) + "," +
              std::to_string(model.kv_heads) + "," + std::to_string(model.kv_heads_after) + "," +
              std::string(plan_objective_name(model.objective)) + "," +
              (layer.exact ? "true" : "false") + ",\"" + groups + "\"";

@@ -6,6 +6,8 @@ plan must be its optimum and every error must match, on the trained data/tiny/mh
 GQA checkpoints with other RoPE layouts. The written checkpoint must read as GQA and, in a plain
 PyTorch GQA model (train_tiny.py's), give the loss of the converted model (skipped without torch).
 """
+import csv
+import io
 import json
 import os
 import struct
@@ -133,6 +135,11 @@ class PlanTest(harness.TestCase):
         with open(out) as f:
             lines = f.read().splitlines()
         self.assertEqual(len(lines), 5)
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--layers", "0", "--format", "csv",
+                           "--label", 'a "quoted", label')
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        row = next(csv.reader(io.StringIO(proc.stdout.splitlines()[1])))
+        self.assertEqual(row[0], 'a "quoted", label')
         self.assertTrue(lines[0].startswith("label,layer,kv_heads,kv_heads_after,objective,exact"))
 
     def test_bad_inputs_are_one_line_errors(self):
