@@ -307,4 +307,45 @@ void declare_diff(CLI::App& command, app::DiffRequest& request) {
   add_layout_options(command, request.layout);
 }
 
+void declare_plan(CLI::App& command, app::PlanRequest& request) {
+  PlanOptions& options = request.options;
+  command
+      .add_option("paths", request.inputs, "Checkpoints with per-head keys and values (MHA, GQA)")
+      ->required();
+  command.add_option("--label", request.labels,
+                     "Label of each model, in order (default: its name)");
+  add_integer(command, "--kv-heads", options.kv_heads_after,
+              "Key/value heads after the conversion (G; must divide the model's)")
+      ->required();
+  add_choice(command, "--gauge", {"auto", "none"},
+             "Align heads before merging (auto) or not (none)",
+             [&options](const std::string& name) { options.align = name == "auto"; })
+      ->default_str("auto");
+  add_choice(
+      command, "--objective", {"merge", "qk"},
+      "What the groups minimise: merge (key_error + value_error) or qk (qk_error)",
+      [&options](const std::string& name) { options.objective = parse_plan_objective(name); })
+      ->default_str("qk");
+  add_choice(command, "--rope", {"rotate_half", "interleaved", "none"},
+             "RoPE convention of the keys (default: the model type's)",
+             [&options](const std::string& name) { options.rope = parse_rope_convention(name); });
+  command.add_option("--layers", options.layers, "Layers to plan, e.g. 0-11,20 (default: all)");
+  add_choice(
+      command, "--format", {"table", "json", "csv"},
+      "Output format (default: from -o's extension .json/.csv, else table)",
+      [&request](const std::string& name) { request.format = app::parse_result_format(name); });
+  command.add_option("-o,--output", request.output,
+                     "Write to FILE (atomically; default: stdout); its extension sets the format");
+  command.add_option("--write-checkpoint", request.write_checkpoint,
+                     "Also write the converted model (safetensors, G key/value heads) to DIR");
+  command.add_option("--latent-energy", options.latent_energy,
+                     "Also give latent_rank and latent_rank_forms at this energy, in (0, 1]");
+  add_integer(command, "--random", options.random_partitions,
+              "Random partitions for the baseline median", true);
+  add_integer(command, "--seed", options.seed, "Seed of the random partitions and the local search",
+              true);
+  command.add_option("--family", request.family,
+                     "Force the checkpoint's reader, as analyze's --family (default: detected)");
+}
+
 }  // namespace kvrank::cli

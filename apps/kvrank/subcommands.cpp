@@ -26,6 +26,10 @@ const std::vector<Subcommand>& subcommands() {
                  "What changed between two checkpoints of one shape: per-layer metrics, and how "
                  "far each head moved (docs/diff.md)",
                  declare_diff, run_diff),
+      subcommand("plan",
+                 "Plan an MHA/GQA -> GQA conversion: which key/value heads to merge, aligned "
+                 "(docs/plan.md)",
+                 declare_plan, run_plan),
       subcommand("synth", "Write a seeded test checkpoint of any family/variant", declare_synth,
                  run_synth),
   };
@@ -60,5 +64,7 @@ int run_synth(const app::SynthRequest& request) {
 }
 
 int run_diff(const app::DiffRequest& request) { return app::run_diff(request, terminal_hooks()); }
+
+int run_plan(const app::PlanRequest& request) { return app::run_plan(request, terminal_hooks()); }
 
 }  // namespace kvrank::cli

@@ -70,6 +70,7 @@ void declare_merge(CLI::App& command, app::MergeRequest& request);
 void declare_baseline(CLI::App& command, app::BaselineRequest& request);
 void declare_synth(CLI::App& command, app::SynthRequest& request);
 void declare_diff(CLI::App& command, app::DiffRequest& request);
+void declare_plan(CLI::App& command, app::PlanRequest& request);
 
 int run_analyze(const AnalyzeCommand& options);
 int run_inspect(const app::InspectRequest& request);
@@ -79,5 +80,6 @@ int run_merge(const app::MergeRequest& request);
 int run_baseline(const app::BaselineRequest& request);
 int run_synth(const app::SynthRequest& request);
 int run_diff(const app::DiffRequest& request);
+int run_plan(const app::PlanRequest& request);
 
 }  // namespace kvrank::cli

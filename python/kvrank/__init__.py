@@ -31,10 +31,12 @@ for _class in (Results, CheckResult, Figure, Tracker):
 
 __version__ = _kvrank.__version__
 __all__ = ["Error", "Results", "CheckResult", "Figure", "Tracker", "analyze",
-           "analyze_state_dict", "inspect", "check", "plot", "concat", "diff"]
+           "analyze_state_dict", "inspect", "check", "plot", "concat", "diff", "plan"]
 
 _PROGRESS = "progress(label, done, total)"
 _NOTE = "note(message)"
+
+from .plan import plan  # noqa: E402  (kvrank plan: docs/plan.md)
 
 
 def analyze(paths, repr=None, layers=None, *, labels=None, steps=None, runs=None,

@@ -251,10 +251,15 @@ std::pair<std::string, std::string> diff_json(const std::string& a, const std::s
   return {kvrank::to_json_text(kvrank::diff_to_json(diff, static_cast<std::size_t>(top))), svg};
 }
 
+namespace kvrank::python {
+void add_plan_bindings(py::module_& m);  // plan_binding.cpp
+}
+
 PYBIND11_MODULE(_kvrank, m) {
   m.doc() = "kvrank's C++ library (use the kvrank package, not this module)";
   m.attr("__version__") = std::string(kvrank::version());
   py::register_exception<kvrank::Error>(m, "Error");
+  kvrank::python::add_plan_bindings(m);
 
   py::class_<Results>(m, "Results")
       .def(py::init<>())  // none yet (a Tracker before its first measurement)

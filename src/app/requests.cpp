@@ -222,6 +222,29 @@ void DiffRequest::validate() const {
   check_format_matches_output(format, output);
 }
 
+void PlanRequest::validate() const {
+  check_inputs_given(inputs, "inputs");
+  if (labels.size() > inputs.size())
+    invalid("--label", "given " + std::to_string(labels.size()) + " times for " +
+                           std::to_string(inputs.size()) + " input(s)");
+  if (options.kv_heads_after < 1)
+    invalid("--kv-heads", "the key/value heads after the conversion (1 or more) are required");
+  if (options.latent_energy && !(*options.latent_energy > 0 && *options.latent_energy <= 1))
+    invalid("--latent-energy", "must lie in (0, 1]");
+  if (options.random_partitions < 1 || options.random_partitions > kMaxRandomPartitions)
+    invalid("--random", "must be 1 to " + std::to_string(kMaxRandomPartitions) + ", found " +
+                            std::to_string(options.random_partitions));
+  if (!write_checkpoint.empty() && inputs.size() != 1)
+    invalid("--write-checkpoint", "writes one converted checkpoint: give one input");
+  if (output_format() == ResultFormat::tsv)
+    invalid("--format", "a plan is written as table, json or csv");
+  check_format_matches_output(format, output);
+}
+
+ResultFormat PlanRequest::output_format() const {
+  return format_of_extension(output).value_or(format.value_or(ResultFormat::table));
+}
+
 ResultFormat DiffRequest::output_format() const {
   return format_of_extension(output).value_or(format.value_or(ResultFormat::table));
 }

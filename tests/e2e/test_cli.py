@@ -227,7 +227,7 @@ class CliTest(unittest.TestCase):
             with self.subTest(args=args):
                 self.assertEqual(self.assert_usage_error(run(*args)), "kvrank: error: " + expected)
         line = self.assert_usage_error(run("frobnicate"))
-        self.assertIn("expected analyze|inspect|check|plot|merge|baseline|diff|synth", line)
+        self.assertIn("expected analyze|inspect|check|plot|merge|baseline|diff|plan|synth", line)
         self.assertIn("kvrank analyze --help lists them",
                       self.assert_usage_error(run("analyze", self.mha, "--zzzzzzzzzz")))
 

@@ -391,7 +391,7 @@ class OutputsTest(harness.TestCase):
         self.assertIn(" layer     erank", result.stdout)
         bare = run()
         self.usage_error(bare, "no subcommand given: kvrank analyze|inspect|check|plot|merge|"
-                               "baseline|diff|synth (kvrank --help lists them, kvrank SUBCOMMAND --help "
+                               "baseline|diff|plan|synth (kvrank --help lists them, kvrank SUBCOMMAND --help "
                                "their options)")
 
     # ---------------------------------------------------------------- 8. errors that say what to do

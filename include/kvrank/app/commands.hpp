@@ -62,6 +62,10 @@ std::vector<InspectReport> inspect(const InspectRequest& request);
 /// `diff` without writing: both models resolved and compared (analysis/diff.hpp).
 DiffResult diff(const DiffRequest& request, const Hooks& hooks);
 
+/// `plan` without writing: each input's conversion plan, in order (and with --write-checkpoint the
+/// converted checkpoint written).
+std::vector<PlanModel> plan(const PlanRequest& request, const Hooks& hooks);
+
 /// analyze(), then the result written to request.output in its format. Returns kExitOk, or
 /// kExitSomeInputsFailed (after a line through hooks.error) when some inputs failed.
 int run_analyze(const AnalyzeRequest& request, const Hooks& hooks);
@@ -73,6 +77,8 @@ int run_plot(const PlotRequest& request, const Hooks& hooks);
 int run_merge(const MergeRequest& request, const Hooks& hooks);
 int run_baseline(const BaselineRequest& request, const Hooks& hooks);
 int run_synth(const SynthRequest& request, const Hooks& hooks);
+/// plan(), then the plans written to request.output in its format.
+int run_plan(const PlanRequest& request, const Hooks& hooks);
 /// diff(), then the comparison written to request.output (and --figure drawn).
 int run_diff(const DiffRequest& request, const Hooks& hooks);
 

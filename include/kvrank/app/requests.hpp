@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kvrank/analysis/plan.hpp"
 #include "kvrank/base/layer_list.hpp"
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/layout.hpp"
@@ -157,6 +158,25 @@ struct DiffRequest {
   void validate() const;
   ResultFormat output_format() const;
 };
+
+/// `plan CHECKPOINT... --kv-heads G`: a conversion plan per checkpoint (analysis/plan.hpp).
+struct PlanRequest {
+  std::vector<std::string> inputs;
+  std::vector<std::string> labels;  ///< --label, at most one per input
+  /// --kv-heads (≥ 1; that it divides the model's comes with the model), --gauge, --objective,
+  /// --rope, --layers, --latent-energy (in (0, 1]), --random (1 … kMaxRandomPartitions), --seed.
+  PlanOptions options;
+  std::optional<std::string> family;   ///< --family: a family or model type
+  std::optional<ResultFormat> format;  ///< --format: table, json or csv; empty: from -o
+  std::string output;                  ///< -o; empty or "-": stdout
+  std::string write_checkpoint;        ///< --write-checkpoint DIR (one input only)
+
+  void validate() const;
+  ResultFormat output_format() const;
+};
+
+/// The most random partitions --random draws for the baseline median.
+inline constexpr int kMaxRandomPartitions = 100000;
 
 /// The most heads --top lists.
 inline constexpr int kMaxDiffTop = 100000;

@@ -1,0 +1,47 @@
+// The binding of `kvrank plan` (plan.hpp): kvrank._kvrank.plan(...) returns the JSON text of
+// `kvrank plan --format json`; python/kvrank/plan.py wraps it (to_dict, to_pandas).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvrank/analysis/plan.hpp"
+#include "kvrank/app/commands.hpp"
+#include "kvrank/app/requests.hpp"
+
+namespace py = pybind11;
+
+namespace kvrank::python {
+
+namespace {
+
+std::string plan_text(const std::vector<std::string>& paths, const std::vector<std::string>& labels,
+                      int kv_heads, bool align, const std::string& objective,
+                      const std::string& rope, const std::string& layers,
+                      std::optional<double> latent_energy, int random, std::uint64_t seed) {
+  app::PlanRequest request;
+  request.inputs = paths;
+  request.labels = labels;
+  request.options.kv_heads_after = kv_heads;
+  request.options.align = align;
+  request.options.objective = parse_plan_objective(objective);
+  if (!rope.empty()) request.options.rope = parse_rope_convention(rope);
+  request.options.layers = layers;
+  request.options.latent_energy = latent_energy;
+  request.options.random_partitions = random;
+  request.options.seed = seed;
+  py::gil_scoped_release release;
+  return plan_json(app::plan(request, {}));
+}
+
+}  // namespace
+
+void add_plan_bindings(py::module_& m) {
+  m.def("plan", &plan_text, py::arg("paths"), py::arg("labels"), py::arg("kv_heads"),
+        py::arg("align"), py::arg("objective"), py::arg("rope"), py::arg("layers"),
+        py::arg("latent_energy"), py::arg("random"), py::arg("seed"));
+}
+
+}  // namespace kvrank::python

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""kvrank.plan: the same document as `kvrank plan --format json`, rows for a DataFrame, and bad
+input as kvrank.Error with the command line's message.
+
+  python3 python/tests/test_plan.py build/kvrank   (ctest: python.test_plan, PYTHONPATH set)
+"""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import harness  # noqa: E402
+
+import kvrank  # noqa: E402
+
+MHA = os.path.join("data", "tiny", "mha")
+
+
+class PlanTest(harness.TestCase):
+    def test_same_document_as_the_command_line(self):
+        got = kvrank.plan(MHA, kv_heads=4, layers="0,2", latent_energy=0.9).to_dict()
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "--layers", "0,2", "--latent-energy",
+                           "0.9", "--format", "json", "-q")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        want = json.loads(proc.stdout)
+        self.assertEqual(got["models"], want["models"])
+
+    def test_rows(self):
+        rows = kvrank.plan([MHA], kv_heads=2, objective="qk", labels=["tiny"]).rows()
+        self.assertEqual(len(rows), 4)
+        self.assertEqual(rows[0]["label"], "tiny")
+        self.assertIn("contiguous_qk_error", rows[0])
+        self.assertIn("random_qk_error", rows[0])
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            return
+        self.assertEqual(len(kvrank.plan(MHA, kv_heads=4).to_pandas()), 4)
+
+    def test_errors(self):
+        with self.assertRaisesRegex(kvrank.Error, "must divide the model's 8 key/value heads"):
+            kvrank.plan(MHA, kv_heads=3)
+        with self.assertRaisesRegex(kvrank.Error, "unknown RoPE convention"):
+            kvrank.plan(MHA, kv_heads=4, rope="yarn")
+        with self.assertRaisesRegex(kvrank.Error, "gauge"):
+            kvrank.plan(MHA, kv_heads=4, gauge="maybe")
+
+
+if __name__ == "__main__":
+    harness.main_unittest()

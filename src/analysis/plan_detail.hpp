@@ -1,0 +1,54 @@
+// Private: the pieces of the planner (plan.hpp) shared by its source files.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kvrank/analysis/plan.hpp"
+
+namespace kvrank::detail {
+
+/// The d_h × d_h block (i, j) of a Gram of stacked heads.
+template <class Matrix>
+auto head_block(Matrix& gram, int head_dim, int i, int j) {
+  return gram.block(Index(i) * head_dim, Index(j) * head_dim, head_dim, head_dim);
+}
+
+/// R in the gauge maximising tr(R M) (a polar factor, or one 2 × 2 rotation per RoPE plane).
+MatrixD best_transform(const MatrixD& m, const KeyGauge& gauge);
+
+/// The aligned mean-pool of one group: R_i per member (in the group's order) and the residual
+/// Σ_i ‖R_i X_i − X̄‖²_F = Σ_i ‖X_i‖² − (1/n) Σ_ij tr(R_i C_ij R_jᵀ), C_ij = X_i X_jᵀ.
+struct GroupFit {
+  std::vector<MatrixD> rotations;
+  double residual = 0;
+};
+/// Pairs in closed form; larger groups by generalised Procrustes sweeps (each R_i the best
+/// transform against the others' sum) until the residual stops falling.
+GroupFit align_group(const MatrixD& gram, int head_dim, const std::vector<int>& members,
+                     const KeyGauge& gauge);
+
+/// A partition of the KV heads into equal groups, each sorted, groups ordered by first member.
+using Partition = std::vector<std::vector<int>>;
+
+/// The cost of one group (members sorted) under the chosen objective; costs add over groups.
+using GroupCost = std::function<double(const std::vector<int>&)>;
+
+/// The best partition of 0 … n−1 into groups of `size`: exhaustive when there are at most
+/// `exact_limit` of them (`exact` set), else local search (pair swaps between groups) from the
+/// contiguous partition and `restarts` random ones.
+Partition best_partition(int n, int size, const GroupCost& cost, long long exact_limit,
+                         int restarts, std::uint64_t seed, bool& exact);
+
+Partition contiguous_partition(int n, int size);
+/// `count` random partitions drawn with `seed` (a fixed generator: the same on every platform).
+std::vector<Partition> random_partitions(int n, int size, int count, std::uint64_t seed);
+
+/// The symmetric square root of a positive semi-definite matrix (negative round-off clipped).
+MatrixD psd_root(const MatrixD& m);
+
+/// Sorts each group and the groups by first member.
+void normalise(Partition& partition);
+
+}  // namespace kvrank::detail

@@ -1,0 +1,284 @@
+// Tests of the planner (src/analysis/plan_*.cpp): the alignment's closed forms against explicit
+// matrices and searches, gauge invariance, the partition search against enumeration, and the
+// bad inputs. The comparison with the numpy reference (scripts/plan_reference.py) on random and
+// real layers is tests/e2e/test_plan.py.
+#include "kvrank/analysis/plan.hpp"
+
+#include <cmath>
+#include <functional>
+#include <numbers>
+#include <random>
+
+#include "analysis/plan_detail.hpp"
+#include "kvrank/metric/diversity.hpp"
+#include "support/catch.hpp"
+#include "support/test_util.hpp"
+
+using namespace kvrank;
+using detail::align_group;
+
+namespace {
+
+MatrixD random_matrix(Index rows, Index cols, std::mt19937& rng) {
+  std::normal_distribution<double> normal;
+  MatrixD m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+  return m;
+}
+
+MatrixD random_orthogonal(Index d, std::mt19937& rng) {
+  Eigen::HouseholderQR<MatrixD> qr(random_matrix(d, d, rng));
+  return qr.householderQ();
+}
+
+MatrixD plane_rotation(int d, const KeyGauge& gauge, std::mt19937& rng) {
+  std::uniform_real_distribution<double> angle(0, 2 * std::numbers::pi);
+  MatrixD r = MatrixD::Identity(d, d);
+  for (const auto& [a, b] : gauge.planes) {
+    const double t = angle(rng);
+    r(a, a) = r(b, b) = std::cos(t);
+    r(a, b) = -std::sin(t);
+    r(b, a) = std::sin(t);
+  }
+  return r;
+}
+
+/// Stacked rows of the heads and their Gram.
+MatrixD gram_of(const std::vector<MatrixD>& heads) {
+  MatrixD stacked(Index(heads.size()) * heads[0].rows(), heads[0].cols());
+  for (std::size_t h = 0; h < heads.size(); ++h)
+    stacked.middleRows(Index(h) * heads[0].rows(), heads[0].rows()) = heads[h];
+  return stacked * stacked.transpose();
+}
+
+double explicit_residual(const std::vector<MatrixD>& heads, const std::vector<MatrixD>& maps) {
+  MatrixD mean = MatrixD::Zero(heads[0].rows(), heads[0].cols());
+  for (std::size_t i = 0; i < heads.size(); ++i) mean += maps[i] * heads[i];
+  mean /= static_cast<double>(heads.size());
+  double sum = 0;
+  for (std::size_t i = 0; i < heads.size(); ++i) sum += (maps[i] * heads[i] - mean).squaredNorm();
+  return sum;
+}
+
+PlanLayerGrams random_layer(int kv, int d, int width, std::mt19937& rng,
+                            std::vector<MatrixD>* keys = nullptr) {
+  std::vector<MatrixD> k, v, q;
+  for (int h = 0; h < kv; ++h) {
+    k.push_back(random_matrix(d, width, rng));
+    v.push_back(random_matrix(d, width, rng));
+    q.push_back(random_matrix(d, width, rng));
+  }
+  if (keys) *keys = k;
+  PlanLayerGrams g;
+  g.head_dim = d;
+  for (int h = 0; h < kv; ++h) g.kv_of_head.push_back(h);
+  g.keys = gram_of(k);
+  g.values = gram_of(v);
+  g.queries = gram_of(q);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("plan: a pair's orthogonal alignment is the nuclear-norm closed form", "[plan]") {
+  std::mt19937 rng(1);
+  const std::vector<MatrixD> heads{random_matrix(6, 20, rng), random_matrix(6, 20, rng)};
+  const MatrixD gram = gram_of(heads);
+  const detail::GroupFit fit = align_group(gram, 6, {0, 1}, KeyGauge{});
+  const Eigen::JacobiSVD<MatrixD> svd(heads[1] * heads[0].transpose());
+  const double closed =
+      (heads[0].squaredNorm() + heads[1].squaredNorm() - 2 * svd.singularValues().sum()) / 2;
+  CHECK(fit.residual == Approx(closed).epsilon(1e-10));
+  CHECK(fit.residual == Approx(explicit_residual(heads, fit.rotations)).epsilon(1e-10));
+  for (int trial = 0; trial < 50; ++trial)  // no orthogonal map does better
+    CHECK(explicit_residual(heads, {MatrixD::Identity(6, 6), random_orthogonal(6, rng)}) >=
+          fit.residual - 1e-9);
+}
+
+TEST_CASE("plan: RoPE-plane alignment commutes with RoPE and beats a grid of angles", "[plan]") {
+  std::mt19937 rng(2);
+  const RopeLayout rope{RopeConvention::rotate_half, 4};
+  const KeyGauge gauge = key_gauge(rope, 4, true);
+  REQUIRE(gauge.planes == std::vector<std::pair<int, int>>{{0, 2}, {1, 3}});
+  const std::vector<MatrixD> heads{random_matrix(4, 12, rng), random_matrix(4, 12, rng)};
+  const detail::GroupFit fit = align_group(gram_of(heads), 4, {0, 1}, gauge);
+  const MatrixD rope_step = plane_rotation(4, gauge, rng);
+  CHECK((fit.rotations[1] * rope_step - rope_step * fit.rotations[1]).norm() < 1e-12);
+  CHECK((fit.rotations[1] * fit.rotations[1].transpose() - MatrixD::Identity(4, 4)).norm() < 1e-12);
+  CHECK(fit.rotations[1].determinant() == Approx(1.0));
+  double best_grid = INFINITY;
+  for (int a = 0; a < 90; ++a)
+    for (int b = 0; b < 90; ++b) {
+      MatrixD r = MatrixD::Identity(4, 4);
+      const double s = a * std::numbers::pi / 45, t = b * std::numbers::pi / 45;
+      r(0, 0) = r(2, 2) = std::cos(s), r(0, 2) = -std::sin(s), r(2, 0) = std::sin(s);
+      r(1, 1) = r(3, 3) = std::cos(t), r(1, 3) = -std::sin(t), r(3, 1) = std::sin(t);
+      best_grid = std::min(best_grid, explicit_residual(heads, {MatrixD::Identity(4, 4), r}));
+    }
+  CHECK(fit.residual <= best_grid + 1e-9);
+  CHECK(fit.residual > best_grid - 0.01 * best_grid);  // the grid is 4° fine
+}
+
+TEST_CASE("plan: partial rotary and interleaved planes", "[plan]") {
+  const KeyGauge half = key_gauge({RopeConvention::rotate_half, 4}, 8, true);
+  CHECK(half.planes == std::vector<std::pair<int, int>>{{0, 2}, {1, 3}});
+  CHECK(half.free_entries == std::vector<int>{4, 5, 6, 7});
+  const KeyGauge pairs = key_gauge({RopeConvention::interleaved, 8}, 8, true);
+  CHECK(pairs.planes == std::vector<std::pair<int, int>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(key_gauge_name(half, {RopeConvention::rotate_half, 4}, 8) ==
+        "rope_planes(rotate_half, 4 of 8)");
+  CHECK(key_gauge({RopeConvention::none, 0}, 8, true).kind == KeyGauge::Kind::orthogonal);
+  CHECK(key_gauge({RopeConvention::rotate_half, 8}, 8, false).kind == KeyGauge::Kind::none);
+  CHECK_THROWS_WITH(parse_rope_convention("yarn"), Catch::Contains("unknown RoPE convention"));
+}
+
+TEST_CASE("plan: generalised Procrustes never does worse than aligning to the first", "[plan]") {
+  std::mt19937 rng(3);
+  std::vector<MatrixD> heads;
+  for (int h = 0; h < 4; ++h) heads.push_back(random_matrix(5, 16, rng));
+  const MatrixD gram = gram_of(heads);
+  const detail::GroupFit fit = align_group(gram, 5, {0, 1, 2, 3}, KeyGauge{});
+  std::vector<MatrixD> first{MatrixD::Identity(5, 5)};
+  for (int h = 1; h < 4; ++h)
+    first.push_back(detail::best_transform(heads[h] * heads[0].transpose(), KeyGauge{}));
+  CHECK(fit.residual == Approx(explicit_residual(heads, fit.rotations)).epsilon(1e-9));
+  CHECK(fit.residual <= explicit_residual(heads, first) + 1e-9);
+}
+
+TEST_CASE("plan: partition counts and the exact search against enumeration", "[plan]") {
+  CHECK(equal_partition_count(8, 2) == 105);
+  CHECK(equal_partition_count(8, 4) == 35);
+  CHECK(equal_partition_count(16, 2) == 2027025);
+  CHECK(equal_partition_count(8, 1) == 1);
+  CHECK(equal_partition_count(64, 2) == (1LL << 62));  // saturates
+  std::mt19937 rng(4);
+  const PlanLayerGrams g = random_layer(8, 4, 10, rng);
+  const detail::GroupCost cost = [&](const std::vector<int>& group) {
+    return align_group(g.keys, 4, group, KeyGauge{}).residual;
+  };
+  bool exact = false;
+  const detail::Partition best = detail::best_partition(8, 2, cost, 1000, 0, 0, exact);
+  CHECK(exact);
+  double best_cost = 0;
+  for (const auto& group : best) best_cost += cost(group);
+  // Every pairing, listed by hand-rolled recursion: none is cheaper.
+  std::function<void(std::vector<int>, double)> all = [&](std::vector<int> left, double sum) {
+    if (left.empty()) {
+      CHECK(sum >= best_cost - 1e-12);
+      return;
+    }
+    for (std::size_t j = 1; j < left.size(); ++j) {
+      std::vector<int> rest;
+      for (std::size_t x = 1; x < left.size(); ++x)
+        if (x != j) rest.push_back(left[x]);
+      all(rest, sum + cost({left[0], left[j]}));
+    }
+  };
+  all({0, 1, 2, 3, 4, 5, 6, 7}, 0);
+  bool local_exact = true;
+  const detail::Partition local = detail::best_partition(8, 2, cost, 0, 8, 1, local_exact);
+  CHECK_FALSE(local_exact);
+  double local_cost = 0;
+  for (const auto& group : local) local_cost += cost(group);
+  CHECK(local_cost >= best_cost - 1e-12);
+  CHECK(local_cost <= best_cost * 1.05);
+}
+
+TEST_CASE("plan: errors and groups are invariant under the model's gauge", "[plan]") {
+  std::mt19937 rng(5);
+  const int kv = 6, d = 4, width = 12;
+  std::vector<MatrixD> k, v, q;
+  for (int h = 0; h < kv; ++h) {
+    k.push_back(random_matrix(d, width, rng));
+    v.push_back(random_matrix(d, width, rng));
+    q.push_back(random_matrix(d, width, rng));
+  }
+  const RopeLayout rope{RopeConvention::rotate_half, d};
+  const KeyGauge gauge = key_gauge(rope, d, true);
+  auto layer_of = [&](const std::vector<MatrixD>& kk, const std::vector<MatrixD>& vv,
+                      const std::vector<MatrixD>& qq) {
+    PlanLayerGrams g;
+    g.head_dim = d;
+    for (int h = 0; h < kv; ++h) g.kv_of_head.push_back(h);
+    g.keys = gram_of(kk), g.values = gram_of(vv), g.queries = gram_of(qq);
+    return g;
+  };
+  PlanOptions options;
+  options.kv_heads_after = 3;
+  options.objective = PlanObjective::merge;
+  const PlanLayer before = plan_layer(layer_of(k, v, q), gauge, true, options);
+  for (int h = 0; h < kv; ++h) {  // the gauge: RoPE planes on Q and K, any orthogonal map on V
+    const MatrixD r = plane_rotation(d, gauge, rng);
+    k[h] = r * k[h], q[h] = r * q[h], v[h] = random_orthogonal(d, rng) * v[h];
+  }
+  const PlanLayer after = plan_layer(layer_of(k, v, q), gauge, true, options);
+  CHECK(after.plan.groups == before.plan.groups);
+  CHECK(after.plan.key_error == Approx(before.plan.key_error).epsilon(1e-9));
+  CHECK(after.plan.value_error == Approx(before.plan.value_error).epsilon(1e-9));
+  CHECK(after.plan.qk_error == Approx(before.plan.qk_error).epsilon(1e-9));
+  CHECK(after.erank_qk_before == Approx(before.erank_qk_before).epsilon(1e-9));
+  CHECK(after.plan.erank_qk_after == Approx(before.plan.erank_qk_after).epsilon(1e-9));
+  CHECK(after.contiguous.key_error == Approx(before.contiguous.key_error).epsilon(1e-9));
+  CHECK(before.plan.key_error + before.plan.value_error <=
+        before.contiguous.key_error + before.contiguous.value_error + 1e-12);
+}
+
+TEST_CASE("plan: identical heads merge without error", "[plan]") {
+  std::mt19937 rng(6);
+  std::vector<MatrixD> heads;
+  const MatrixD one = random_matrix(4, 9, rng);
+  for (int h = 0; h < 4; ++h) heads.push_back(random_orthogonal(4, rng) * one);
+  PlanLayerGrams g;
+  g.head_dim = 4;
+  g.kv_of_head = {0, 1, 2, 3};
+  g.keys = g.values = g.queries = gram_of(heads);
+  PlanOptions options;
+  options.kv_heads_after = 1;
+  const PlanLayer layer = plan_layer(g, KeyGauge{}, true, options);
+  CHECK(layer.plan.key_error < 1e-10);
+  CHECK(layer.plan.value_error < 1e-10);
+  CHECK(layer.plan.erank_k_after == 1.0);
+}
+
+TEST_CASE("plan: bad inputs are one-line errors", "[plan]") {
+  const Checkpoint mha = Checkpoint::open(test::tiny_model("mha"));
+  PlanOptions options;
+  options.kv_heads_after = 3;
+  CHECK_THROWS_WITH(plan_checkpoint(mha, {}, options),
+                    Catch::Contains("--kv-heads 3 must divide the model's 8 key/value heads"));
+  options.kv_heads_after = 4;
+  const Checkpoint mla = Checkpoint::open(test::tiny_model("mla"));
+  CHECK_THROWS_WITH(plan_checkpoint(mla, {}, options), Catch::Contains("shared latent"));
+  CHECK_THROWS_WITH(parse_plan_objective("loss"), Catch::Contains("unknown objective"));
+}
+
+TEST_CASE("plan: erank_qk_before is analyze's erank on the real model", "[plan]") {
+  const Checkpoint mha = Checkpoint::open(test::tiny_model("mha"));
+  const ModelLayout layout = detect_layout(mha);
+  PlanOptions options;
+  options.kv_heads_after = 4;
+  options.layers = "1";
+  const PlanModel plan = plan_checkpoint(mha, {}, options);
+  REQUIRE(plan.layers.size() == 1);
+  const LayerMetrics metrics = analyze_layer(layer_factors(mha, layout, 1, Repr::qk));
+  CHECK(plan.layers[0].erank_qk_before == Approx(metrics.erank).epsilon(1e-6));
+  CHECK(plan.key_gauge == "rope_planes(rotate_half)");
+  CHECK(plan.layers[0].exact);
+}
+
+TEST_CASE("plan: beyond enumeration, groups of four are searched on the pairwise proxy", "[plan]") {
+  std::mt19937 rng(7);
+  const PlanLayerGrams g = random_layer(8, 4, 10, rng);
+  PlanOptions options;
+  options.kv_heads_after = 2;
+  options.objective = PlanObjective::merge;
+  const PlanLayer exact = plan_layer(g, KeyGauge{}, true, options);
+  options.exact_limit = 0;
+  const PlanLayer searched = plan_layer(g, KeyGauge{}, true, options);
+  CHECK(exact.exact);
+  CHECK_FALSE(searched.exact);
+  const auto objective = [](const GroupingScore& s) { return s.key_error + s.value_error; };
+  CHECK(objective(exact.plan) <= objective(searched.plan) + 1e-12);
+  CHECK(objective(searched.plan) <= objective(searched.random_median));
+  CHECK(searched.plan.groups.size() == 2);
+}

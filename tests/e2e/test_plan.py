@@ -1,0 +1,182 @@
+"""End-to-end tests of `kvrank plan` (docs/plan.md) against scripts/plan_reference.py.
+
+Usage: python3 tests/e2e/test_plan.py path/to/kvrank   (run from the repository root)
+The reference builds every matrix explicitly and enumerates every partition by brute force: the
+plan must be its optimum and every error must match, on the trained data/tiny/mha and on random
+GQA checkpoints with other RoPE layouts. The written checkpoint must read as GQA and, in a plain
+PyTorch GQA model (train_tiny.py's), give the loss of the converted model (skipped without torch).
+"""
+import csv
+import io
+import json
+import os
+import struct
+import subprocess
+
+import numpy as np
+
+import harness
+
+MHA = os.path.join("data", "tiny", "mha")
+MLA = os.path.join("data", "tiny", "mla")
+REL = 1e-4  # float32 Grams against the float64 reference
+
+
+def write_checkpoint(folder, config, tensors):
+    """float32 safetensors + config.json (numpy only)."""
+    os.makedirs(folder, exist_ok=True)
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        raw = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+
+
+def random_llama(folder, heads, kv_heads, head_dim, seed, **config_extra):
+    rng = np.random.default_rng(seed)
+    d = 24
+    t = {}
+    for i in range(2):
+        base = f"model.layers.{i}.self_attn."
+        t[base + "q_proj.weight"] = rng.standard_normal((heads * head_dim, d))
+        t[base + "k_proj.weight"] = rng.standard_normal((kv_heads * head_dim, d))
+        t[base + "v_proj.weight"] = rng.standard_normal((kv_heads * head_dim, d))
+        t[base + "o_proj.weight"] = rng.standard_normal((d, heads * head_dim))
+    config = {"model_type": "llama", "hidden_size": d, "num_hidden_layers": 2,
+              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim}
+    config.update(config_extra)
+    write_checkpoint(folder, config, t)
+    return folder
+
+
+class PlanTest(harness.TestCase):
+    def plan(self, *args):
+        proc = harness.run("plan", *args, "--format", "json", "-q")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return json.loads(proc.stdout)["models"][0]
+
+    def reference(self, *args):
+        proc = harness.run_script("plan_reference.py", *args)
+        return json.loads(proc.stdout)["layers"]
+
+    def assert_close(self, got, want, where):
+        self.assertTrue(harness.close(got, want, rel=REL, abs_tol=1e-7), f"{where}: {got} != {want}")
+
+    def assert_score(self, got, want, where):
+        self.assertEqual(got["groups"], sorted(sorted(g) for g in want["groups"]), where)
+        for key in ("key_error", "value_error", "qk_error", "erank_qk_after", "erank_k_after"):
+            self.assert_close(got[key], want[key], f"{where} {key}")
+
+    def check_against_reference(self, path, kv_heads, *extra, objective="merge"):
+        model = self.plan(path, "--kv-heads", kv_heads, "--objective", objective, *extra)
+        ref_args = [a for a in extra if a != "--latent-energy" and not a.startswith("0.")]
+        want_layers = self.reference(path, "--kv-heads", kv_heads, *ref_args,
+                                     *(["--latent-energy", "0.9"] if "--latent-energy" in extra else []))
+        for got, want in zip(model["layers"], want_layers, strict=True):
+            where = f"{path} G={kv_heads} {objective} layer {got['layer']}"
+            self.assertTrue(got["exact"], where)
+            self.assert_score(got, want[objective], where)  # the brute-force optimum
+            self.assert_score(got["contiguous"], want["contiguous"], where + " contiguous")
+            self.assert_close(got["erank_qk_before"], want["erank_qk_before"], where + " before")
+            crit = "qk_error" if objective == "qk" else None
+            value = (lambda s: s[crit]) if crit else (lambda s: s["key_error"] + s["value_error"])
+            all_values = sorted(value(s) for s in want["all"])
+            self.assertLessEqual(all_values[0], value(got["random_median"]) + 1e-9, where)
+            self.assertLessEqual(value(got["random_median"]), all_values[-1] + 1e-9, where)
+            if "--latent-energy" in extra:
+                self.assertEqual(got["latent_rank"], want["latent_rank"], where)
+                self.assertEqual(got["latent_rank_forms"], want["latent_rank_forms"], where)
+        return model
+
+    def test_tiny_mha_pairs_and_halvings(self):
+        model = self.check_against_reference(MHA, 4, "--latent-energy", "0.9")
+        self.assertEqual((model["heads"], model["kv_heads"], model["kv_heads_after"]), (8, 8, 4))
+        self.assertEqual(model["gauge"], {"keys": "rope_planes(rotate_half)", "values": "orthogonal"})
+        self.check_against_reference(MHA, 2, "--layers", "3")
+        self.check_against_reference(MHA, 4, "--layers", "2", objective="qk")
+        self.check_against_reference(MHA, 4, "--layers", "1", "--gauge", "none")
+
+    def test_random_gqa_interleaved_partial_rotary(self):
+        path = random_llama(self.path("gqa"), 8, 4, 8, seed=1, partial_rotary_factor=0.5)
+        model = self.check_against_reference(path, 2, "--rope", "interleaved")
+        self.assertEqual(model["gauge"]["keys"], "rope_planes(interleaved, 4 of 8)")
+        path = random_llama(self.path("mha6"), 6, 6, 4, seed=2, model_type="gpt2_like")
+        self.check_against_reference(path, 3, "--rope", "none")
+        self.check_against_reference(path, 2, "--rope", "rotate_half", objective="qk")
+
+    def test_json_follows_the_schema(self):
+        try:
+            import jsonschema
+        except ImportError:
+            print("schema check skipped: python3-jsonschema is not installed")
+            return
+        with open(os.path.join(harness.ROOT, "docs", "schema", "kvrank-plan.schema.json")) as f:
+            validator = jsonschema.Draft202012Validator(json.load(f))
+        proc = harness.run("plan", MHA, "--kv-heads", "2", "--latent-energy", "0.95", "-q",
+                           "--format", "json")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        validator.validate(json.loads(proc.stdout))
+
+    def test_outputs_table_and_csv(self):
+        table = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--layers", "0")
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertIn("exact", table.stdout)
+        out = self.path("plan.csv")
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(out) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 5)
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--layers", "0", "--format", "csv",
+                           "--label", 'a "quoted", label')
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        row = next(csv.reader(io.StringIO(proc.stdout.splitlines()[1])))
+        self.assertEqual(row[0], 'a "quoted", label')
+        self.assertTrue(lines[0].startswith("label,layer,kv_heads,kv_heads_after,objective,exact"))
+
+    def test_bad_inputs_are_one_line_errors(self):
+        unknown = random_llama(self.path("unknown"), 4, 4, 4, seed=3, model_type="zamba_like")
+        cases = [
+            ((MHA, "--kv-heads", "3"), "must divide the model's 8 key/value heads"),
+            ((MHA, "--kv-heads", "0x4"), "expected a decimal integer"),
+            ((MLA, "--kv-heads", "4"), "shared latent"),
+            ((unknown, "--kv-heads", "2"), "RoPE convention"),
+            ((MHA, "--kv-heads", "4", "--rope", "yarn"), "unknown RoPE convention"),
+            ((MHA, "--kv-heads", "4", "--latent-energy", "1.5"), "--latent-energy"),
+        ]
+        for args, message in cases:
+            proc = harness.run("plan", *args)
+            self.assertEqual(proc.returncode, 2, f"{args}: {proc.stderr}")
+            self.assertIn(message, proc.stderr, args)
+            self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+            self.assertEqual(proc.stdout, "", args)
+
+    def test_written_checkpoint_is_gqa_with_the_predicted_loss(self):
+        out = self.path("converted")
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--format", "json",
+                           "--write-checkpoint", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        plan = json.loads(proc.stdout)["models"][0]
+        analyzed = harness.analyze_json(out, "-q")["models"][0]
+        self.assertEqual((analyzed["variant"], analyzed["kv_heads"]), ("gqa", 4))
+        again = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--write-checkpoint", out)
+        self.assertEqual(again.returncode, 2, "an existing non-empty folder is refused")
+        script = os.path.join(harness.ROOT, "tests", "e2e", "plan_torch_check.py")
+        check = subprocess.run([harness.PYTHON, script, MHA, out, json.dumps(plan["layers"])],
+                               capture_output=True, text=True, cwd=harness.ROOT)
+        if check.returncode == harness.SKIP:
+            print("torch check skipped:", check.stdout.strip())
+            return
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
+
+if __name__ == "__main__":
+    harness.main_unittest()
