@@ -35,6 +35,9 @@ std::string scientific(double value, int digits) {
 /// Nice ticks (1, 2, 2.5, 5 × 10^k) between axis.low and axis.high, and their labels' format.
 void nice_ticks(Axis& axis, int target_ticks) {
   const double raw_step = (axis.high - axis.low) / target_ticks;
+  // A span past a double's range has no ticks: the caller refuses it (checked_value_axis), and
+  // the steps below would be infinite.
+  if (!std::isfinite(raw_step) || !(raw_step > 0)) return;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
   double nice = 10;
   for (double candidate : {1.0, 2.0, 2.5, 5.0, 10.0}) {
@@ -70,7 +73,7 @@ void nice_ticks(Axis& axis, int target_ticks) {
 std::int64_t integer_step(std::int64_t span, int most) {
   for (std::int64_t magnitude = 1;; magnitude *= 10) {
     for (std::int64_t multiple : {1, 2, 5}) {
-      if (span / (multiple * magnitude) + 1 <= most) return multiple * magnitude;
+      if (span / (multiple * magnitude) < most) return multiple * magnitude;  // ticks ≤ most
     }
     if (magnitude > INT64_MAX / 10) return INT64_MAX;  // at most one tick
   }
