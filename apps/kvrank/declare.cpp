@@ -60,21 +60,30 @@ void add_layout_options(CLI::App& command, app::LayoutRequest& layout) {
 
 namespace {
 
-/// analyze's options that choose what is measured.
-void add_selection(CLI::App& command, app::AnalyzeRequest& request) {
+/// --repr, --attention and --layers, as analyze and diff take them (`repr_default`: what an
+/// absent --repr means; `verb`: what is done to the layers).
+void add_heads_selection(CLI::App& command, std::vector<Repr>& reprs, AttentionChoice& attention,
+                         std::optional<std::vector<int>>& layers, const std::string& repr_default,
+                         const std::string& verb) {
   add_choice(command, "--repr", repr_names(),
              "Head representation(s), a comma list of " + or_list(repr_names()) +
-                 " (default: qk; k,v for K/V-only inputs)",
-             [&request](const std::string& text) { request.reprs = app::parse_repr_list(text); });
+                 " (default: " + repr_default + ")",
+             [&reprs](const std::string& text) { reprs = app::parse_repr_list(text); });
   add_choice(
       command, "--attention", attention_choice_names(),
       "Attention series of encoders and encoder-decoders: " + or_list(attention_choice_names()) +
           " (default: all; decoder-only models have self only)",
-      [&request](const std::string& name) { request.attention = parse_attention_choice(name); })
+      [&attention](const std::string& name) { attention = parse_attention_choice(name); })
       ->default_str("all");
   command.add_option_function<std::string>(
-      "--layers", [&request](const std::string& text) { request.layers = parse_layer_list(text); },
-      "Layers to analyse, e.g. 0-11,20 (default: all)");
+      "--layers", [&layers](const std::string& text) { layers = parse_layer_list(text); },
+      "Layers to " + verb + ", e.g. 0-11,20 (default: all)");
+}
+
+/// analyze's options that choose what is measured.
+void add_selection(CLI::App& command, app::AnalyzeRequest& request) {
+  add_heads_selection(command, request.reprs, request.attention, request.layers,
+                      "qk; k,v for K/V-only inputs", "analyse");
   command.add_option_function<std::string>(
       "--layer-shard",
       [&request](const std::string& text) { request.shard = parse_layer_shard(text); },
@@ -285,18 +294,8 @@ void declare_diff(CLI::App& command, app::DiffRequest& request) {
       ->required();
   command.add_option("--label", request.labels,
                      "Labels of A and B, in order (default: their names)");
-  add_choice(command, "--repr", repr_names(),
-             "Head representation(s), a comma list of " + or_list(repr_names()) +
-                 " (default: qk,ov; k,v for K/V-only inputs; a result file's own)",
-             [&request](const std::string& text) { request.reprs = app::parse_repr_list(text); });
-  add_choice(
-      command, "--attention", attention_choice_names(),
-      "Attention series: " + or_list(attention_choice_names()) + " (default: all)",
-      [&request](const std::string& name) { request.attention = parse_attention_choice(name); })
-      ->default_str("all");
-  command.add_option_function<std::string>(
-      "--layers", [&request](const std::string& text) { request.layers = parse_layer_list(text); },
-      "Layers to compare, e.g. 0-11,20 (default: all)");
+  add_heads_selection(command, request.reprs, request.attention, request.layers,
+                      "qk,ov; k,v for K/V-only inputs; a result file's own", "compare");
   add_result_output(command, request.format, request.output);
   add_integer(command, "--top", request.top,
               "How many of the heads that moved most the table and the JSON list", true)
