@@ -219,8 +219,11 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
   const std::filesystem::path& path = input.path;
   std::vector<ModelLayout> all_series = detect_series_or_advise(checkpoint, options.layout);
   if (const std::string warning = unknown_model_type_warning(all_series.front(), options.layout);
-      !warning.empty() && options.note)
-    options.note(path.string() + ": " + warning);
+      !warning.empty()) {
+    const auto& warn = options.warning ? options.warning : options.note;
+    if (warn) warn(path.string() + ": " + warning);
+    if (options.detail) options.detail(layout_reading_detail(all_series.front()));
+  }
   const bool several = all_series.size() > 1;
   const std::vector<ModelLayout> series = choose_series(std::move(all_series), path, options);
   // oneDNN compiles its kernels in the first Gram of a process: a spare thread does that while the

@@ -91,6 +91,8 @@ std::vector<std::string> labels_of(const std::vector<Resolved>& resolved,
 AnalyzeOptions analysis_options(const AnalyzeRequest& request, const Hooks& hooks) {
   AnalyzeOptions options;
   options.note = hooks.info;
+  options.warning = hooks.warning;
+  options.detail = hooks.debug;
   // Only the JSON result holds each head's own rank: a table or CSV spares its eigenproblems.
   options.head_ranks =
       request.output_format() == ResultFormat::json ? HeadRanks::computed : HeadRanks::skipped;

@@ -269,6 +269,10 @@ class DetectionErrors(unittest.TestCase):
             self.assertIn('model type "mystery_lm" is not one kvrank knows: read by the llama '
                           "reader, from its tensor names", stderr)
             self.assertEqual(len([line for line in stderr.splitlines() if "mystery_lm" in line]), 1)
+            _, quiet = analyze_json([out, "-q"])  # a warning: -q keeps it
+            self.assertIn('model type "mystery_lm" is not one kvrank knows', quiet)
+            _, verbose = analyze_json([out, "-v"])  # -v: the tensors and geometry it read
+            self.assertIn("llama reader: heads ", verbose)
             _, stderr = analyze_json([out, "--family", "llama"])  # named: nothing to say
             self.assertNotIn("mystery_lm", stderr)
             known = self.write_llama(os.path.join(tmp, "known"), lambda t, c: None)

@@ -36,6 +36,11 @@ struct AnalyzeOptions {
   /// Called with human-readable notes for stderr (e.g. "K/V only: analysing k and v"). May be
   /// empty.
   std::function<void(const std::string& message)> note;
+  /// Called with warnings for stderr that -q keeps (a model type read by another type's reader);
+  /// empty: they go to `note`.
+  std::function<void(const std::string& message)> warning;
+  /// Called with the detail behind a warning (for -v). May be empty.
+  std::function<void(const std::string& message)> detail;
   /// Called before each layer; it throws to stop the analysis there (the Python module raises
   /// KeyboardInterrupt from it after Ctrl-C). Nothing is left half-done: results are returned
   /// whole or not at all. May be empty.
