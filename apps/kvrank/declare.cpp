@@ -229,6 +229,10 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
       .add_option("--legend", figure.legend, "Legend place: below, right, inside[:CORNER], none")
       ->type_name("TEXT:{below,right,inside,inside:CORNER,none}")
       ->capture_default_str();
+  add_choice(command, "--head-order", {"index", "cluster"},
+             "Heads of a --heatmap in index order, or clustered (similar heads side by side)",
+             [&figure](const std::string& name) { figure.head_order = name; })
+      ->default_str("index");
   command.add_option("--colour-map", figure.colour_map,
                      "Heatmap colours: viridis, rdbu or greys (default: rdbu for similarity, "
                      "viridis over steps)");

@@ -166,6 +166,12 @@ PlotOptions plot_options(const FigureSettings& settings) {
   options.legend = legend.place;
   options.legend_corner = legend.corner;
   if (!settings.colour_map.empty()) options.colour_map = parse_colour_map(settings.colour_map);
+  if (!settings.head_order.empty() && settings.head_order != "index") {
+    if (settings.head_order != "cluster")
+      throw Error("", "--head-order: expected index or cluster, found \"" +
+                          excerpt(settings.head_order) + "\"");
+    options.cluster_heads = true;
+  }
   if (!settings.style_file.empty())
     options.styles = parse_style_file(read_json_object(settings.style_file), settings.style_file);
   return options;

@@ -7,6 +7,7 @@
 #include "kvrank/base/layer_list.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/plot/svg.hpp"
+#include "plot/head_order.hpp"
 #include "plot/svg_detail.hpp"
 
 namespace kvrank {
@@ -167,13 +168,20 @@ const ModelReport& heatmap_model(const std::vector<ModelReport>& models, const s
 std::string plot_heatmap_svg(const ModelReport& model, int layer_index,
                              const PlotOptions& options) {
   const LayerMetrics& layer = heatmap_layer(model, layer_index);
-  const MatrixD& similarity = layer.similarity;
-  check_cosines(model, layer_index, similarity);
+  check_cosines(model, layer_index, layer.similarity);
+  std::vector<int> head_ids = kept_heads(layer, layer.similarity.rows());
+  MatrixD similarity = layer.similarity;
+  if (options.cluster_heads) {  // similar heads side by side: rows, columns and labels permuted
+    const std::vector<int> order = plot_detail::cluster_order(layer.similarity);
+    similarity = layer.similarity(order, order);
+    std::vector<int> ids;
+    for (int position : order) ids.push_back(head_ids[static_cast<std::size_t>(position)]);
+    head_ids = ids;
+  }
   const ColourScale scale = similarity_scale(options);
   // Values below the map (beyond round-off) are drawn at its end, and its label says so.
   const bool clipped = similarity.minCoeff() < scale.low - 1e-6;
   const Index heads = similarity.rows();
-  const std::vector<int> head_ids = kept_heads(layer, heads);
 
   const double cell = std::clamp(360.0 / static_cast<double>(heads), 3.0, 48.0);
   const double size = cell * static_cast<double>(heads);

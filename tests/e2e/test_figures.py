@@ -722,6 +722,27 @@ class FigureTest(harness.TestCase):
         self.assertEqual(titles(steps, "--over-steps", "mean"), ([], ["run"]))
         self.assertEqual(titles(steps, "--over-steps", "mean", "--title", "Rank"), (["Rank"], []))
 
+    def test_heatmap_heads_in_cluster_order(self):
+        # Heads 0, 2, 4, 6 and 1, 3, 5, 7 are near-duplicates: clustered, each group is a block.
+        model = model_entry("M", [2.0, 2.0, 2.0])
+        for layer in model["layers"]:
+            layer["similarity"] = [[1.0 if a == b else 0.9 if a % 2 == b % 2 else 0.1
+                                    for b in range(8)] for a in range(8)]
+        path = self.write("blocks.json", [model])
+
+        def first_row(*args):
+            self.plot(path, "-o", self.path("h.svg"), "--heatmap", "0", *args)
+            root = ET.parse(self.path("h.svg")).getroot()
+            titles = [t.text for t in root.iter(NS + "title") if t.text.startswith("head 0 ·")]
+            return [title.split(" · head ")[1].split(":")[0] for title in titles]
+        self.assertEqual(first_row(), [str(h) for h in range(8)])
+        self.assertEqual(first_row("--head-order", "cluster"),
+                         ["0", "2", "4", "6", "1", "3", "5", "7"])
+        line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"),
+                                           "--heatmap", "0", "--head-order", "random"))
+        self.assertIn("--head-order", line)
+        self.assertFalse(os.path.exists(self.path("x.svg")))
+
     def test_heatmap_colour_map_per_kind_and_errors_that_list_what_exists(self):
         def with_similarity(label, off_diagonal):
             model = model_entry(label, [3.0, 3.5, 4.0])

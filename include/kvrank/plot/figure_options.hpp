@@ -51,6 +51,8 @@ struct PlotOptions {
   LegendPlace legend = LegendPlace::below;
   std::optional<LegendCorner> legend_corner{};  ///< inside: this corner; empty: the freest one
   std::optional<ColourMap> colour_map{};        ///< heatmaps; empty: the map of the heatmap's kind
+  /// Similarity heatmaps: heads in index order, or clustered (similar heads side by side).
+  bool cluster_heads = false;
   std::map<std::string, SeriesStyle> styles{};  ///< by series label (model label, "Layer 3", run)
 };
 
@@ -70,6 +72,7 @@ struct FigureSettings {
   std::string ylim;                 ///< "LOW,HIGH", or empty
   std::string legend = "below";     ///< below, right, inside[:CORNER] or none
   std::string colour_map;           ///< viridis, rdbu or greys; empty: the heatmap kind's own
+  std::string head_order;           ///< --head-order: index or cluster; empty: index
   std::string style_file;           ///< a style file's path (parse_style_file), or empty
 };
 
