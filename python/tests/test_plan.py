@@ -14,7 +14,7 @@ import harness  # noqa: E402
 
 import kvrank  # noqa: E402
 
-MHA = os.path.join("data", "tiny", "mha")
+MHA = os.path.join(harness.TINY, "mha")
 
 
 class PlanTest(harness.TestCase):
