@@ -84,13 +84,15 @@ class FieldReader {
     if (field(key).is_null()) return std::nullopt;
     return string(key);
   }
-  std::optional<std::int64_t> optional_int64(const char* key) const {
+  /// An integer >= 0 (a training step), or null.
+  std::optional<std::int64_t> optional_step(const char* key) const {
     const json& value = field(key);
     if (value.is_null()) return std::nullopt;
     if (!value.is_number_integer() ||
         (value.is_number_unsigned() &&
          value.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max())))
       fail(place(key), "expected an integer or null, found " + describe(value));
+    if (value.get<std::int64_t>() < 0) fail(place(key), "expected >= 0, found " + value.dump());
     return value.get<std::int64_t>();
   }
   /// An integer at least `minimum`, or null.

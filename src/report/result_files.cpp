@@ -189,7 +189,7 @@ ModelReport model_from_json(const json& value, const std::string& where, const s
   model.label = reader.string("label");
   model.path = reader.string("path");
   // Version 1 has no step, but files written by hand in its shape may carry one: it is read.
-  if (version >= 2 || reader.has("step")) model.step = reader.optional_int64("step");
+  if (version >= 2 || reader.has("step")) model.step = reader.optional_step("step");
   if (version >= 2) model.source = provenance_from_json(reader);
   model.family = reader.string("family");
   if (reader.has_value("model_type")) model.model_type = reader.string("model_type");

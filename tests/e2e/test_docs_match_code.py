@@ -1,7 +1,7 @@
 """The documents against what they describe, so that a hand copy cannot drift: the README's
 synopsis against each subcommand's `--help` (every option in both, the same choices), the field
-tables of docs/result-format.md against the JSON Schema they are generated from, and every relative
-link of the README and docs/ (file and heading). The lists of model types, families, reprs and
+tables of docs/result-format.md against the JSON Schema they are generated from, its CSV columns
+against a CSV written, and every relative link of the README and docs/ (file and heading). The lists of model types, families, reprs and
 variants are checked against the library's tables by tests/docs/doc_lists_test.cpp.
 
 Usage: python3 tests/e2e/test_docs_match_code.py path/to/kvrank   (run from the repository root)
@@ -110,6 +110,14 @@ class DocsMatchCodeTest(harness.TestCase):
                                                               "result_format_tables.py"),
                                  "--check"], capture_output=True, text=True)
         self.assertEqual(result.returncode, 0, result.stderr)
+
+    def test_the_csv_columns_are_those_written(self):
+        documented = re.search(r"## CSV and TSV\n.*?```\n(.*?)```", read(
+            os.path.join(DOCS, "result-format.md")), re.S).group(1).replace("\n", "")
+        result = run("analyze", os.path.join(harness.TINY, "mha"), "--layers", "0",
+                     "--format", "csv", "-q")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.splitlines()[0], documented)
 
     def test_every_relative_link_resolves(self):
         pages = [README] + sorted(glob.glob(os.path.join(DOCS, "*.md")))

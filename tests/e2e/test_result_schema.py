@@ -53,6 +53,7 @@ FORBIDDEN = [
     ("an unknown options key", MODEL + ["options", "dpi"], 300, "models[0].options"),
     ("an unknown source key", MODEL + ["source", "url"], "x", "models[0].source"),
     ("repr zz", MODEL + ["repr"], "zz", "models[0].repr"),
+    ("a negative step", MODEL + ["step"], -5, "models[0].step"),
     ("negative heads", MODEL + ["heads"], -8, "models[0].heads"),
     ("negative kv_heads", MODEL + ["kv_heads"], -1, "models[0].kv_heads"),
     ("negative head_dim", MODEL + ["head_dim"], -16, "models[0].head_dim"),

@@ -109,6 +109,8 @@ TEST_CASE("the reader reads what the writer writes, and nothing the schema forbi
       CHECK(contains(error_after([&](json& d) { d["models"][0][key] = -1; }),
                      "models[0]." + std::string(key) + ": expected >= 0, found -1"));
     }
+    CHECK(contains(error_after([](json& d) { d["models"][0]["step"] = -5; }),
+                   "models[0].step: expected >= 0, found -5"));
     CHECK(contains(error_after([](json& d) { d["models"][0]["lrkv_rank"] = 0; }),
                    "models[0].lrkv_rank: expected >= 1, found 0"));
     CHECK(contains(error_after([](json& d) { d["models"][0]["mla_kv_lora_rank"] = -3; }),
