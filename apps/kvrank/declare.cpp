@@ -320,9 +320,9 @@ void declare_plan(CLI::App& command, app::PlanRequest& request) {
   add_integer(command, "--kv-heads", options.kv_heads_after,
               "Key/value heads after the conversion (G; must divide the model's)")
       ->required();
-  add_choice(command, "--gauge", {"auto", "none"},
+  add_choice(command, "--gauge", app::gauge_names(),
              "Align heads before merging (auto) or not (none)",
-             [&options](const std::string& name) { options.align = name == "auto"; })
+             [&options](const std::string& name) { options.align = app::parse_gauge(name); })
       ->default_str("auto");
   add_choice(
       command, "--objective", {"merge", "qk"},

@@ -140,16 +140,12 @@ def diff(a, b, repr=None, layers=None, *, labels=None, attention="all", top=10, 
     head h's form in A and in B. repr: default qk,ov; top: how many of the heads that moved most
     "moved_heads" lists; figure: a .svg/.png/.pdf path for the layers × heads heatmap."""
     with in_python_words({"label": "labels"}):
-        document, svg = _kvrank.diff(
+        document = _kvrank.diff(
             options.path("a", a), options.path("b", b), options.names("labels", labels),
-            options.selection(repr, layers, None, attention), options.whole("top", top, 0, 100000),
+            options.selection(repr, layers, None, attention), options.integer("top", top),
             options.layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations,
-                           fold_input_norm))
-    if figure is not None:
-        if not svg:
-            raise Error("figure: a result file holds no weights, so the heads cannot be "
-                        "compared (give two checkpoints)")
-        _kvrank.write_figure(svg, options.path("figure", figure), _kvrank.FigureSettings())
+                           fold_input_norm),
+            "" if figure is None else options.path("figure", figure))
     return json.loads(document)
 
 
@@ -194,9 +190,9 @@ def _figure_settings(metric, title, size, width, height, font_size, dpi, cols, s
     settings.width = options.optional_number("width", width)
     settings.height = options.optional_number("height", height)
     settings.font_size = options.optional_number("font_size", font_size)
-    settings.dpi = options.optional_whole("dpi", dpi, 0, options.INT32_MAX)
+    settings.dpi = options.optional_integer("dpi", dpi)
     settings.share_y = bool(share_y)
-    settings.columns = options.optional_whole("cols", cols, 0, options.INT32_MAX)  # 0: refused
+    settings.columns = options.optional_integer("cols", cols)
     if ylim is not None and not isinstance(ylim, str):
         low, high = (options.number("ylim", value) for value in options.sequence("ylim", ylim))
         ylim = f"{low!r},{high!r}"
@@ -227,24 +223,11 @@ def _plot_panels(inputs):
     return panels
 
 
-def _heatmap_svg(panels, layer, model, title):
-    name, results = panels[0]
-    labels = results.labels
-    if model is not None and model not in labels:
-        raise Error(f"{name}: has no model labelled \"{model}\"")
-    if not labels:
-        raise Error(f"{name}: holds no model")
-    index = labels.index(model) if model is not None else 0
-    return _kvrank.heatmap_svg(results._native, index, layer, title)
-
-
-def _steps_svg(panels, titles, over_steps, settings):
-    """The figure over training steps of every input together: their runs (ModelReport's run,
-    or their folders) in one figure."""
+def _steps_panel(panels):
+    """Every input's models together as one panel, its title naming them all: over training
+    steps, their runs (ModelReport's run, or their folders) share one figure."""
     name = " + ".join(title for title, _ in panels)
-    joined = concat(results for _, results in panels)
-    return _kvrank.steps_svg([(name, joined._native)], titles,
-                             options.text("over_steps", over_steps), settings)
+    return [(name, concat(results for _, results in panels))]
 
 
 def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=None,
@@ -266,14 +249,14 @@ def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=N
                                     share_y, ylim, legend, style)
         titles = [options.text("panel_titles", panel_title)
                   for panel_title in options.sequence("panel_titles", panel_titles or [])]
-        layer = None if heatmap is None else options.whole("heatmap", heatmap, 0, options.INT32_MAX)
+        layer = options.optional_integer("heatmap", heatmap)
+        model = "" if model is None else options.text("model", model)
+        over_steps = "" if over_steps is None else options.text("over_steps", over_steps)
         panels = _plot_panels(inputs)  # read once the arguments are known to be good
-        if heatmap is not None:
-            svg = _heatmap_svg(panels, layer, model, settings.title)
-        elif over_steps is not None:
-            svg = _steps_svg(panels, titles, over_steps, settings)
-        else:
-            svg = _kvrank.curves_svg([(name, r._native) for name, r in panels], titles, settings)
+        if over_steps and layer is None:
+            panels = _steps_panel(panels)
+        svg = _kvrank.plot_svg([(name, results._native) for name, results in panels], titles,
+                               settings, over_steps, layer, model)
         figure = Figure(svg, settings)
         if output is not None:
             figure.save(output)

@@ -9,8 +9,9 @@ import re
 from . import _kvrank
 from ._kvrank import Error
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+UINT64_MAX = 2**64 - 1
 
 # The command line's options that differ from their keyword in Python: --step and --label are
 # given per input to analyze() (steps=, labels=) and once to analyze_state_dict() (step=, label=).
@@ -73,26 +74,37 @@ def one_line(text):
 
 
 def whole(name, value, low=0, high=INT64_MAX):
-    """A whole number from low to high (Python's int; bool is not one)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Error(f"{name}: expected a whole number, found {_shown(value)}")
+    """A whole number from low to high (Python's int; bool is not one), for what only Python
+    checks (Tracker's every=, a layer index written into the --layers text)."""
+    value = integer(name, value, -math.inf, math.inf)
     if not low <= value <= high:
         raise Error(f"{name}: expected a whole number from {low} to {high}, found {value}")
     return value
 
 
-def optional_whole(name, value, low=0, high=INT64_MAX):
-    return None if value is None else whole(name, value, low, high)
+def integer(name, value, low=INT32_MIN, high=INT32_MAX):
+    """A whole number as the library's option takes it: Python's int (bool is not one) within the
+    C++ type's range (int, or int64 with INT64_MIN/INT64_MAX), worded as the command line's
+    parser words it. The range the option allows is the request's to check (its validate())."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Error(f"{name}: expected a whole number, found {_shown(value)}")
+    if value < low:
+        raise Error(f"{name}: {value} is out of range (at least {low})")
+    if value > high:
+        raise Error(f"{name}: {value} is out of range (at most {high})")
+    return value
+
+
+def optional_integer(name, value, low=INT32_MIN, high=INT32_MAX):
+    return None if value is None else integer(name, value, low, high)
 
 
 def number(name, value):
-    """A real number (int or float; bool and text are not)."""
+    """A real number (int or float; bool and text are not). NaN and the infinities are floats:
+    the option's own rule (the request's validate(), or the plot library's) refuses them."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Error(f"{name}: expected a number, found {_shown(value)}")
-    value = float(value)
-    if math.isnan(value):
-        raise Error(f"{name}: expected a number, found nan")
-    return value
+    return float(value)
 
 
 def optional_number(name, value):
@@ -124,16 +136,16 @@ def callback(name, value, signature):
 
 def threads(value):
     """threads=: 0 (the default: OMP_NUM_THREADS or every processor) or a count, which the
-    library checks against this machine; beyond an int it is beyond any machine's."""
-    value = whole("threads", value)
+    request checks against this machine; beyond an int it is beyond any machine's."""
+    value = integer("threads", value, INT32_MIN, INT64_MAX)
     if value > INT32_MAX:
         raise Error(f"threads={value}: too many (at most 4 × the processors of this machine)")
     return value
 
 
 def step(value, name="step"):
-    """A training step: a whole number from 0 (as --step takes it, an int64)."""
-    return whole(name, value)
+    """A training step, as --step takes it (an int64; the request refuses one below 0)."""
+    return integer(name, value, INT64_MIN, INT64_MAX)
 
 
 def names(name, value):
@@ -161,12 +173,12 @@ def paths(value):
 
 def layout(family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None,
            activations=False, fold_input_norm=False):
-    """The --family … --activations options, checked as the command line checks them."""
+    """The --family … --activations options, converted (the request checks them)."""
     result = _kvrank.Layout()
     result.family = optional_text("family", family)
-    result.heads = optional_whole("heads", heads, 1, INT32_MAX)
-    result.kv_heads = optional_whole("kv_heads", kv_heads, 1, INT32_MAX)
-    result.head_dim = optional_whole("head_dim", head_dim, 1, INT32_MAX)
+    result.heads = optional_integer("heads", heads)
+    result.kv_heads = optional_integer("kv_heads", kv_heads)
+    result.head_dim = optional_integer("head_dim", head_dim)
     if npy_dtype not in (None, "bf16"):
         raise Error(f"npy_dtype: expected \"bf16\", found {_shown(npy_dtype)}")
     result.map_file = None if map is None else path("map", map)

@@ -50,7 +50,7 @@ class Results:
         row per model and representation, the means (--summary)."""
         if sep not in (",", "\t"):
             raise Error(f"to_csv: sep must be \",\" or \"\\t\", found {sep!r}")
-        return self._native.csv_text(bool(summary), sep)
+        return self._native.csv_text(bool(summary), sep == "\t")
 
     def to_pandas(self, summary=False):
         """The CSV table as a DataFrame: one row per model × representation × layer, or with
@@ -153,7 +153,7 @@ class Figure(str):
         from ._options import path as checked_path
 
         settings = self._settings or _kvrank.FigureSettings()
-        _kvrank.write_figure(str(self), checked_path("path", path), settings)
+        _kvrank.save_figure(str(self), checked_path("path", path), settings)
 
     def __repr__(self):
         return f"<kvrank.Figure: SVG, {len(self)} characters>"

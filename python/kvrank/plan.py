@@ -5,9 +5,9 @@
     plan.to_pandas()    # one row per model × layer: groups, errors, baselines, erank before/after
 """
 import json
-import os
 
 from . import _kvrank
+from . import _options as options
 
 
 class PlanResult:
@@ -47,12 +47,15 @@ class PlanResult:
 def plan(paths, kv_heads, gauge="auto", objective="qk", rope=None, layers=None,
          labels=None, latent_energy=None, random=32, seed=0):
     """Plans the conversion of each checkpoint to `kv_heads` KV heads (see `kvrank plan --help`).
-    Raises kvrank.Error with the command line's message on bad input."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    if gauge not in ("auto", "none"):
-        raise _kvrank.Error(f"gauge must be 'auto' or 'none', found {gauge!r}")
-    text = _kvrank.plan([os.fspath(p) for p in paths], list(labels or []), int(kv_heads),
-                        gauge == "auto", objective, rope or "", layers or "", latent_energy,
-                        int(random), int(seed))
+    Raises kvrank.Error with the command line's message, in Python's words, on bad input: the
+    arguments are only converted here; the request checks their values."""
+    with options.in_python_words({"label": "labels"}):
+        text = _kvrank.plan(options.paths(paths), options.names("labels", labels),
+                            options.integer("kv_heads", kv_heads), options.text("gauge", gauge),
+                            options.text("objective", objective),
+                            "" if rope is None else options.text("rope", rope),
+                            options.layers(layers) or "",
+                            options.optional_number("latent_energy", latent_energy),
+                            options.integer("random", random),
+                            options.integer("seed", seed, 0, options.UINT64_MAX))
     return PlanResult(text)

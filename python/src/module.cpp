@@ -1,6 +1,7 @@
-// kvrank._kvrank: the C++ library for Python (docs/python.md). Only conversions live here —
-// Python arguments to the library's options, results to JSON/CSV text that python/kvrank/ turns
-// into dicts and DataFrames; the work, and every check of the inputs, is the library's.
+// kvrank._kvrank: the C++ library for Python (docs/python.md), a thin adapter over the application
+// layer (kvrank/app/): Python arguments converted to a request, the request run, the result handed
+// back as the JSON/CSV/SVG text that python/kvrank/ turns into dicts, DataFrames and figures. The
+// work, and every check of the inputs, is the application layer's or the library's below it.
 //
 // The GIL is released while the library computes; between layers it is taken back briefly to let
 // Python see Ctrl-C (PyErr_CheckSignals) and to call a progress callback.
@@ -10,31 +11,18 @@
 #include <pybind11/stl/filesystem.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "kvrank/analysis/analysis.hpp"
 #include "kvrank/app/commands.hpp"
 #include "kvrank/app/requests.hpp"
-#include "kvrank/base/atomic_file.hpp"
-#include "kvrank/base/error.hpp"
-#include "kvrank/base/json_file.hpp"
-#include "kvrank/base/version.hpp"
-#include "kvrank/io/checkpoint.hpp"
-#include "kvrank/metric/compute.hpp"
-#include "kvrank/plot/diff_heatmap.hpp"
-#include "kvrank/plot/figure_options.hpp"
-#include "kvrank/plot/png.hpp"
-#include "kvrank/plot/svg.hpp"
-#include "kvrank/report/check.hpp"
-#include "kvrank/report/result_files.hpp"
+#include "kvrank/base/error.hpp"    // kvrank::Error, registered as kvrank.Error
+#include "kvrank/base/version.hpp"  // __version__
 #include "memory_tensors.hpp"
 
 namespace py = pybind11;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -46,8 +34,8 @@ struct Results {
   std::vector<kvrank::ModelReport> models;
   bool similarity = false;
 
-  std::string json_text() const {
-    return kvrank::to_json_text(kvrank::to_json(models, {.include_similarity = similarity}));
+  std::string text(kvrank::app::ResultFormat format, bool summary = false) const {
+    return kvrank::app::format_results(models, format, similarity, summary);
   }
 };
 
@@ -143,27 +131,21 @@ Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
                            const std::function<void(const std::string&)>& note) {
   kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
   request.inputs = {kInMemory};
+  request.labels = {label};
+  if (step) request.steps = {*step};
   if (run) request.runs = {*run};
-  request.validate();
+  request.validate();  // before a tensor is looked at
   std::vector<std::string> notes;
   const Progress locked = with_gil(progress);
   kvrank::app::Hooks hooks = collecting_hooks(notes);
   if (locked) hooks.layers_done = [&](int done, int total) { locked(label, done, total); };
-  kvrank::AnalyzeOptions options = kvrank::app::analysis_options(request, hooks);
-  options.step = step;                   // a model in memory has no checkpoint-N folder to tell it
   std::vector<py::buffer_info> buffers;  // hold the caller's buffers until the views are done
   std::vector<kvrank::TensorView> views = kvrank_python::memory_views(tensors, buffers);
-  std::optional<nlohmann::json> config;
-  if (config_json) config = nlohmann::json::parse(*config_json);  // json.dumps wrote it
   Results results{.models = {}, .similarity = similarity};
   {
     py::gil_scoped_release released;
-    kvrank::set_compute_threads(threads);
-    const kvrank::Checkpoint checkpoint =
-        kvrank::Checkpoint::from_memory(kInMemory, std::move(views), std::move(config));
-    results.models = kvrank::analyze_checkpoint(checkpoint, label, options);
+    results.models = kvrank::app::analyze_in_memory(request, std::move(views), config_json, hooks);
   }
-  for (kvrank::ModelReport& model : results.models) model.run = run;
   if (note)
     for (const std::string& message : notes) note(message);
   return results;
@@ -172,69 +154,51 @@ Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
 std::string inspect_json(const std::vector<std::string>& arguments, const Layout& layout) {
   const kvrank::app::InspectRequest request{arguments, true, layout};
   py::gil_scoped_release released;
-  return kvrank::to_json_text(kvrank::to_json(kvrank::app::inspect(request)));
-}
-
-/// A result file, as `check` and `plot` read them.
-std::vector<kvrank::ModelReport> read_results(const std::string& path) {
-  return kvrank::reports_from_json(kvrank::read_json_object(path), path);
+  return kvrank::app::inspect_text(request);
 }
 
 /// `check`: the violations, each as (label, repr, layer, metric, golden, current), and their table.
-py::tuple check(const std::vector<kvrank::ModelReport>& current,
-                const std::vector<kvrank::ModelReport>& golden,
+py::tuple check(const Results& current, const Results& golden,
                 const std::vector<std::string>& metrics, double abs_tol,
                 std::optional<double> rel_tol, const std::string& current_name,
                 const std::string& golden_name) {
   kvrank::app::CheckRequest request;
+  request.current = current_name;
+  request.golden = golden_name;
   request.options.metrics.clear();
   for (const std::string& name : metrics)
     request.options.metrics.push_back(kvrank::parse_curve(name));
   request.options.abs_tol = abs_tol;
   request.options.rel_tol = rel_tol;
-  request.validate();
-  const auto violations =
-      kvrank::check_reports(current, golden, request.options, current_name, golden_name);
+  const kvrank::app::CheckOutcome outcome =
+      kvrank::app::check(request, current.models, golden.models);
   py::list rows;
-  for (const kvrank::Violation& v : violations)
+  for (const kvrank::Violation& v : outcome.violations)
     rows.append(py::make_tuple(v.label, v.repr, v.layer, std::string(kvrank::curve_name(v.metric)),
                                v.golden, v.current));
-  return py::make_tuple(rows, kvrank::format_violations(violations));
+  return py::make_tuple(rows, outcome.table);
 }
 
-/// `kvrank plot`'s panels: (title, results) pairs, the title also naming the source in errors,
-/// then --panel-title.
-std::vector<kvrank::Panel> plot_panels(const std::vector<std::pair<std::string, Results>>& panels,
-                                       const std::vector<std::string>& panel_titles) {
-  std::vector<kvrank::Panel> converted;
-  for (const auto& [name, results] : panels) converted.push_back({name, results.models, name});
-  kvrank::apply_panel_titles(converted, panel_titles);
-  return converted;
+/// `kvrank plot`'s figure as SVG: `panels` are (title, results) pairs, the title also naming the
+/// source in errors.
+std::string plot_svg(const std::vector<std::pair<std::string, Results>>& panels,
+                     const std::vector<std::string>& panel_titles,
+                     const kvrank::FigureSettings& settings, const std::string& over_steps,
+                     std::optional<int> heatmap_layer, const std::string& heatmap_model) {
+  kvrank::app::PlotRequest request;
+  for (const auto& [name, results] : panels) request.panels.push_back({name, results.models, name});
+  request.panel_titles = panel_titles;
+  request.figure = settings;
+  request.over_steps = over_steps;
+  request.heatmap_layer = heatmap_layer;
+  request.heatmap_model = heatmap_model;
+  return kvrank::app::plot_svg(request);
 }
 
-/// Writes `svg` to `output` in the format its extension names (.svg, .png or .pdf, any case;
-/// PNG and PDF through rsvg-convert, PNG at the settings' dpi).
-void write_figure(const std::string& svg, const std::string& output,
-                  const kvrank::FigureSettings& settings) {
-  const kvrank::FigureFormat format = kvrank::figure_format(output);
-  const int dpi = kvrank::png_dpi(settings);
-  py::gil_scoped_release released;
-  kvrank::OutputFile file(output);
-  if (format != kvrank::FigureFormat::svg) {
-    kvrank::render_figure(svg, format, dpi, file);
-  } else {
-    file.write(svg);
-  }
-  file.commit();
-}
-
-}  // namespace
-
-/// `kvrank diff A B --format json` and its heatmap's SVG ("" when a side is a result file).
-std::pair<std::string, std::string> diff_json(const std::string& a, const std::string& b,
-                                              const std::vector<std::string>& labels,
-                                              const Selection& selection, int top,
-                                              const Layout& layout) {
+/// `kvrank diff A B --format json` (and with `figure`, its heatmap written there).
+std::string diff_json(const std::string& a, const std::string& b,
+                      const std::vector<std::string>& labels, const Selection& selection, int top,
+                      const Layout& layout, const std::string& figure) {
   const kvrank::app::AnalyzeRequest analyze = analyze_request(selection, layout, false, 0);
   kvrank::app::DiffRequest request;
   request.a = a;
@@ -243,13 +207,15 @@ std::pair<std::string, std::string> diff_json(const std::string& a, const std::s
   request.reprs = analyze.reprs;
   request.attention = analyze.attention;
   request.layers = analyze.layers;
+  request.format = kvrank::app::ResultFormat::json;
   request.top = top;
+  request.figure = figure;
   request.layout = layout;
   py::gil_scoped_release released;
-  const kvrank::DiffResult diff = kvrank::app::diff(request, {});
-  const std::string svg = diff.heads_compared ? kvrank::plot_head_similarity_svg(diff, "") : "";
-  return {kvrank::to_json_text(kvrank::diff_to_json(diff, static_cast<std::size_t>(top))), svg};
+  return kvrank::app::diff_text(request, {});
 }
+
+}  // namespace
 
 namespace kvrank::python {
 void add_plan_bindings(py::module_& m);  // plan_binding.cpp
@@ -271,16 +237,17 @@ PYBIND11_MODULE(_kvrank, m) {
       }))
       .def_static("read",
                   [](const std::string& path) {
-                    return Results{read_results(path), true};
+                    return Results{kvrank::app::read_results(path), true};
                   })
-      .def("json_text", &Results::json_text)
+      .def("json_text", [](const Results& r) { return r.text(kvrank::app::ResultFormat::json); })
       .def(
           "csv_text",
-          [](const Results& r, bool summary, char separator) {
-            return kvrank::to_csv(r.models, {.separator = separator, .summary = summary});
+          [](const Results& r, bool summary, bool tabs) {
+            return r.text(tabs ? kvrank::app::ResultFormat::tsv : kvrank::app::ResultFormat::csv,
+                          summary);
           },
-          py::arg("summary"), py::arg("separator"))
-      .def("table_text", [](const Results& r) { return kvrank::to_table(r.models); })
+          py::arg("summary"), py::arg("tabs"))
+      .def("table_text", [](const Results& r) { return r.text(kvrank::app::ResultFormat::table); })
       .def("labels", [](const Results& r) {
         std::vector<std::string> labels;
         for (const auto& model : r.models) labels.push_back(model.label);
@@ -329,48 +296,24 @@ PYBIND11_MODULE(_kvrank, m) {
         py::arg("note"));
   m.def("inspect_json", &inspect_json, py::arg("arguments"), py::arg("layout"));
   m.def("diff", &diff_json, py::arg("a"), py::arg("b"), py::arg("labels"), py::arg("selection"),
-        py::arg("top"), py::arg("layout"));
+        py::arg("top"), py::arg("layout"), py::arg("figure"));
+  m.def("check", &check, py::arg("current"), py::arg("golden"), py::arg("metrics"),
+        py::arg("abs_tol"), py::arg("rel_tol"), py::arg("current_name"), py::arg("golden_name"));
+  m.def("plot_svg", &plot_svg, py::arg("panels"), py::arg("panel_titles"), py::arg("settings"),
+        py::arg("over_steps"), py::arg("heatmap_layer"), py::arg("heatmap_model"));
   m.def(
-      "check",
-      [](const Results& current, const Results& golden, const std::vector<std::string>& metrics,
-         double abs_tol, std::optional<double> rel_tol, const std::string& current_name,
-         const std::string& golden_name) {
-        return check(current.models, golden.models, metrics, abs_tol, rel_tol, current_name,
-                     golden_name);
-      },
-      py::arg("current"), py::arg("golden"), py::arg("metrics"), py::arg("abs_tol"),
-      py::arg("rel_tol"), py::arg("current_name"), py::arg("golden_name"));
-  m.def(
-      "curves_svg",
-      [](const std::vector<std::pair<std::string, Results>>& panels,
-         const std::vector<std::string>& panel_titles, const kvrank::FigureSettings& settings) {
-        return kvrank::plot_curves_svg(plot_panels(panels, panel_titles),
-                                       kvrank::plot_options(settings));
-      },
-      py::arg("panels"), py::arg("panel_titles"), py::arg("settings"));
-  m.def(
-      "steps_svg",
-      [](const std::vector<std::pair<std::string, Results>>& panels,
-         const std::vector<std::string>& panel_titles, const std::string& kind,
+      "save_figure",
+      [](const std::string& svg, const std::string& output,
          const kvrank::FigureSettings& settings) {
-        kvrank::check_step_plot_inputs(panels.size());
-        return kvrank::plot_steps_svg(plot_panels(panels, panel_titles).front(),
-                                      kvrank::parse_step_plot(kind),
-                                      kvrank::plot_options(settings));
+        py::gil_scoped_release released;
+        kvrank::app::save_figure(svg, output, settings);
       },
-      py::arg("panels"), py::arg("panel_titles"), py::arg("kind"), py::arg("settings"));
-  m.def(
-      "heatmap_svg",
-      [](const Results& results, std::size_t model, int layer, const std::string& title) {
-        return kvrank::plot_heatmap_svg(results.models.at(model), layer, title);
-      },
-      py::arg("results"), py::arg("model"), py::arg("layer"), py::arg("title"));
-  m.def("write_figure", &write_figure, py::arg("svg"), py::arg("output"), py::arg("settings"));
+      py::arg("svg"), py::arg("output"), py::arg("settings"));
   m.def(
       "write_text",
       [](const std::string& content, const std::string& output) {
         py::gil_scoped_release released;
-        kvrank::write_file_atomically(output, content);
+        kvrank::app::write_text(output, content);
       },
       py::arg("content"), py::arg("output"));
 }

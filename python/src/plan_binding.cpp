@@ -3,11 +3,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "kvrank/analysis/plan.hpp"
 #include "kvrank/app/commands.hpp"
 #include "kvrank/app/requests.hpp"
 
@@ -17,15 +17,18 @@ namespace kvrank::python {
 
 namespace {
 
-std::string plan_text(const std::vector<std::string>& paths, const std::vector<std::string>& labels,
-                      int kv_heads, bool align, const std::string& objective,
-                      const std::string& rope, const std::string& layers,
-                      std::optional<double> latent_energy, int random, std::uint64_t seed) {
+/// `kvrank plan --format json`: the request's validate() and the parsers check every value.
+std::string plan_json_text(const std::vector<std::string>& paths,
+                           const std::vector<std::string>& labels, int kv_heads,
+                           const std::string& gauge, const std::string& objective,
+                           const std::string& rope, const std::string& layers,
+                           std::optional<double> latent_energy, int random, std::uint64_t seed) {
   app::PlanRequest request;
   request.inputs = paths;
   request.labels = labels;
+  request.format = app::ResultFormat::json;
   request.options.kv_heads_after = kv_heads;
-  request.options.align = align;
+  request.options.align = app::parse_gauge(gauge);
   request.options.objective = parse_plan_objective(objective);
   if (!rope.empty()) request.options.rope = parse_rope_convention(rope);
   request.options.layers = layers;
@@ -33,14 +36,14 @@ std::string plan_text(const std::vector<std::string>& paths, const std::vector<s
   request.options.random_partitions = random;
   request.options.seed = seed;
   py::gil_scoped_release release;
-  return plan_json(app::plan(request, {}));
+  return app::plan_text(request, {});
 }
 
 }  // namespace
 
 void add_plan_bindings(py::module_& m) {
-  m.def("plan", &plan_text, py::arg("paths"), py::arg("labels"), py::arg("kv_heads"),
-        py::arg("align"), py::arg("objective"), py::arg("rope"), py::arg("layers"),
+  m.def("plan", &plan_json_text, py::arg("paths"), py::arg("labels"), py::arg("kv_heads"),
+        py::arg("gauge"), py::arg("objective"), py::arg("rope"), py::arg("layers"),
         py::arg("latent_energy"), py::arg("random"), py::arg("seed"));
 }
 

@@ -42,9 +42,17 @@ class DiffTest(harness.TestCase):
         with self.assertRaisesRegex(kvrank.Error, "kv_heads 8 vs 2"):
             kvrank.diff(os.path.join(ROOT, "data", "tiny", "mha"),
                         os.path.join(ROOT, "data", "tiny", "gqa"))
-        for top in (-1, 1.5, True, 100001):
-            with self.assertRaisesRegex(kvrank.Error, "top"):
-                kvrank.diff(BASE, LATER, top=top)
+        # Python checks the type; the range is the request's (DiffRequest::validate), in Python's
+        # words.
+        for top, message in ((-1, "top: must be 0 to 100000, found -1"),
+                             (100001, "top: must be 0 to 100000, found 100001"),
+                             (2**40, "top: 1099511627776 is out of range (at most 2147483647)"),
+                             (1.5, "top: expected a whole number, found 1.5"),
+                             (True, "top: expected a whole number, found True")):
+            with self.subTest(top=top):
+                with self.assertRaises(kvrank.Error) as raised:
+                    kvrank.diff(BASE, LATER, top=top)
+                self.assertEqual(str(raised.exception), message)
 
 
 if __name__ == "__main__":

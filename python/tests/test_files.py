@@ -232,9 +232,11 @@ class FilesTest(harness.TestCase):
         self.assertEqual(got["models"][0]["step"], 42)
         self.assertEqual(without_path(got), without_path(
             harness.analyze_json(folder, "--step", "42", "--layer-shard", "1/2")))
-        for bad in (-1, 1.5, "7"):
+        for bad, message in ((-1, "^step: must be 0 or more, found -1$"),
+                             (1.5, "^step: expected a whole number"),
+                             ("7", "^step: expected a whole number")):
             with self.subTest(step=bad):
-                with self.assertRaisesRegex(kvrank.Error, "^step: expected a whole number"):
+                with self.assertRaisesRegex(kvrank.Error, message):
                     kvrank.analyze_state_dict(tensors, config, step=bad)
 
     def test_to_pandas_without_torch(self):

@@ -43,8 +43,22 @@ class PlanTest(harness.TestCase):
             kvrank.plan(MHA, kv_heads=3)
         with self.assertRaisesRegex(kvrank.Error, "unknown RoPE convention"):
             kvrank.plan(MHA, kv_heads=4, rope="yarn")
-        with self.assertRaisesRegex(kvrank.Error, "gauge"):
-            kvrank.plan(MHA, kv_heads=4, gauge="maybe")
+        # Python checks the types; the names and ranges are the request's, in Python's words.
+        cases = (
+            (dict(gauge="maybe"), 'gauge: expected auto or none, found "maybe"'),
+            (dict(gauge=1), "gauge: expected text, found 1"),
+            (dict(kv_heads=0),
+             "kv_heads: the key/value heads after the conversion (1 or more) are required"),
+            (dict(kv_heads=2.5), "kv_heads: expected a whole number, found 2.5"),
+            (dict(random=0), "random: must be 1 to 100000, found 0"),
+            (dict(seed=-1), "seed: -1 is out of range (at least 0)"),
+            (dict(latent_energy=float("nan")), "latent_energy: must lie in (0, 1]"),
+        )
+        for arguments, message in cases:
+            with self.subTest(**arguments):
+                with self.assertRaises(kvrank.Error) as raised:
+                    kvrank.plan(MHA, **dict(dict(kv_heads=4), **arguments))
+                self.assertEqual(str(raised.exception), message)
 
 
 if __name__ == "__main__":

@@ -207,6 +207,30 @@ AnalyzeOutcome analyze(const AnalyzeRequest& request, const Hooks& hooks) {
   return analyze_inputs(request, hooks, nullptr);
 }
 
+std::vector<ModelReport> analyze_in_memory(const AnalyzeRequest& request,
+                                           std::vector<TensorView> tensors,
+                                           const std::optional<std::string>& config_json,
+                                           const Hooks& hooks) {
+  request.validate();
+  const std::string& name = request.inputs.front();
+  const std::string label = request.labels.empty() ? name : request.labels.front();
+  AnalyzeOptions options = analysis_options(request, hooks);
+  if (!request.steps.empty()) options.step = request.steps.front();
+  std::optional<nlohmann::json> config;
+  if (config_json) config = nlohmann::json::parse(*config_json);  // the caller wrote it as JSON
+  set_compute_threads(request.threads);
+  const Checkpoint checkpoint =
+      Checkpoint::from_memory(name, std::move(tensors), std::move(config));
+  if (hooks.model_started) hooks.model_started(0, 1, label);
+  std::vector<ModelReport> models = analyze_checkpoint(checkpoint, label, options);
+  for (ModelReport& model : models) {
+    warn_about_zero_heads(model, hooks);
+    if (!request.runs.empty()) model.run = request.runs.front();
+  }
+  if (request.pairs) name_redundant_heads(models, *request.pairs);
+  return models;
+}
+
 int run_analyze(const AnalyzeRequest& request, const Hooks& hooks) {
   const auto started = std::chrono::steady_clock::now();
   // -o is claimed once the inputs are known (a wrong -o fails before the analysis); it must not
@@ -219,8 +243,8 @@ int run_analyze(const AnalyzeRequest& request, const Hooks& hooks) {
         if (request.layout.map_file) inputs.emplace_back(*request.layout.map_file);
         destination.emplace(request.output, inputs);
       });
-  destination->emit(detail::format_reports(outcome.models, request.output_format(),
-                                           request.similarity, request.summary));
+  destination->emit(
+      format_results(outcome.models, request.output_format(), request.similarity, request.summary));
   if (std::chrono::steady_clock::now() - started >= std::chrono::seconds(1))
     if (const auto advice = generic_blas_kernels_advice()) detail::tell(hooks.info, *advice);
   detail::report_written(hooks, request.output, detail::count_text(outcome.models), started);

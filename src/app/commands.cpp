@@ -31,17 +31,27 @@ std::vector<InspectReport> inspect(const InspectRequest& request) {
   return reports;
 }
 
-int run_inspect(const InspectRequest& request, const Hooks&) {
+std::string inspect_text(const InspectRequest& request) {
   const std::vector<InspectReport> reports = inspect(request);
-  write_stdout(request.json ? to_json_text(to_json(reports)) : to_text(reports));
+  return request.json ? to_json_text(to_json(reports)) : to_text(reports);
+}
+
+int run_inspect(const InspectRequest& request, const Hooks&) {
+  write_stdout(inspect_text(request));
   return kExitOk;
 }
 
-namespace {
-
-std::vector<ModelReport> read_results(const std::string& path) {
-  return reports_from_json(read_json_object(path), path);
+CheckOutcome check(const CheckRequest& request, const std::vector<ModelReport>& current,
+                   const std::vector<ModelReport>& golden) {
+  request.validate();
+  CheckOutcome outcome;
+  outcome.violations =
+      check_reports(current, golden, request.options, request.current, request.golden);
+  outcome.table = format_violations(outcome.violations);
+  return outcome;
 }
+
+namespace {
 
 bool annotate_for_github(Annotate choice) {
   if (choice != Annotate::automatic) return choice == Annotate::github;
@@ -70,9 +80,10 @@ void annotate_github(const std::vector<Violation>& violations, const CheckReques
 }  // namespace
 
 int run_check(const CheckRequest& request, const Hooks& hooks) {
-  request.validate();
-  const auto violations = check_reports(read_results(request.current), read_results(request.golden),
-                                        request.options, request.current, request.golden);
+  request.validate();  // before either file is read
+  const CheckOutcome outcome =
+      check(request, read_results(request.current), read_results(request.golden));
+  const std::vector<Violation>& violations = outcome.violations;
   if (annotate_for_github(request.annotate)) annotate_github(violations, request, hooks);
   const int code = violations.empty() ? kExitOk : kExitRegression;
   if (request.json) {
@@ -86,8 +97,7 @@ int run_check(const CheckRequest& request, const Hooks& hooks) {
     write_stdout("kvrank check: " + current + " matches " + golden + " within tolerance\n");
     return code;
   }
-  write_stdout(format_violations(violations) +
-               "kvrank check: " + std::to_string(violations.size()) +
+  write_stdout(outcome.table + "kvrank check: " + std::to_string(violations.size()) +
                " value(s) changed beyond tolerance against " + golden + "\n");
   return code;
 }
@@ -119,7 +129,7 @@ int run_baseline(const BaselineRequest& request, const Hooks& hooks) {
   detail::Destination destination(request.output, {});
   const std::vector<ModelReport> models{
       fully_redundant_baseline(request.layers, request.head_count())};
-  destination.emit(detail::format_reports(models, format, false, false));
+  destination.emit(format_results(models, format, false, false));
   detail::report_written(hooks, request.output, detail::count_text(models), started);
   return kExitOk;
 }

@@ -44,13 +44,8 @@ DiffOptions diff_options(const DiffRequest& request, const Hooks& hooks) {
 }
 
 void write_figure(const DiffResult& diff, const std::string& path, OutputFile& file) {
-  const std::string svg = plot_head_similarity_svg(diff, "");
-  const FigureFormat format = figure_format(path);
-  if (format == FigureFormat::svg)
-    file.write(svg);
-  else
-    render_figure(svg, format, kDefaultPngDpi, file);
-  file.commit();
+  detail::write_figure(plot_head_similarity_svg(diff, ""), figure_format(path), kDefaultPngDpi,
+                       file);
 }
 
 /// A and B resolved (model_inputs.hpp), labelled by --label or their names, told apart.
@@ -80,21 +75,27 @@ DiffResult diff(const DiffRequest& request, const Hooks& hooks) {
   return diff_models(inputs[0], inputs[1], diff_options(request, hooks));
 }
 
-int run_diff(const DiffRequest& request, const Hooks& hooks) {
-  const auto started = std::chrono::steady_clock::now();
+std::string diff_text(const DiffRequest& request, const Hooks& hooks) {
   request.validate();
-  // Both outputs are claimed before anything is read: a wrong -o or --figure fails at once.
-  const std::vector<std::filesystem::path> read = {request.a, request.b};
-  detail::Destination destination(request.output, read);
+  // The figure is claimed before anything is read: a wrong --figure fails at once.
   std::optional<OutputFile> figure;
-  if (!request.figure.empty()) figure.emplace(request.figure, read);
-
+  if (!request.figure.empty())
+    figure.emplace(request.figure, std::vector<std::filesystem::path>{request.a, request.b});
   const DiffResult result = diff(request, hooks);
   if (!result.heads_compared)
     detail::tell(hooks.info, "per-layer metric changes only: a result file holds no weights");
-  const auto top = static_cast<std::size_t>(request.top);
-  destination.emit(format_diff(result, request.output_format(), top));
+  std::string text =
+      format_diff(result, request.output_format(), static_cast<std::size_t>(request.top));
   if (figure) write_figure(result, request.figure, *figure);
+  return text;
+}
+
+int run_diff(const DiffRequest& request, const Hooks& hooks) {
+  const auto started = std::chrono::steady_clock::now();
+  request.validate();
+  // -o is claimed before anything is read: a wrong -o fails at once.
+  detail::Destination destination(request.output, {request.a, request.b});
+  destination.emit(diff_text(request, hooks));
   detail::report_written(hooks, request.output, "the comparison of two models", started);
   return kExitOk;
 }

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "kvrank/base/json_file.hpp"
+#include "kvrank/plot/png.hpp"
 #include "kvrank/report/result_files.hpp"
 
 namespace fs = std::filesystem;
@@ -49,7 +51,34 @@ std::string count_text(const std::vector<ModelReport>& models) {
   return count + ", " + layers_text(layers) + " in all";
 }
 
-std::string format_reports(const std::vector<ModelReport>& models, ResultFormat format,
+void write_figure(const std::string& svg, FigureFormat format, int dpi, OutputFile& file) {
+  if (format == FigureFormat::svg)
+    file.write(svg);
+  else
+    render_figure(svg, format, dpi, file);
+  file.commit();
+}
+
+}  // namespace kvrank::app::detail
+
+namespace kvrank::app {
+
+std::vector<ModelReport> read_results(const std::string& path) {
+  return reports_from_json(read_json_object(path), path);
+}
+
+void write_text(const std::string& path, const std::string& content) {
+  write_file_atomically(path, content);
+}
+
+void save_figure(const std::string& svg, const std::string& output, const FigureSettings& figure) {
+  const FigureFormat format = figure_format(output);
+  const int dpi = png_dpi(figure);
+  OutputFile file(output);
+  detail::write_figure(svg, format, dpi, file);
+}
+
+std::string format_results(const std::vector<ModelReport>& models, ResultFormat format,
                            bool similarity, bool summary) {
   switch (format) {
     case ResultFormat::json:
@@ -64,4 +93,4 @@ std::string format_reports(const std::vector<ModelReport>& models, ResultFormat 
   return to_table(models);
 }
 
-}  // namespace kvrank::app::detail
+}  // namespace kvrank::app

@@ -39,10 +39,9 @@ std::string layers_text(std::size_t layers);
 /// "3 models × 12 layers", or "3 models, 40 layers in all" when they differ.
 std::string count_text(const std::vector<ModelReport>& models);
 
-/// The reports in `format` (similarity: the JSON holds each layer's H×H matrix; summary: the
-/// CSV/TSV holds one row per model and representation).
-std::string format_reports(const std::vector<ModelReport>& models, ResultFormat format,
-                           bool similarity, bool summary);
+/// A figure's SVG written to `file` in `format` (PNG and PDF through rsvg-convert, PNG at `dpi`),
+/// then committed.
+void write_figure(const std::string& svg, FigureFormat format, int dpi, OutputFile& file);
 
 /// Calls `hook` with `line` when it is set.
 void tell(const std::function<void(const std::string&)>& hook, const std::string& line);

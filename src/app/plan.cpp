@@ -29,22 +29,32 @@ std::vector<PlanModel> plan(const PlanRequest& request, const Hooks& hooks) {
   return models;
 }
 
+namespace {
+
+std::string format_plans(const std::vector<PlanModel>& models, ResultFormat format) {
+  switch (format) {
+    case ResultFormat::json:
+      return plan_json(models);
+    case ResultFormat::csv:
+      return plan_csv(models);
+    default:
+      return plan_table(models);
+  }
+}
+
+}  // namespace
+
+std::string plan_text(const PlanRequest& request, const Hooks& hooks) {
+  return format_plans(plan(request, hooks), request.output_format());
+}
+
 int run_plan(const PlanRequest& request, const Hooks& hooks) {
   const auto started = std::chrono::steady_clock::now();
   request.validate();
   const std::vector<std::filesystem::path> inputs(request.inputs.begin(), request.inputs.end());
   detail::Destination destination(request.output, inputs);  // a wrong -o fails before the work
   const std::vector<PlanModel> models = plan(request, hooks);
-  switch (request.output_format()) {
-    case ResultFormat::json:
-      destination.emit(plan_json(models));
-      break;
-    case ResultFormat::csv:
-      destination.emit(plan_csv(models));
-      break;
-    default:
-      destination.emit(plan_table(models));
-  }
+  destination.emit(format_plans(models, request.output_format()));
   const std::string what =
       std::to_string(models.size()) + (models.size() == 1 ? " plan" : " plans");
   detail::report_written(hooks, request.output, what, started);

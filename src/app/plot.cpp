@@ -1,24 +1,19 @@
-// `plot` in the application layer (commands.hpp): result files in, one figure out.
+// `plot` in the application layer (commands.hpp): result files (or results in memory) in, one
+// figure out.
 #include <chrono>
 #include <utility>
 
 #include "app/output.hpp"
 #include "kvrank/app/commands.hpp"
 #include "kvrank/base/error.hpp"
-#include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
-#include "kvrank/report/result_files.hpp"
 
 namespace fs = std::filesystem;
 
 namespace kvrank::app {
 namespace {
-
-std::vector<ModelReport> read_result_file(const std::string& path) {
-  return reports_from_json(read_json_object(path), path);
-}
 
 /// The output's format: SVG on stdout ("-"), else by the extension (any other is a usage error,
 /// raised before anything is read or written).
@@ -26,15 +21,14 @@ FigureFormat figure_format_of(const std::string& output) {
   return output == "-" ? FigureFormat::svg : figure_format(output);
 }
 
-/// SVG as it is, or PNG/PDF through rsvg-convert.
+/// SVG as it is (or on stdout), or PNG/PDF through rsvg-convert.
 void write_figure(const std::string& svg, FigureFormat format, const PlotRequest& request,
                   detail::Destination& destination) {
   if (format == FigureFormat::svg || destination.file() == nullptr) {
     destination.emit(svg);
     return;
   }
-  render_figure(svg, format, png_dpi(request.figure), *destination.file());
-  destination.file()->commit();
+  detail::write_figure(svg, format, png_dpi(request.figure), *destination.file());
 }
 
 /// An input FILE=Title: the file and its panel title. A whole argument naming an existing file
@@ -46,12 +40,12 @@ std::pair<std::string, std::optional<std::string>> titled_input(const std::strin
   return {argument.substr(0, equals), argument.substr(equals + 1)};
 }
 
+/// The panels given in memory, or one per result file (titled FILE=Title, else by its stem).
 std::vector<Panel> plot_panels(const PlotRequest& request) {
-  std::vector<Panel> panels;
+  std::vector<Panel> panels = request.panels;
   for (const std::string& input : request.inputs) {
     const auto [file, title] = titled_input(input);
-    panels.push_back(
-        {title.value_or(fs::path(file).stem().string()), read_result_file(file), file});
+    panels.push_back({title.value_or(fs::path(file).stem().string()), read_results(file), file});
   }
   apply_panel_titles(panels, request.panel_titles);
   return panels;
@@ -64,18 +58,49 @@ std::vector<fs::path> plot_input_paths(const PlotRequest& request) {
   return paths;
 }
 
-std::string similarity_figure(const PlotRequest& request, const PlotOptions& options) {
+/// The first input: given in memory, or its result file read.
+Panel first_panel(const PlotRequest& request) {
+  if (!request.panels.empty()) return request.panels.front();
   const std::string file = titled_input(request.inputs.front()).first;
-  const auto models = read_result_file(file);
-  const auto& model = heatmap_model(models, request.heatmap_model, file);
+  return {"", read_results(file), file};
+}
+
+std::string similarity_figure(const PlotRequest& request, const PlotOptions& options) {
+  const Panel first = first_panel(request);
+  const auto& model = heatmap_model(first.models, request.heatmap_model, first.source);
   try {
     return plot_heatmap_svg(model, *request.heatmap_layer, options);
   } catch (const Error& e) {  // the plotter knows the model, not the file it came from
-    throw Error(file, e.what());
+    throw Error(first.source, e.what());
   }
 }
 
+/// A figure's SVG, and what it draws (for the closing line).
+struct Drawn {
+  std::string svg;
+  std::string what;
+};
+
+Drawn draw(const PlotRequest& request, const PlotOptions& options) {
+  if (request.heatmap_layer)
+    return {similarity_figure(request, options),
+            "the similarity of layer " + std::to_string(*request.heatmap_layer)};
+  if (!request.over_steps.empty())
+    return {
+        plot_steps_svg(plot_panels(request).front(), parse_step_plot(request.over_steps), options),
+        request.over_steps + " over training steps"};
+  const auto panels = plot_panels(request);
+  return {plot_curves_svg(panels, options),
+          std::to_string(panels.size()) + (panels.size() == 1 ? " result file" : " result files")};
+}
+
 }  // namespace
+
+std::string plot_svg(const PlotRequest& request) {
+  const PlotOptions options = plot_options(request.figure);
+  request.validate();
+  return draw(request, options).svg;
+}
 
 int run_plot(const PlotRequest& request, const Hooks& hooks) {
   const auto started = std::chrono::steady_clock::now();
@@ -83,22 +108,9 @@ int run_plot(const PlotRequest& request, const Hooks& hooks) {
   const PlotOptions options = plot_options(request.figure);
   request.validate();
   detail::Destination destination(request.output, plot_input_paths(request));
-  std::string svg;
-  std::string drawn;
-  if (request.heatmap_layer) {
-    svg = similarity_figure(request, options);
-    drawn = "the similarity of layer " + std::to_string(*request.heatmap_layer);
-  } else if (!request.over_steps.empty()) {
-    svg =
-        plot_steps_svg(plot_panels(request).front(), parse_step_plot(request.over_steps), options);
-    drawn = request.over_steps + " over training steps";
-  } else {
-    const auto panels = plot_panels(request);
-    svg = plot_curves_svg(panels, options);
-    drawn = std::to_string(panels.size()) + (panels.size() == 1 ? " result file" : " result files");
-  }
-  write_figure(svg, format, request, destination);
-  detail::report_written(hooks, request.output, drawn, started);
+  const Drawn drawn = draw(request, options);
+  write_figure(drawn.svg, format, request, destination);
+  detail::report_written(hooks, request.output, drawn.what, started);
   return kExitOk;
 }
 

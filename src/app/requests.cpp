@@ -38,6 +38,9 @@ constexpr std::array<Named<Annotate>, 3> kAnnotate{
     {{Annotate::automatic, "auto"}, {Annotate::github, "github"}, {Annotate::none, "none"}}};
 static_assert(in_enum_order(kAnnotate));
 
+/// plan's --gauge: align heads before merging (auto) or not (none).
+constexpr std::array<Named<bool>, 2> kGauges{{{true, "auto"}, {false, "none"}}};
+
 [[noreturn]] void invalid(const std::string& option, const std::string& rule) {
   throw Error("", option + ": " + rule);
 }
@@ -97,6 +100,13 @@ std::vector<std::string> annotate_names() { return names_of(kAnnotate); }
 Annotate parse_annotate(std::string_view name) {
   if (const auto choice = value_named(kAnnotate, name)) return *choice;
   invalid("--annotate", "expected " + name_list(kAnnotate) + ", found \"" + excerpt(name) + "\"");
+}
+
+std::vector<std::string> gauge_names() { return names_of(kGauges); }
+
+bool parse_gauge(std::string_view name) {
+  if (const auto align = value_named(kGauges, name)) return *align;
+  invalid("--gauge", "expected " + name_list(kGauges) + ", found \"" + excerpt(name) + "\"");
 }
 
 std::vector<Repr> parse_repr_list(std::string_view text) {
@@ -261,13 +271,13 @@ void CheckRequest::validate() const {
 }
 
 void PlotRequest::validate() const {
-  check_inputs_given(inputs, "inputs");
+  if (panels.empty()) check_inputs_given(inputs, "inputs");
   if (heatmap_layer && *heatmap_layer < 0)
     invalid("--heatmap",
             "must be a layer index, 0 or more, found " + std::to_string(*heatmap_layer));
   if (!over_steps.empty()) {
     parse_step_plot(over_steps);
-    check_step_plot_inputs(inputs.size());
+    check_step_plot_inputs(inputs.size() + panels.size());
   }
   png_dpi(figure);  // checked even for an SVG, which has no use for it: a wrong value is wrong
   // The output's extension and the other figure settings are checked by the plot library

@@ -3,6 +3,10 @@
 // front end calls these; what it shows on its side (log lines, a progress bar) comes through
 // Hooks. Usage errors and unreadable inputs are thrown as kvrank::Error (exit kExitInvalidInput).
 //
+// A front end that keeps results in memory (the Python module) calls the entries without the
+// writing — analyze(), analyze_in_memory(), diff_text(), plot_svg(), check() … — which the run_*()
+// functions call too, so both front ends draw and write the same bytes.
+//
 //   kvrank::app::Hooks hooks;
 //   hooks.info = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
 //   int code = kvrank::app::run_analyze(request, hooks);  // 0, or kExitSomeInputsFailed
@@ -10,6 +14,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +22,7 @@
 #include "kvrank/analysis/diff.hpp"
 #include "kvrank/analysis/inspect.hpp"
 #include "kvrank/app/requests.hpp"
+#include "kvrank/io/tensor.hpp"
 #include "kvrank/report/result_model.hpp"
 
 namespace kvrank::app {
@@ -65,6 +71,56 @@ DiffResult diff(const DiffRequest& request, const Hooks& hooks);
 /// `plan` without writing: each input's conversion plan, in order (and with --write-checkpoint the
 /// converted checkpoint written).
 std::vector<PlanModel> plan(const PlanRequest& request, const Hooks& hooks);
+
+/// `analyze` of one model in memory (the Python module's state dicts): `tensors` viewed where
+/// they lie (Checkpoint::from_memory), `config_json` (a JSON object's text, or none) playing
+/// config.json. request.inputs holds the one name that stands for it in results and messages;
+/// its --label (else that name), --step and run name the model. Throws kvrank::Error as analyze().
+std::vector<ModelReport> analyze_in_memory(const AnalyzeRequest& request,
+                                           std::vector<TensorView> tensors,
+                                           const std::optional<std::string>& config_json,
+                                           const Hooks& hooks);
+
+/// The models of a result file, as check, plot and the Python module read them.
+std::vector<ModelReport> read_results(const std::string& path);
+
+/// `models` as analyze writes them in `format` (similarity: the JSON holds each layer's H×H
+/// matrix; summary: the CSV/TSV holds one row per model and representation).
+std::string format_results(const std::vector<ModelReport>& models, ResultFormat format,
+                           bool similarity, bool summary);
+
+/// Writes `content` to `path` whole or not at all (atomic_file.hpp).
+void write_text(const std::string& path, const std::string& content);
+
+/// `inspect`'s output as text: the JSON document with request.json, else the listing.
+std::string inspect_text(const InspectRequest& request);
+
+/// diff(), as text in request.output_format(), and with request.figure the head-similarity
+/// heatmap written there (claimed before anything is read).
+std::string diff_text(const DiffRequest& request, const Hooks& hooks);
+
+/// plan(), as text in request.output_format().
+std::string plan_text(const PlanRequest& request, const Hooks& hooks);
+
+/// What `check` finds: the values changed beyond tolerance, and their table as the command line
+/// prints it.
+struct CheckOutcome {
+  std::vector<Violation> violations;
+  std::string table;
+};
+
+/// `check` of results in memory: `current` against `golden`, named in messages by
+/// request.current and request.golden.
+CheckOutcome check(const CheckRequest& request, const std::vector<ModelReport>& current,
+                   const std::vector<ModelReport>& golden);
+
+/// `plot`'s figure as SVG text: from request.panels when given (results in memory), else from
+/// the result files request.inputs names.
+std::string plot_svg(const PlotRequest& request);
+
+/// Writes a figure's `svg` to `output` in the format its extension names (.svg, .png or .pdf, any
+/// case; PNG and PDF through rsvg-convert, PNG at figure's dpi), whole or not at all.
+void save_figure(const std::string& svg, const std::string& output, const FigureSettings& figure);
 
 /// analyze(), then the result written to request.output in its format. Returns kExitOk, or
 /// kExitSomeInputsFailed (after a line through hooks.error) when some inputs failed.

@@ -24,6 +24,7 @@
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/layout.hpp"
 #include "kvrank/plot/figure_options.hpp"
+#include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
 #include "kvrank/synth/synth.hpp"
 
@@ -111,8 +112,11 @@ struct CheckRequest {
 
 struct PlotRequest {
   std::vector<std::string> inputs;  ///< FILE or FILE=Panel title
-  std::string output;               ///< .svg, .png, .pdf, or "-" (SVG on stdout)
-  FigureSettings figure;            ///< checked by plot_options() (figure_options.hpp)
+  /// In place of inputs: results in memory (the Python module's), each with its title and the
+  /// name that stands for it in messages.
+  std::vector<Panel> panels;
+  std::string output;     ///< .svg, .png, .pdf, or "-" (SVG on stdout)
+  FigureSettings figure;  ///< checked by plot_options() (figure_options.hpp)
   std::vector<std::string> panel_titles;
   std::string over_steps;            ///< layers, mean, heatmap, or empty
   std::optional<int> heatmap_layer;  ///< ≥ 0
@@ -201,6 +205,12 @@ std::optional<ResultFormat> format_of_extension(const std::string& output);
 std::vector<std::string> annotate_names();
 /// Parses an --annotate name; throws kvrank::Error listing the names.
 Annotate parse_annotate(std::string_view name);
+
+/// "auto", "none": plan's --gauge names.
+std::vector<std::string> gauge_names();
+/// Parses a --gauge name: true for auto (align heads before merging), false for none; throws
+/// kvrank::Error listing the names.
+bool parse_gauge(std::string_view name);
 
 /// "qk,ov" → {qk, ov}: a comma list of representations (empty items skipped); throws
 /// kvrank::Error on an unknown name.
