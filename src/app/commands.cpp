@@ -124,8 +124,7 @@ int run_merge(const MergeRequest& request, const Hooks& hooks) {
 int run_baseline(const BaselineRequest& request, const Hooks& hooks) {
   const auto started = std::chrono::steady_clock::now();
   request.validate();
-  const ResultFormat format =
-      format_of_extension(request.output).value_or(request.format.value_or(ResultFormat::table));
+  const ResultFormat format = written_format(request.format, request.output);
   detail::Destination destination(request.output, {});
   const std::vector<ModelReport> models{
       fully_redundant_baseline(request.layers, request.head_count())};

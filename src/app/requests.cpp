@@ -3,8 +3,6 @@
 #include "kvrank/app/requests.hpp"
 
 #include <array>
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
@@ -50,14 +48,6 @@ void check_positive(const char* option, const std::optional<int>& value) {
   if (value && *value < 1) invalid(option, "must be 1 or more, found " + std::to_string(*value));
 }
 
-/// A tolerance: a finite number, 0 or more (NaN would flag every value).
-void check_tolerance(const char* option, double value) {
-  if (std::isfinite(value) && value >= 0) return;
-  char shown[32];
-  std::snprintf(shown, sizeof shown, "%.6g", value);  // 1.8e308 in a few digits, not 309
-  invalid(option, std::string("must be a finite number, 0 or more, found ") + shown);
-}
-
 void check_inputs_given(const std::vector<std::string>& inputs, const char* what) {
   if (inputs.empty()) invalid(what, "at least one is required");
 }
@@ -93,6 +83,10 @@ std::optional<ResultFormat> format_of_extension(const std::string& output) {
   for (const FormatRow& row : kResultFormats)
     if (extension == row.extension) return row.value;
   return std::nullopt;
+}
+
+ResultFormat written_format(const std::optional<ResultFormat>& format, const std::string& output) {
+  return format_of_extension(output).value_or(format.value_or(ResultFormat::table));
 }
 
 std::vector<std::string> annotate_names() { return names_of(kAnnotate); }
@@ -167,9 +161,7 @@ OpenOptions LayoutRequest::open_options() const {
   return result;
 }
 
-ResultFormat AnalyzeRequest::output_format() const {
-  return format_of_extension(output).value_or(format.value_or(ResultFormat::table));
-}
+ResultFormat AnalyzeRequest::output_format() const { return written_format(format, output); }
 
 namespace {
 
@@ -251,13 +243,9 @@ void PlanRequest::validate() const {
   check_format_matches_output(format, output);
 }
 
-ResultFormat PlanRequest::output_format() const {
-  return format_of_extension(output).value_or(format.value_or(ResultFormat::table));
-}
+ResultFormat PlanRequest::output_format() const { return written_format(format, output); }
 
-ResultFormat DiffRequest::output_format() const {
-  return format_of_extension(output).value_or(format.value_or(ResultFormat::table));
-}
+ResultFormat DiffRequest::output_format() const { return written_format(format, output); }
 
 void InspectRequest::validate() const {
   check_inputs_given(inputs, "inputs");
@@ -265,9 +253,7 @@ void InspectRequest::validate() const {
 }
 
 void CheckRequest::validate() const {
-  check_tolerance("--abs-tol", options.abs_tol);
-  if (options.rel_tol) check_tolerance("--rel-tol", *options.rel_tol);
-  if (options.metrics.empty()) invalid("--metric", "at least one metric is required");
+  kvrank::validate(options);  // the library's one rule (report/check.hpp)
 }
 
 void PlotRequest::validate() const {

@@ -129,13 +129,23 @@ Direction parse_direction(std::string_view name) {
                       name_list(kDirections) + ")");
 }
 
+namespace {
+
+/// A tolerance: a finite number, 0 or more. NaN would flag every value (it fails every
+/// comparison), an infinity pass every one: neither is a tolerance.
+void check_tolerance(const char* option, double value) {
+  if (std::isfinite(value) && value >= 0) return;
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%.6g", value);  // 1.8e308 in a few digits, not 309
+  throw Error("", std::string(option) + ": must be a finite number, 0 or more, found " + shown);
+}
+
+}  // namespace
+
 void validate(const CheckOptions& options) {
-  if (options.metrics.empty()) throw Error("", "no metric to check");
-  // Written as "not >= 0" so that NaN, which would fail every comparison, is refused too.
-  if (!(options.abs_tol >= 0))
-    throw Error("", "--abs-tol: expected a number >= 0, found " + number_text(options.abs_tol));
-  if (options.rel_tol && !(*options.rel_tol >= 0))
-    throw Error("", "--rel-tol: expected a number >= 0, found " + number_text(*options.rel_tol));
+  if (options.metrics.empty()) throw Error("", "--metric: at least one metric is required");
+  check_tolerance("--abs-tol", options.abs_tol);
+  if (options.rel_tol) check_tolerance("--rel-tol", *options.rel_tol);
 }
 
 std::vector<Violation> check_reports(const std::vector<ModelReport>& current,

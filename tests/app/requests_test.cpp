@@ -93,9 +93,18 @@ TEST_CASE("check, plot and baseline requests refuse what they cannot mean", "[ap
   check.options.abs_tol = std::numeric_limits<double>::quiet_NaN();
   CHECK_THAT(error_message([&] { check.validate(); }),
              Contains("--abs-tol: must be a finite number, 0 or more, found nan"));
+  check.options.abs_tol = std::numeric_limits<double>::infinity();
+  CHECK(error_message([&] { check.validate(); }) ==
+        "--abs-tol: must be a finite number, 0 or more, found inf");
   check.options.abs_tol = 0;
   check.options.rel_tol = std::numeric_limits<double>::infinity();
-  CHECK_THAT(error_message([&] { check.validate(); }), Contains("found inf"));
+  // The request's rule is the library's (report/check.hpp): one message for both.
+  CHECK(error_message([&] { check.validate(); }) ==
+        error_message([&] { validate(check.options); }));
+  CHECK_THAT(error_message([&] { check.validate(); }), Contains("--rel-tol: must be a finite"));
+  check.options.rel_tol.reset();
+  check.options.metrics.clear();
+  CHECK(error_message([&] { check.validate(); }) == "--metric: at least one metric is required");
   app::PlotRequest plot;
   plot.inputs = {"r.json"};
   plot.heatmap_layer = -1;
@@ -120,6 +129,28 @@ TEST_CASE("the name lists come from the library's tables", "[app][requests]") {
              Contains("--redundancy: \"x\" is not a number"));
   CHECK(repr_names() == std::vector<std::string>{"qk", "ov", "k", "v"});
   CHECK(attention_choice_names() == std::vector<std::string>{"self", "cross", "all"});
+  // --gauge: the command line and Python parse it here; any other name is refused (the command
+  // line once read "--gauge maybe" as none).
+  CHECK(app::gauge_names() == std::vector<std::string>{"auto", "none"});
+  CHECK(app::parse_gauge("auto"));
+  CHECK_FALSE(app::parse_gauge("none"));
+  CHECK(error_message([] { app::parse_gauge("maybe"); }) ==
+        "--gauge: expected auto or none, found \"maybe\"");
+}
+
+TEST_CASE("written_format: -o's extension, else --format, else the table", "[app][requests]") {
+  using app::ResultFormat;
+  CHECK(app::written_format(std::nullopt, "") == ResultFormat::table);
+  CHECK(app::written_format(ResultFormat::csv, "-") == ResultFormat::csv);
+  CHECK(app::written_format(ResultFormat::csv, "out.JSON") == ResultFormat::json);
+  app::PlanRequest plan;
+  plan.output = "plan.csv";
+  app::DiffRequest diff;
+  diff.format = ResultFormat::json;
+  app::AnalyzeRequest analyze;
+  CHECK(plan.output_format() == ResultFormat::csv);
+  CHECK(diff.output_format() == ResultFormat::json);
+  CHECK(analyze.output_format() == ResultFormat::table);
 }
 
 }  // namespace kvrank

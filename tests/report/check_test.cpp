@@ -178,7 +178,8 @@ TEST_CASE("the metric table reads each metric by its JSON name", "[check]") {
 
   CheckOptions options;
   options.metrics.clear();
-  CHECK(error_of(golden_set(), golden_set(), options) == "no metric to check");
+  CHECK(error_of(golden_set(), golden_set(), options) ==
+        "--metric: at least one metric is required");
 }
 
 }  // namespace kvrank

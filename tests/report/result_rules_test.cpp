@@ -205,7 +205,7 @@ TEST_CASE("check refuses to compare a curve a file predates", "[check]") {
   CHECK(check_reports({current}, {old}, erank_only, "current.json", "golden.json").empty());
 }
 
-TEST_CASE("check's tolerances are numbers >= 0, NaN refused", "[check]") {
+TEST_CASE("check's tolerances are finite numbers >= 0, NaN and infinity refused", "[check]") {
   const ModelReport model = sample_model();
   const auto error_with = [&](const CheckOptions& options) {
     return test::error_message(
@@ -213,13 +213,15 @@ TEST_CASE("check's tolerances are numbers >= 0, NaN refused", "[check]") {
   };
   CheckOptions options;
   options.abs_tol = std::numeric_limits<double>::quiet_NaN();
-  CHECK(error_with(options) == "--abs-tol: expected a number >= 0, found nan");
+  CHECK(error_with(options) == "--abs-tol: must be a finite number, 0 or more, found nan");
   options.abs_tol = -1.7e308;
-  CHECK(error_with(options) == "--abs-tol: expected a number >= 0, found -1.7e+308");
+  CHECK(error_with(options) == "--abs-tol: must be a finite number, 0 or more, found -1.7e+308");
   options.abs_tol = 0;
   options.rel_tol = std::numeric_limits<double>::quiet_NaN();
-  CHECK(error_with(options) == "--rel-tol: expected a number >= 0, found nan");
+  CHECK(error_with(options) == "--rel-tol: must be a finite number, 0 or more, found nan");
   options.rel_tol = std::numeric_limits<double>::infinity();
+  CHECK(error_with(options) == "--rel-tol: must be a finite number, 0 or more, found inf");
+  options.rel_tol = 1e308;
   CHECK(error_with(options) == "(no error)");
 }
 

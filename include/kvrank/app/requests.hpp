@@ -200,6 +200,9 @@ ResultFormat parse_result_format(std::string_view name);
 std::vector<std::string> result_format_names();
 /// The format -o's extension names (.json, .csv, .tsv, .txt, any case); nullopt for any other.
 std::optional<ResultFormat> format_of_extension(const std::string& output);
+/// The format a result is written in: -o's extension, else --format, else the table (the
+/// requests' validate() refuses a --format that contradicts the extension).
+ResultFormat written_format(const std::optional<ResultFormat>& format, const std::string& output);
 
 /// "auto", "github", "none" (the command line's names).
 std::vector<std::string> annotate_names();

@@ -29,8 +29,9 @@ struct CheckOptions {
   std::optional<double> rel_tol;  ///< when set, a difference within rel_tol·|golden| also passes
 };
 
-/// Throws kvrank::Error (a usage error naming the option) when a tolerance is negative or NaN, or
-/// no metric is given. check_reports calls it first.
+/// The one rule for check's options: each tolerance a finite number, 0 or more, and at least one
+/// metric. Throws kvrank::Error naming the option (a usage error) otherwise. check_reports and
+/// the application layer's CheckRequest::validate call it.
 void validate(const CheckOptions& options);
 
 struct Violation {
