@@ -152,6 +152,16 @@ class TestCase(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def result_document(self, layers):
+        """A valid result document of data/tiny/mha (its `layers`, e.g. "0-1"), parsed: what
+        `analyze -o FILE.json` writes, for a test that edits it into what kvrank must refuse.
+        The file stays as self.path("good.json")."""
+        path = self.path("good.json")
+        done = run("analyze", os.path.join(TINY, "mha"), "--layers", layers, "-q", "-o", path)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(path) as handle:
+            return json.load(handle)
+
 
 class Failures(list):
     """Collects failures of a script-style test; finish() prints them and sets the exit code."""

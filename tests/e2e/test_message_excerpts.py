@@ -19,11 +19,7 @@ SHORT = 400  # bytes: what one error line may take here (the file names are in i
 class MessageExcerptsTest(harness.TestCase):
     def result(self):
         """A valid result document of data/tiny/mha (layers 0-1), parsed."""
-        path = self.path("good.json")
-        done = run("analyze", MHA, "--layers", "0-1", "-q", "-o", path)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        with open(path) as handle:
-            return json.load(handle)
+        return self.result_document("0-1")
 
     def write(self, name, document):
         path = self.path(name)

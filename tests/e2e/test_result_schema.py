@@ -160,11 +160,7 @@ class ResultSchemaTest(harness.TestCase):
                 self.assertFalse(os.path.exists(output))
 
     def valid_document(self):
-        good = self.path("good.json")
-        result = run("analyze", MHA, "--layers", "0-2", "-q", "-o", good)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        with open(good) as handle:
-            return json.load(handle)
+        return self.result_document("0-2")
 
     def test_what_the_schema_forbids_kvrank_refuses_to_read(self):
         with open(SCHEMA) as handle:

@@ -10,7 +10,6 @@ code; scripts/reference.py (`encoder`) reads the same names itself.
 
 stdlib + numpy only; also importable (write_encoder()).
 """
-import argparse
 import json
 import os
 import sys
@@ -18,7 +17,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from write_family_checkpoints import write_safetensors  # noqa: E402
+from write_family_checkpoints import (  # noqa: E402
+    DTYPE_OPTION, write_safetensors, writer_arguments)
 
 # Per model type: its stacks (outer prefix, layer stem, layers, heads, d_model, head_dim) and how a
 # block names its attention projections: (q, k, v, o) names after "<stem><i>".
@@ -95,12 +95,7 @@ def write_encoder(model_type, out_dir, seed=0, dtype="F32"):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model_type")
-    parser.add_argument("out_dir")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dtype", default="F32", choices=["F32", "BF16", "F16"])
-    args = parser.parse_args()
+    args = writer_arguments(__doc__, ["model_type", "out_dir"], [DTYPE_OPTION])
     write_encoder(args.model_type, args.out_dir, args.seed, args.dtype)
 
 

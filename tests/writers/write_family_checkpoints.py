@@ -707,6 +707,23 @@ def write_checkpoint(out_dir, tensors, config, dtype):
             json.dump(config, f, indent=2)
 
 
+# --dtype as every writer takes it.
+DTYPE_OPTION = ("--dtype", dict(default="F32", choices=["F32", "BF16", "F16"]))
+
+
+def writer_arguments(doc, positional, options=()):
+    """A writer's command line, parsed from sys.argv: the `positional` arguments by name,
+    --seed N (default 0), then `options`, each a (flag, argparse keywords) pair; the usage line
+    is the first line of the writer's `doc`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for name in positional:
+        parser.add_argument(name)
+    parser.add_argument("--seed", type=int, default=0)
+    for flag, keywords in options:
+        parser.add_argument(flag, **keywords)
+    return parser.parse_args()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("family", choices=FAMILIES + list(HYBRIDS) + ["zamba2"])

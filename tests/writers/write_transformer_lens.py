@@ -14,7 +14,6 @@ are written too (the non-attention ones NaN: kvrank must never read them).
 OUT_DIR receives tl/model.safetensors (or tl/state_dict.npz) and hf/{config.json,model.safetensors};
 REF_DIR receives qk.npz … as write_family_checkpoints.py writes them. Also importable.
 """
-import argparse
 import os
 import sys
 
@@ -74,14 +73,9 @@ def write_pair(out_dir, ref_dir, heads=4, kv_heads=None, head_dim=8, d_model=32,
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir")
-    parser.add_argument("ref_dir")
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--kv-heads", type=int)
-    parser.add_argument("--npz", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = family.writer_arguments(__doc__, ["out_dir", "ref_dir"], [
+        ("--heads", dict(type=int, default=4)), ("--kv-heads", dict(type=int)),
+        ("--npz", dict(action="store_true"))])
     write_pair(args.out_dir, args.ref_dir, args.heads, args.kv_heads, seed=args.seed, npz=args.npz)
     return 0
 
