@@ -149,9 +149,7 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
   add_choice(command, "--metric", metric_names(),
              "Metrics to compare (comma list of the JSON names)",
              [&request](const std::string& text) {
-               request.options.metrics.clear();
-               for (const auto& name : app::parse_name_list(text))
-                 request.options.metrics.push_back(parse_curve(name));
+               request.options.metrics = app::parse_metric_list(text);
              })
       ->default_str("erank,erank_centered");
   command.add_option("--abs-tol", request.options.abs_tol, "Absolute tolerance")

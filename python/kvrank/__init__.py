@@ -171,7 +171,7 @@ def check(current, baseline, *, metric="erank,erank_centered", abs_tol=0.05, rel
     Returns a CheckResult (true when within tolerance); results that do not correspond raise
     kvrank.Error."""
     with in_python_words():
-        metrics = options.names("metric", metric)
+        metrics = options.comma_list("metric", metric)
         abs_tol = options.number("abs_tol", abs_tol)
         rel_tol = options.optional_number("rel_tol", rel_tol)
         current, current_name = _results_and_name(current, "current")

@@ -157,6 +157,14 @@ def names(name, value):
     return [text(name, part) for part in sequence(name, value)]
 
 
+def comma_list(name, value):
+    """"qk,ov", ["qk", "ov"] or None → "qk,ov" / "": a comma list as the command line takes it
+    (--repr, --metric), which the library splits and parses."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return ",".join(text(name, part) for part in sequence(name, value))
+
+
 def layers(value):
     """None, "0-11,20", or an iterable of layer indices → the --layers text."""
     if value is None or isinstance(value, str):
@@ -191,7 +199,7 @@ def layout(family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_
 def selection(repr, layer_list, layer_shard=None, attention="all"):
     """The --repr, --layers, --layer-shard and --attention options."""
     result = _kvrank.Selection()
-    result.reprs, result.layers = names("repr", repr), layers(layer_list)
+    result.reprs, result.layers = comma_list("repr", repr), layers(layer_list)
     result.layer_shard = optional_text("layer_shard", layer_shard)
     result.attention = text("attention", attention)
     return result

@@ -54,7 +54,7 @@ void check_signals() {
 /// The options of the command line's analyze that select what is measured (--repr …
 /// --layer-shard), as the module takes them.
 struct Selection {
-  std::vector<std::string> reprs;
+  std::string reprs;  ///< a comma list, as --repr takes it
   std::optional<std::string> layers;
   std::optional<std::string> layer_shard;
   std::string attention = "all";
@@ -65,7 +65,7 @@ struct Selection {
 kvrank::app::AnalyzeRequest analyze_request(const Selection& selection, const Layout& layout,
                                             bool similarity, int threads) {
   kvrank::app::AnalyzeRequest request;
-  for (const std::string& name : selection.reprs) request.reprs.push_back(kvrank::parse_repr(name));
+  request.reprs = kvrank::app::parse_repr_list(selection.reprs);
   request.attention = kvrank::parse_attention_choice(selection.attention);
   if (selection.layers) request.layers = kvrank::parse_layer_list(*selection.layers);
   if (selection.layer_shard) request.shard = kvrank::parse_layer_shard(*selection.layer_shard);
@@ -158,16 +158,13 @@ std::string inspect_json(const std::vector<std::string>& arguments, const Layout
 }
 
 /// `check`: the violations, each as (label, repr, layer, metric, golden, current), and their table.
-py::tuple check(const Results& current, const Results& golden,
-                const std::vector<std::string>& metrics, double abs_tol,
-                std::optional<double> rel_tol, const std::string& current_name,
+py::tuple check(const Results& current, const Results& golden, const std::string& metrics,
+                double abs_tol, std::optional<double> rel_tol, const std::string& current_name,
                 const std::string& golden_name) {
   kvrank::app::CheckRequest request;
   request.current = current_name;
   request.golden = golden_name;
-  request.options.metrics.clear();
-  for (const std::string& name : metrics)
-    request.options.metrics.push_back(kvrank::parse_curve(name));
+  request.options.metrics = kvrank::app::parse_metric_list(metrics);
   request.options.abs_tol = abs_tol;
   request.options.rel_tol = rel_tol;
   const kvrank::app::CheckOutcome outcome =

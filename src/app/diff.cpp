@@ -12,7 +12,6 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/plot/diff_heatmap.hpp"
 #include "kvrank/plot/figure_options.hpp"
-#include "kvrank/plot/png.hpp"
 #include "kvrank/report/result_files.hpp"
 
 namespace kvrank::app {

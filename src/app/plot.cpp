@@ -7,7 +7,6 @@
 #include "kvrank/app/commands.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
-#include "kvrank/plot/png.hpp"
 #include "kvrank/plot/svg.hpp"
 
 namespace fs = std::filesystem;

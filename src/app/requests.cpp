@@ -114,6 +114,12 @@ std::vector<std::string> parse_name_list(std::string_view text) {
   return {items.begin(), items.end()};
 }
 
+std::vector<Curve> parse_metric_list(std::string_view text) {
+  std::vector<Curve> metrics;
+  for (std::string_view name : comma_items(text)) metrics.push_back(parse_curve(name));
+  return metrics;
+}
+
 std::vector<double> parse_number_list(std::string_view option, std::string_view text) {
   std::vector<double> numbers;
   for (std::string_view view : comma_items(text)) {

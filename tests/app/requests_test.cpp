@@ -124,6 +124,9 @@ TEST_CASE("the name lists come from the library's tables", "[app][requests]") {
              Contains("--format: expected table, json, csv or tsv, found \"xml\""));
   CHECK(app::format_of_extension("OUT.JSON") == app::ResultFormat::json);
   CHECK(app::parse_repr_list("qk,,ov") == std::vector<Repr>{Repr::qk, Repr::ov});
+  CHECK(app::parse_metric_list("erank,,pcs_90") == std::vector<Curve>{Curve::erank, Curve::pcs_90});
+  CHECK_THAT(error_message([] { app::parse_metric_list("erank,eranq"); }),
+             Contains("unknown metric \"eranq\""));
   CHECK(app::parse_number_list("--redundancy", "0,0.5") == std::vector<double>{0, 0.5});
   CHECK_THAT(error_message([] { app::parse_number_list("--redundancy", "0,x"); }),
              Contains("--redundancy: \"x\" is not a number"));

@@ -222,6 +222,10 @@ std::vector<Repr> parse_repr_list(std::string_view text);
 /// "erank,,pcs_90" → {"erank", "pcs_90"}: the items of a comma list, empty ones skipped.
 std::vector<std::string> parse_name_list(std::string_view text);
 
+/// "erank,pcs_90" → {Curve::erank, Curve::pcs_90}: check's --metric, a comma list of curve names
+/// (empty items skipped); throws kvrank::Error on an unknown name.
+std::vector<Curve> parse_metric_list(std::string_view text);
+
 /// "0,0.5,1" → {0, 0.5, 1}: a comma list of numbers for `option` (empty items skipped); throws
 /// kvrank::Error "OPTION: "ITEM" is not a number".
 std::vector<double> parse_number_list(std::string_view option, std::string_view text);
