@@ -75,28 +75,41 @@ kvrank::app::AnalyzeRequest analyze_request(const Selection& selection, const La
   return request;
 }
 
-/// Hooks that collect the notes (Python calls, made once the GIL is back) and let Ctrl-C through.
-kvrank::app::Hooks collecting_hooks(std::vector<std::string>& notes) {
+using Note = std::function<void(const std::string&)>;
+
+/// Runs `work` without the GIL, with hooks that collect the notes (handed to `note` once the GIL
+/// is back), let Ctrl-C through, and report each layer to `progress` (with the GIL) under the
+/// label of the model being analysed.
+std::vector<kvrank::ModelReport> run_analysis(
+    const Progress& progress, const Note& note,
+    const std::function<std::vector<kvrank::ModelReport>(const kvrank::app::Hooks&)>& work) {
+  std::vector<std::string> notes;
   kvrank::app::Hooks hooks;
   hooks.info = [&notes](const std::string& message) { notes.push_back(message); };
   hooks.check_cancelled = check_signals;
-  return hooks;
-}
-
-/// A Python callable's progress, called with the GIL held (the library runs without it).
-Progress with_gil(const Progress& progress) {
-  if (!progress) return {};
-  return [progress](const std::string& label, int done, int total) {
-    py::gil_scoped_acquire gil;
-    progress(label, done, total);
+  std::string label;  // of the model being analysed
+  hooks.model_started = [&label](std::size_t, std::size_t, const std::string& started) {
+    label = started;
   };
+  if (progress)
+    hooks.layers_done = [&](int done, int total) {
+      py::gil_scoped_acquire gil;
+      progress(label, done, total);
+    };
+  std::vector<kvrank::ModelReport> models;
+  {
+    py::gil_scoped_release released;
+    models = work(hooks);
+  }
+  if (note)
+    for (const std::string& message : notes) note(message);
+  return models;
 }
 
 Results analyze(const std::vector<std::string>& arguments, const std::vector<std::string>& labels,
                 const std::vector<std::int64_t>& steps, const std::vector<std::string>& runs,
                 const Selection& selection, bool similarity, bool with_baseline, int threads,
-                const Layout& layout, const Progress& progress,
-                const std::function<void(const std::string&)>& note) {
+                const Layout& layout, const Progress& progress, const Note& note) {
   kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
   request.inputs = arguments;
   request.labels = labels;
@@ -104,50 +117,32 @@ Results analyze(const std::vector<std::string>& arguments, const std::vector<std
   request.runs = runs;
   request.with_baseline = with_baseline;
   request.validate();  // before any input is read
-  std::vector<std::string> notes;
-  kvrank::app::Hooks hooks = collecting_hooks(notes);
-  std::string label;  // of the model being analysed
-  hooks.model_started = [&label](std::size_t, std::size_t, const std::string& started) {
-    label = started;
-  };
-  const Progress locked = with_gil(progress);
-  if (locked) hooks.layers_done = [&](int done, int total) { locked(label, done, total); };
-  Results results{.models = {}, .similarity = similarity};
-  {
-    py::gil_scoped_release released;
-    results.models = kvrank::app::analyze(request, hooks).models;
-  }
-  if (note)
-    for (const std::string& message : notes) note(message);
-  return results;
+  return {run_analysis(progress, note,
+                       [&](const kvrank::app::Hooks& hooks) {
+                         return kvrank::app::analyze(request, hooks).models;
+                       }),
+          similarity};
 }
 
 Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
                            const std::optional<std::string>& config_json, const std::string& label,
                            std::optional<std::int64_t> step, const std::optional<std::string>& run,
                            const Selection& selection, bool similarity, int threads,
-                           const Layout& layout, const Progress& progress,
-                           const std::function<void(const std::string&)>& note) {
+                           const Layout& layout, const Progress& progress, const Note& note) {
   kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
   request.inputs = {kInMemory};
   request.labels = {label};
   if (step) request.steps = {*step};
   if (run) request.runs = {*run};
-  request.validate();  // before a tensor is looked at
-  std::vector<std::string> notes;
-  const Progress locked = with_gil(progress);
-  kvrank::app::Hooks hooks = collecting_hooks(notes);
-  if (locked) hooks.layers_done = [&](int done, int total) { locked(label, done, total); };
+  request.validate();                    // before a tensor is looked at
   std::vector<py::buffer_info> buffers;  // hold the caller's buffers until the views are done
   std::vector<kvrank::TensorView> views = kvrank_python::memory_views(tensors, buffers);
-  Results results{.models = {}, .similarity = similarity};
-  {
-    py::gil_scoped_release released;
-    results.models = kvrank::app::analyze_in_memory(request, std::move(views), config_json, hooks);
-  }
-  if (note)
-    for (const std::string& message : notes) note(message);
-  return results;
+  return {run_analysis(progress, note,
+                       [&](const kvrank::app::Hooks& hooks) {
+                         return kvrank::app::analyze_in_memory(request, std::move(views),
+                                                               config_json, hooks);
+                       }),
+          similarity};
 }
 
 std::string inspect_json(const std::vector<std::string>& arguments, const Layout& layout) {
