@@ -2,17 +2,18 @@
 
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <utility>
 
+#include "kvrank/app/commands.hpp"
 #include "kvrank/base/error.hpp"
-#include "kvrank/io/dtype.hpp"
 
 namespace py = pybind11;
 
 namespace kvrank_python {
 namespace {
+
+using kvrank::app::kInMemory;
 
 /// Checks that `info` is one C-ordered block (a view reads the bytes as they lie).
 void check_c_order(const std::string& name, const py::buffer_info& info) {
@@ -108,34 +109,20 @@ class PythonCopy final : public kvrank::DeferredBytes {
   mutable std::unique_ptr<py::buffer_info> buffer_;
 };
 
-kvrank::TensorView empty_view(const std::string& name, const std::string& dtype_name,
-                              const std::vector<std::int64_t>& shape) {
-  const std::optional<kvrank::DType> dtype = kvrank::any_dtype_from_name(dtype_name);
-  if (!dtype) throw kvrank::Error(kInMemory, name, "unsupported dtype " + dtype_name);
-  kvrank::TensorView view;
-  view.name = name;
-  view.file = kInMemory;
-  view.dtype = *dtype;
-  view.shape = shape;
-  return view;
-}
-
 }  // namespace
 
 std::vector<kvrank::TensorView> memory_views(const std::vector<MemoryTensor>& tensors,
                                              std::vector<py::buffer_info>& held) {
   std::vector<kvrank::TensorView> views;
   for (const auto& [name, dtype_name, shape, data, copy] : tensors) {
-    kvrank::TensorView view = empty_view(name, dtype_name, shape);
+    kvrank::TensorView view = kvrank::app::memory_tensor(name, dtype_name, shape);
     if (!data.is_none()) {
       held.push_back(py::buffer(data).request());
       check_c_order(name, held.back());
       view.bytes = bytes_of(held.back());
     } else {
-      const std::optional<std::uint64_t> size = kvrank::checked_byte_count(shape, view.dtype);
-      if (!size)
-        throw kvrank::Error(kInMemory, name, "shape " + view.shape_string() + " is too large");
-      view.deferred = std::make_shared<PythonCopy>(name, *size, copy);
+      const std::uint64_t size = kvrank::checked_byte_count(shape, view.dtype).value();  // checked
+      view.deferred = std::make_shared<PythonCopy>(name, size, copy);
     }
     views.push_back(std::move(view));
   }

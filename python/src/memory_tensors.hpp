@@ -10,12 +10,9 @@
 #include <tuple>
 #include <vector>
 
-#include "kvrank/io/tensor.hpp"
+#include "kvrank/io/tensor.hpp"  // TensorView, DeferredBytes (which PythonCopy implements)
 
 namespace kvrank_python {
-
-/// "<in memory>": the checkpoint's name in results and messages.
-inline constexpr const char* kInMemory = "<in memory>";
 
 /// One entry of a state dict as python/kvrank/_tensors.py hands it over: its name, its safetensors
 /// dtype name ("F32", "BF16" …), its shape, then either `data` — an object whose buffer holds its
@@ -28,8 +25,8 @@ using MemoryTensor = std::tuple<std::string, std::string, std::vector<std::int64
 /// The views of `tensors`, in order. The buffers of the entries read as they lie are appended to
 /// `held`, which must outlive the views; a copied entry's bytes are made on first use and dropped
 /// when the library releases the tensor after its layer (Checkpoint::release). Call with the GIL
-/// held; the views may be read without it. Throws kvrank::Error for an unknown dtype name or a
-/// buffer that is not one C-ordered block.
+/// held; the views may be read without it. Throws kvrank::Error for an unknown dtype name
+/// (app::memory_tensor) or a buffer that is not one C-ordered block.
 std::vector<kvrank::TensorView> memory_views(const std::vector<MemoryTensor>& tensors,
                                              std::vector<pybind11::buffer_info>& held);
 

@@ -25,7 +25,7 @@ namespace py = pybind11;
 
 namespace {
 
-using kvrank_python::kInMemory;
+using kvrank::app::kInMemory;
 using kvrank_python::MemoryTensor;
 
 /// What an analysis returns: its ModelReports and whether the JSON carries the similarities.

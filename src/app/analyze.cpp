@@ -13,6 +13,8 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/memory_limit.hpp"
 #include "kvrank/base/text.hpp"
+#include "kvrank/io/checkpoint.hpp"
+#include "kvrank/io/tensor.hpp"
 #include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/head_pairs.hpp"
 
@@ -205,6 +207,20 @@ AnalyzeOutcome analyze_inputs(
 
 AnalyzeOutcome analyze(const AnalyzeRequest& request, const Hooks& hooks) {
   return analyze_inputs(request, hooks, nullptr);
+}
+
+TensorView memory_tensor(const std::string& name, const std::string& dtype,
+                         const std::vector<std::int64_t>& shape) {
+  TensorView view;
+  view.name = name;
+  view.file = kInMemory;
+  view.shape = shape;
+  const std::optional<DType> known = any_dtype_from_name(dtype);
+  if (!known) throw Error(kInMemory, name, "unsupported dtype " + dtype);
+  view.dtype = *known;
+  if (!checked_byte_count(shape, view.dtype))
+    throw Error(kInMemory, name, "shape " + view.shape_string() + " is too large");
+  return view;
 }
 
 std::vector<ModelReport> analyze_in_memory(const AnalyzeRequest& request,

@@ -1,5 +1,7 @@
 // `analyze` in the application layer (kvrank/app/commands.hpp): --keep-going keeps each input's
-// own --label and --step when another fails, and survives an input that runs out of memory.
+// own --label and --step when another fails, and survives an input that runs out of memory; a
+// tensor in memory is described by its dtype's name (memory_tensor).
+#include <cstdint>
 #include <new>
 #include <string>
 #include <vector>
@@ -72,6 +74,21 @@ TEST_CASE("keep-going: nothing analysable is an error", "[app][keep_going]") {
   request.keep_going = true;
   CHECK_THAT(error_message([&] { app::analyze(request, {}); }),
              Contains("no input could be analysed"));
+}
+
+TEST_CASE("memory_tensor: a tensor in memory by its dtype's name, refused in one line",
+          "[app][in_memory]") {
+  const TensorView view = app::memory_tensor("q.weight", "BF16", {4, 8});
+  CHECK(view.file == app::kInMemory);
+  CHECK(view.dtype == DType::BF16);
+  CHECK(view.shape == std::vector<std::int64_t>{4, 8});
+  CHECK(view.bytes.empty());
+  CHECK(error_message([] { app::memory_tensor("q.weight", "C64", {4}); }) ==
+        "<in memory>: q.weight: unsupported dtype C64");
+  CHECK_THAT(error_message([] {
+               app::memory_tensor("q.weight", "F32", {std::int64_t{1} << 62, 8});
+             }),
+             Contains("q.weight: shape [") && Contains("is too large"));
 }
 
 }  // namespace kvrank

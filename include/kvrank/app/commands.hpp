@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -71,6 +72,16 @@ DiffResult diff(const DiffRequest& request, const Hooks& hooks);
 /// `plan` without writing: each input's conversion plan, in order (and with --write-checkpoint the
 /// converted checkpoint written).
 std::vector<PlanModel> plan(const PlanRequest& request, const Hooks& hooks);
+
+/// "<in memory>": what stands for a model in memory in results and messages.
+inline constexpr const char* kInMemory = "<in memory>";
+
+/// The view of one tensor of a model in memory (file kInMemory), without its data: the caller
+/// sets `bytes`, or `deferred` for data produced on first use. `dtype` is named as safetensors
+/// names it ("F32", "BF16" …). Throws kvrank::Error naming the tensor for a dtype kvrank does not
+/// read or a shape whose byte count overflows.
+TensorView memory_tensor(const std::string& name, const std::string& dtype,
+                         const std::vector<std::int64_t>& shape);
 
 /// `analyze` of one model in memory (the Python module's state dicts): `tensors` viewed where
 /// they lie (Checkpoint::from_memory), `config_json` (a JSON object's text, or none) playing
