@@ -108,6 +108,17 @@ TEST_CASE("a model compared with itself gives similarity exactly 1", "[diff]") {
     const HeadFactors a = factors_of(side(), side());
     const HeadFactors copy = a;
     for (double value : head_similarity(a, copy)) CHECK(value == 1.0);
+    // Equal on one side only: an ordinary cosine, not the 1 of equal heads.
+    for (const bool keep_left : {true, false}) {
+      HeadFactors half = a;
+      (keep_left ? half.right : half.left) = side();
+      const std::vector<double> similarity = head_similarity(a, half);
+      for (std::size_t h = 0; h < similarity.size(); ++h) {
+        const double want = explicit_cosine(explicit_form(a, h), explicit_form(half, h));
+        CHECK(std::abs(similarity[h] - want) <= 1e-9);
+        CHECK(similarity[h] < 0.999);
+      }
+    }
   }
 }
 
