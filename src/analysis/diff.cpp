@@ -11,6 +11,8 @@
 #include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/report/result_files.hpp"
+#include "metric/blas.hpp"
+#include "metric/thread_pool.hpp"
 
 namespace kvrank {
 namespace {
@@ -31,33 +33,82 @@ MatrixD dense_coefficients(const FactorSide& side, std::size_t head) {
   return coefficients;
 }
 
-/// L_hᵀ L'_h for every head h, in double. Plain slices: the product of the two heads' rows
-/// (d_h × d_h over d). Otherwise C_hᵀ (B B'ᵀ) C'_h from the cross-Gram of the two bases, which is
-/// as small as what the layouts cache (MLA: (c + r)², whatever H and d are).
-std::vector<MatrixD> cross_products(const FactorSide& a, const FactorSide& b) {
-  std::vector<MatrixD> products(a.heads.size());
+/// One side's products of head h of the two models: L_hᵀ L'_h and the two self products L_hᵀ L_h,
+/// L'_hᵀ L'_h; and whether the two heads' factors are equal, value for value.
+struct SideProducts {
+  MatrixD cross, self_a, self_b;
+  bool identical = false;
+};
+
+/// The products of the rows [A; B] from their Gram [A; B][A; B]ᵀ: A Aᵀ, B Bᵀ and A Bᵀ in one
+/// product of 2/3 the multiply-adds of the three, by the metric layer's SYRK accumulated in double
+/// (metric/blas.hpp; OpenBLAS's DSYRK where kvrank has it). Not its float32
+/// Gram: the cosine sums products of these entries, and a head whose factors are ill-conditioned
+/// (a gauge L_h M, R_h M⁻ᵀ) cancels there; float32 left errors of 6e-4 on the e2e test's gauged
+/// heads, double 2e-10 (docs/diff.md).
+SideProducts stacked_products(const Eigen::Ref<const RowMatrixF>& a,
+                              const Eigen::Ref<const RowMatrixF>& b) {
+  RowMatrixF stack(a.rows() + b.rows(), a.cols());
+  stack.topRows(a.rows()) = a;
+  stack.bottomRows(b.rows()) = b;
+  const MatrixD gram =
+      detail::syrk_in_double(stack.rows(), stack.cols(), stack.data(), stack.cols());
+  return {gram.topRightCorner(a.rows(), b.rows()), gram.topLeftCorner(a.rows(), a.rows()),
+          gram.bottomRightCorner(b.rows(), b.rows()),
+          a.rows() == b.rows() && (a.array() == b.array()).all()};
+}
+
+/// SideProducts of every head. Plain slices: one stacked Gram per head, 2 d_h rows over d.
+/// Otherwise C_hᵀ G C'_h from the Gram of the two bases stacked, which is as small as what the
+/// layouts cache (MLA: (c + r)², whatever H and d are).
+std::vector<SideProducts> side_products(const FactorSide& a, const FactorSide& b) {
+  std::vector<SideProducts> products(a.heads.size());
   if (plain_slices(a) && plain_slices(b)) {
-    for (std::size_t h = 0; h < a.heads.size(); ++h) {
-      const Index row_a = identity_slice_row(a.heads[h], a.head_cols);
-      const Index row_b = identity_slice_row(b.heads[h], b.head_cols);
-      products[h] = a.basis.middleRows(row_a, a.head_cols).cast<double>() *
-                    b.basis.middleRows(row_b, b.head_cols).cast<double>().transpose();
-    }
+    // One head per thread, each SYRK on its thread alone: a SYRK of a few hundred rows gains
+    // little from a second thread, independent ones fully (metric/diversity.cpp). A pthreads
+    // OpenBLAS must not be called from the loop (metric/blas.hpp): then one head after the other.
+    const auto heads = static_cast<std::ptrdiff_t>(a.heads.size());
+    detail::ParallelFailure failure;
+#pragma omp parallel for schedule(dynamic) if (heads > 1 && detail::blas_nests_in_openmp())
+    for (std::ptrdiff_t h = 0; h < heads; ++h)
+      failure.run([&] {
+        const auto head = static_cast<std::size_t>(h);
+        products[head] = stacked_products(
+            a.basis.middleRows(identity_slice_row(a.heads[head], a.head_cols), a.head_cols),
+            b.basis.middleRows(identity_slice_row(b.heads[head], b.head_cols), b.head_cols));
+      });
+    failure.rethrow();
     return products;
   }
-  const MatrixD gram = a.basis.cast<double>() * b.basis.cast<double>().transpose();
-  for (std::size_t h = 0; h < a.heads.size(); ++h)
-    products[h] = dense_coefficients(a, h).transpose() * gram * dense_coefficients(b, h);
+  const SideProducts bases = stacked_products(a.basis, b.basis);
+  for (std::size_t h = 0; h < a.heads.size(); ++h) {
+    const MatrixD c_a = dense_coefficients(a, h);
+    const MatrixD c_b = dense_coefficients(b, h);
+    products[h] = {c_a.transpose() * bases.cross * c_b, c_a.transpose() * bases.self_a * c_a,
+                   c_b.transpose() * bases.self_b * c_b,
+                   bases.identical && c_a.rows() == c_b.rows() && c_a == c_b};
+  }
   return products;
 }
 
-/// ⟨A_h, B_h⟩_F for every head from the two sides' cross products (metric.md §2).
-std::vector<double> form_inner_products(const HeadFactors& a, const HeadFactors& b) {
-  const std::vector<MatrixD> left = cross_products(a.left, b.left);
-  const std::vector<MatrixD> right = a.symmetric ? left : cross_products(a.right, b.right);
-  std::vector<double> inner(left.size());
-  for (std::size_t h = 0; h < left.size(); ++h) inner[h] = left[h].cwiseProduct(right[h]).sum();
-  return inner;
+/// ⟨A_h, B_h⟩_F, ‖A_h‖², ‖B_h‖² from the two sides' products
+/// (metric.md §2: ⟨A_h, B_h⟩_F = Σ_ab (L_hᵀ L'_h)_ab (R_hᵀ R'_h)_ab), and the cosine. Heads whose
+/// factors are equal on both sides get exactly 1: the SYRK may form the cross and the self blocks
+/// of a stack in different orders, which may differ in the last bit.
+std::vector<double> cosines(const HeadFactors& a, const HeadFactors& b) {
+  const std::vector<SideProducts> left = side_products(a.left, b.left);
+  const std::vector<SideProducts> right = a.symmetric ? left : side_products(a.right, b.right);
+  std::vector<double> similarity(left.size(), std::numeric_limits<double>::quiet_NaN());
+  for (std::size_t h = 0; h < left.size(); ++h) {
+    const double between = left[h].cross.cwiseProduct(right[h].cross).sum();
+    const double norm_a = left[h].self_a.cwiseProduct(right[h].self_a).sum();
+    const double norm_b = left[h].self_b.cwiseProduct(right[h].self_b).sum();
+    if (!(norm_a > 0) || !(norm_b > 0)) continue;  // a zero head: no direction to compare
+    similarity[h] = left[h].identical && right[h].identical
+                        ? 1.0
+                        : std::clamp(between / std::sqrt(norm_a * norm_b), -1.0, 1.0);
+  }
+  return similarity;
 }
 
 void check_comparable(const HeadFactors& a, const HeadFactors& b) {
@@ -77,17 +128,7 @@ void check_comparable(const HeadFactors& a, const HeadFactors& b) {
 
 std::vector<double> head_similarity(const HeadFactors& a, const HeadFactors& b) {
   check_comparable(a, b);
-  // Self and cross products by the same code: identical factors give bitwise equal numbers, so
-  // x / sqrt(x · x) is exactly 1.
-  const std::vector<double> between = form_inner_products(a, b);
-  const std::vector<double> norm_a = form_inner_products(a, a);
-  const std::vector<double> norm_b = form_inner_products(b, b);
-  std::vector<double> similarity(between.size(), std::numeric_limits<double>::quiet_NaN());
-  for (std::size_t h = 0; h < between.size(); ++h) {
-    if (!(norm_a[h] > 0) || !(norm_b[h] > 0)) continue;  // a zero head: no direction to compare
-    similarity[h] = std::clamp(between[h] / std::sqrt(norm_a[h] * norm_b[h]), -1.0, 1.0);
-  }
-  return similarity;
+  return cosines(a, b);
 }
 
 bool is_result_file(const std::filesystem::path& path) {

@@ -1,9 +1,11 @@
 // The head-similarity heatmap of `kvrank diff` (diff_heatmap.hpp), drawn with the SVG vocabulary
-// of svg_detail.hpp and the viridis map of the similarity heatmaps.
+// of svg_detail.hpp and the colour scale and colour bar of the similarity heatmaps (heatmap.cpp),
+// so that a cosine has the same colour in both figures.
 #include "kvrank/plot/diff_heatmap.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
@@ -20,19 +22,20 @@ constexpr double kPanelGap = 36;
 constexpr double kBarWidth = 16;
 constexpr const char* kZeroHeadColour = "#bfbfbf";
 
-/// The lowest similarity drawn: 0, or −1 when some head turned against itself.
+/// The lowest similarity of `diff` (NaN, a zero head, left out); +inf when there is none.
 double lowest_of(const DiffResult& diff) {
+  double lowest = std::numeric_limits<double>::infinity();
   for (const SeriesDiff& series : diff.series)
     for (const auto& layer : series.head_similarity)
       for (double value : layer)
-        if (value < 0) return -1;
-  return 0;
+        if (!std::isnan(value)) lowest = std::min(lowest, value);
+  return lowest;
 }
 
 struct PanelPlace {
   double left;
   double cell;
-  double low;
+  const ColourScale& scale;
 };
 
 std::string panel_cells(const SeriesDiff& series, const PanelPlace& place) {
@@ -41,8 +44,7 @@ std::string panel_cells(const SeriesDiff& series, const PanelPlace& place) {
     const std::vector<double>& row = series.head_similarity[i];
     for (std::size_t h = 0; h < row.size(); ++h) {
       const double value = row[h];
-      const std::string fill =
-          std::isnan(value) ? kZeroHeadColour : viridis((value - place.low) / (1 - place.low));
+      const std::string fill = std::isnan(value) ? kZeroHeadColour : place.scale.colour(value);
       out += "<rect class=\"cell\"" + attr("x", place.left + static_cast<double>(h) * place.cell) +
              attr("y", kTop + static_cast<double>(i) * place.cell) + attr("width", place.cell) +
              attr("height", place.cell) + attr("fill", fill) + "><title>layer " +
@@ -74,31 +76,9 @@ std::string panel_ticks(const SeriesDiff& series, const PanelPlace& place, std::
          " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
 }
 
-std::string colour_scale(double left, double height, double low) {
-  std::string out =
-      "<defs><linearGradient id=\"kvrank-diff-bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
-  for (int i = 0; i <= 20; ++i)
-    out += "<stop" + attr("offset", i / 20.0) + attr("stop-color", viridis(i / 20.0)) + "/>\n";
-  out += "</linearGradient></defs>\n<g class=\"colour-bar\">\n<rect" + attr("x", left) +
-         attr("y", kTop) + attr("width", kBarWidth) + attr("height", height) +
-         " fill=\"url(#kvrank-diff-bar)\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
-  for (int i = 0; i <= 4; ++i) {
-    const double y = kTop + height * (1 - i / 4.0);
-    out += line(left + kBarWidth, y, left + kBarWidth + 4, y,
-                " stroke=\"#262626\" stroke-width=\"0.8\"");
-    out += text(left + kBarWidth + 7, y + 3.8, tick_label(low + (1 - low) * i / 4.0, 2), 11,
-                Anchor::kStart);
-  }
-  const double middle = kTop + height / 2;
-  const double label_x = left + kBarWidth + 44;
-  out += text(label_x, middle, "cos(A_h, B_h)", 13, Anchor::kMiddle,
-              attr("transform", "rotate(-90 " + num(label_x) + " " + num(middle) + ")"));
-  return out + "</g>\n";
-}
-
 }  // namespace
 
-std::string plot_head_similarity_svg(const DiffResult& diff, const std::string& title) {
+std::string plot_head_similarity_svg(const DiffResult& diff, const PlotOptions& options) {
   if (!diff.heads_compared || diff.series.empty())
     throw Error("",
                 "--figure: the heads were not compared (result files hold no weights; give two "
@@ -112,25 +92,34 @@ std::string plot_head_similarity_svg(const DiffResult& diff, const std::string& 
   const double panel_width = static_cast<double>(heads) * cell;
   const double plot_height = static_cast<double>(layers) * cell;
   const double bar_left = kLeft + panels * (panel_width + kPanelGap);
-  const double width = bar_left + kBarWidth + 64;
+  const double width = bar_left + kBarWidth + 72;
   const double height = kTop + plot_height + 48;
-  const double low = lowest_of(diff);
+  const ColourScale scale = similarity_scale(options.colour_map);
+  // Values below the map (beyond round-off) are drawn in its end colour, and its label says so.
+  const bool clipped = lowest_of(diff) < scale.low - 1e-6;
   const SeriesDiff& first = diff.series.front();
-  const std::string heading =
-      title.empty() ? "Head similarity, " + first.a.label + " → " + first.b.label : title;
+  const std::string heading = options.title.empty()
+                                  ? "Head similarity, " + first.a.label + " → " + first.b.label
+                                  : options.title;
 
   std::string out = document_open(width, height);
   out +=
       text(width / 2, 24, printable(heading), 15, Anchor::kMiddle, attr("class", "figure-title"));
   for (std::size_t s = 0; s < diff.series.size(); ++s) {
-    const PanelPlace place{kLeft + static_cast<double>(s) * (panel_width + kPanelGap), cell, low};
+    const PanelPlace place{kLeft + static_cast<double>(s) * (panel_width + kPanelGap), cell, scale};
     out += panel_cells(diff.series[s], place) + panel_ticks(diff.series[s], place, heads);
   }
   const double label_y = kTop + plot_height / 2;
   out += text(kLeft - 36, label_y, "Layer", 13, Anchor::kMiddle,
               attr("transform", "rotate(-90 " + num(kLeft - 36) + " " + num(label_y) + ")"));
-  out += colour_scale(bar_left, plot_height, low);
+  out += similarity_colour_bar(scale, clipped, bar_left, kTop, plot_height, "cos(A_h, B_h)");
   return out + "</svg>\n";
+}
+
+std::string plot_head_similarity_svg(const DiffResult& diff, const std::string& title) {
+  PlotOptions options;
+  options.title = title;
+  return plot_head_similarity_svg(diff, options);
 }
 
 }  // namespace kvrank

@@ -10,6 +10,38 @@
 #include "plot/head_order.hpp"
 #include "plot/svg_detail.hpp"
 
+namespace kvrank::plot_detail {
+
+ColourScale similarity_scale(std::optional<ColourMap> map) {
+  const ColourMap chosen = map.value_or(ColourMap::rdbu);
+  return chosen == ColourMap::rdbu ? ColourScale{chosen, -1, 1} : ColourScale{chosen, 0, 1};
+}
+
+std::string similarity_colour_bar(const ColourScale& scale, bool clipped, double left, double top,
+                                  double height, const std::string& label) {
+  std::string out = "<defs>" + scale.gradient("kvrank-colour-bar") + "</defs>\n";
+  out += "<g class=\"colour-bar\"" + attr("data-colour-map", colour_map_name(scale.map)) +
+         "><rect" + attr("x", left) + attr("y", top) + attr("width", 16.0) +
+         attr("height", height) +
+         " fill=\"url(#kvrank-colour-bar)\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
+  const double step = (scale.high - scale.low) / 4;
+  for (int i = 0; i <= 4; ++i) {
+    const double value = scale.low + i * step;
+    const double y = top + height * (1 - static_cast<double>(i) / 4);
+    out += line(left + 16, y, left + 20, y, " stroke=\"#262626\" stroke-width=\"0.8\"");
+    const std::string tick = tick_label(value, step < 0.5 ? 2 : 1);
+    out += text(left + 23, y + 3.8, (i == 0 && clipped ? "≤ " : "") + tick, 11, Anchor::kStart);
+  }
+  const double label_x = left + 23 + text_width("-0.50", 11) + 14;
+  const double label_y = top + height / 2;
+  out += text(label_x, label_y, label, 12, Anchor::kMiddle,
+              attr("class", "colour-bar-label") +
+                  attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
+  return out + "</g>\n";
+}
+
+}  // namespace kvrank::plot_detail
+
 namespace kvrank {
 
 // ---------------------------------------------------------------------------------------------
@@ -29,29 +61,6 @@ std::vector<int> kept_heads(const LayerMetrics& layer, Index size) {
     }
   }
   return kept;
-}
-
-std::string colour_bar(const ColourScale& scale, bool clipped, double left, double top,
-                       double height) {
-  std::string out = "<defs>" + scale.gradient("kvrank-colour-bar") + "</defs>\n";
-  out += "<g class=\"colour-bar\"" + attr("data-colour-map", colour_map_name(scale.map)) +
-         "><rect" + attr("x", left) + attr("y", top) + attr("width", 16.0) +
-         attr("height", height) +
-         " fill=\"url(#kvrank-colour-bar)\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
-  const double step = (scale.high - scale.low) / 4;
-  for (int i = 0; i <= 4; ++i) {
-    const double value = scale.low + i * step;
-    const double y = top + height * (1 - static_cast<double>(i) / 4);
-    out += line(left + 16, y, left + 20, y, " stroke=\"#262626\" stroke-width=\"0.8\"");
-    const std::string label = tick_label(value, step < 0.5 ? 2 : 1);
-    out += text(left + 23, y + 3.8, (i == 0 && clipped ? "≤ " : "") + label, 11, Anchor::kStart);
-  }
-  const double label_x = left + 23 + text_width("-0.50", 11) + 14;
-  const double label_y = top + height / 2;
-  out += text(label_x, label_y, "Cosine similarity", 12, Anchor::kMiddle,
-              attr("class", "colour-bar-label") +
-                  attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
-  return out + "</g>\n";
 }
 
 /// A similarity is a cosine: a value outside [-1, 1] (beyond round-off) means a damaged file, and
@@ -94,14 +103,6 @@ const LayerMetrics& heatmap_layer(const ModelReport& model, int layer_index) {
                         " has no similarity matrix (run analyze with --similarity)");
   }
   return *found;
-}
-
-/// The colours of a similarity heatmap: every model, every representation on one scale —
-/// rdbu over [-1, 1] unless told otherwise; viridis and greys over [0, 1], where the negative
-/// cosines of qk and ov forms take the colour of 0.
-ColourScale similarity_scale(const PlotOptions& options) {
-  const ColourMap map = options.colour_map.value_or(ColourMap::rdbu);
-  return map == ColourMap::rdbu ? ColourScale{map, -1, 1} : ColourScale{map, 0, 1};
 }
 
 std::string heatmap_cells(const MatrixD& similarity, const std::vector<int>& head_ids,
@@ -178,7 +179,7 @@ std::string plot_heatmap_svg(const ModelReport& model, int layer_index,
     for (int position : order) ids.push_back(head_ids[static_cast<std::size_t>(position)]);
     head_ids = ids;
   }
-  const ColourScale scale = similarity_scale(options);
+  const ColourScale scale = similarity_scale(options.colour_map);
   // Values below the map (beyond round-off) are drawn at its end, and its label says so.
   const bool clipped = similarity.minCoeff() < scale.low - 1e-6;
   const Index heads = similarity.rows();
@@ -200,7 +201,7 @@ std::string plot_heatmap_svg(const ModelReport& model, int layer_index,
   out += "<rect" + attr("x", left) + attr("y", top) + attr("width", size) + attr("height", size) +
          " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
   out += head_axes(head_ids, left, top, cell);
-  out += colour_bar(scale, clipped, left + size + 24, top, size);
+  out += similarity_colour_bar(scale, clipped, left + size + 24, top, size, "Cosine similarity");
   return out + "</svg>\n";
 }
 

@@ -119,6 +119,15 @@ struct ColourScale {
 /// Viridis, t in [0, 1] → "#rrggbb".
 std::string viridis(double t);
 
+/// The colours of every similarity heatmap (heatmap.cpp; diff_heatmap.cpp): `map` (empty: rdbu)
+/// over [-1, 1] for rdbu; viridis and greys over [0, 1], where negative cosines take 0's colour.
+ColourScale similarity_scale(std::optional<ColourMap> map);
+
+/// A similarity heatmap's vertical colour bar of `scale` at (left, top), `height` tall, five ticks
+/// and `label` beside it; the lowest tick reads "≤ …" when some value was `clipped` to it.
+std::string similarity_colour_bar(const ColourScale& scale, bool clipped, double left, double top,
+                                  double height, const std::string& label);
+
 // ---------------------------------------------------------------------------------------------
 // Multi-panel line figure (figure.cpp, grid.cpp)
 // ---------------------------------------------------------------------------------------------

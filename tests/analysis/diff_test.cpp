@@ -108,6 +108,17 @@ TEST_CASE("a model compared with itself gives similarity exactly 1", "[diff]") {
     const HeadFactors a = factors_of(side(), side());
     const HeadFactors copy = a;
     for (double value : head_similarity(a, copy)) CHECK(value == 1.0);
+    // Equal on one side only: an ordinary cosine, not the 1 of equal heads.
+    for (const bool keep_left : {true, false}) {
+      HeadFactors half = a;
+      (keep_left ? half.right : half.left) = side();
+      const std::vector<double> similarity = head_similarity(a, half);
+      for (std::size_t h = 0; h < similarity.size(); ++h) {
+        const double want = explicit_cosine(explicit_form(a, h), explicit_form(half, h));
+        CHECK(std::abs(similarity[h] - want) <= 1e-9);
+        CHECK(similarity[h] < 0.999);
+      }
+    }
   }
 }
 
@@ -235,4 +246,49 @@ TEST_CASE("diff lists the heads that moved most first and writes every format", 
   diff.heads_compared = false;
   CHECK(diff_to_table(diff, 3).find("per-layer metric changes only") != std::string::npos);
   CHECK(test::error_message([&] { plot_head_similarity_svg(diff, ""); }).find("--figure") == 0);
+}
+
+namespace {
+
+/// The fill of the cell of `layer`, `head` in a diff figure (its <title> names them).
+std::string cell_fill(const std::string& svg, int layer, int head) {
+  const std::string title =
+      "<title>layer " + std::to_string(layer) + " head " + std::to_string(head) + ":";
+  const std::size_t at = svg.find(title);
+  if (at == std::string::npos) return "";
+  const std::size_t fill = svg.rfind("fill=\"", at);
+  return svg.substr(fill + 6, 7);
+}
+
+}  // namespace
+
+TEST_CASE("diff's figure colours a cosine as the similarity heatmaps do", "[diff]") {
+  DiffResult diff;
+  diff.heads_compared = true;
+  diff.series = pair_reports({report_of("qk", 3, {0, 1})}, {report_of("qk", 3, {0, 1})}, "a", "b");
+  diff.series[0].head_similarity = {{1.0, 0.0, -0.5}, {0.5, 0.9, -1.0}};
+
+  // By default ColorBrewer's RdBu over [-1, 1] (its end and middle colours, as ColorBrewer lists
+  // them): a negative cosine is blue, distinct from 0's white, and nothing is clipped.
+  const std::string svg = plot_head_similarity_svg(diff, PlotOptions{});
+  CHECK(svg.find("data-colour-map=\"rdbu\"") != std::string::npos);
+  CHECK(cell_fill(svg, 0, 0) == "#67001f");
+  CHECK(cell_fill(svg, 0, 1) == "#f7f7f7");
+  CHECK(cell_fill(svg, 1, 2) == "#053061");
+  CHECK(cell_fill(svg, 0, 2) != cell_fill(svg, 0, 1));
+  CHECK(svg.find("≤") == std::string::npos);
+  CHECK(svg.find(">-1.0<") != std::string::npos);  // the colour bar's lowest tick
+
+  // viridis over [0, 1], as `plot --heatmap --colour-map viridis`: a negative cosine takes 0's
+  // colour, and the colour bar's lowest tick says that it stands for everything below.
+  PlotOptions viridis;
+  viridis.colour_map = ColourMap::viridis;
+  viridis.title = "moved";
+  const std::string clipped = plot_head_similarity_svg(diff, viridis);
+  CHECK(cell_fill(clipped, 0, 1) == "#440154");  // viridis(0)
+  CHECK(cell_fill(clipped, 0, 2) == cell_fill(clipped, 0, 1));
+  CHECK(clipped.find("≤ 0.00") != std::string::npos);
+  CHECK(clipped.find(">moved<") != std::string::npos);
+  diff.series[0].head_similarity = {{1.0, 0.0, 0.5}, {0.5, 0.9, 0.25}};
+  CHECK(plot_head_similarity_svg(diff, viridis).find("≤") == std::string::npos);
 }

@@ -171,6 +171,11 @@ class HybridFamilies(unittest.TestCase):
         self.expect_error("bamba", out_of_range, "config.json", "attn_layer_indices",
                           "8 is not a layer number of this model (0-7")
 
+        def negative(_, config):  # below the range as well as above it
+            config["attn_layer_indices"] = [-1, 5]
+        self.expect_error("bamba", negative, "config.json", "attn_layer_indices",
+                          "-1 is not a layer number of this model (0-7")
+
     def test_a_huge_layer_count_is_refused_before_any_allocation(self):
         """2^31 − 1 layers in a rule's config (Jamba's period, Qwen3-Next's interval, Bamba's
         indices): one line naming config.json, exit 2, at once, under a 2 GB address-space limit."""

@@ -57,6 +57,16 @@ TEST_CASE("cluster_order of orthogonal heads keeps the index order", "[plot]") {
   CHECK(plot_detail::cluster_order(MatrixD::Identity(1, 1)) == std::vector<int>{0});
 }
 
+TEST_CASE("cluster_order breaks a tie by the lowest head numbers", "[plot]") {
+  // Head 3 is as close to head 0 as to head 1 (S 0.9), every other pair apart (S 0). Ties to the
+  // lowest numbers merge 0 with 3 first; head 1 then joins at distance (1 + 0.1) / 2 = 0.55,
+  // head 2 last: 0, 3, 1, 2. Merging 1 with 3 first (the last of the tied pairs) would give
+  // 0, 1, 3, 2. (The orthogonal heads above tie everywhere but come out in index order either way.)
+  MatrixD s = MatrixD::Identity(4, 4);
+  s(0, 3) = s(3, 0) = s(1, 3) = s(3, 1) = 0.9;
+  CHECK(plot_detail::cluster_order(s) == std::vector<int>{0, 3, 1, 2});
+}
+
 TEST_CASE("a heatmap in cluster order draws the permuted matrix with the heads' own numbers",
           "[plot]") {
   ModelReport model;

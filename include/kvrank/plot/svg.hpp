@@ -62,7 +62,8 @@ const ModelReport& heatmap_model(const std::vector<ModelReport>& models, const s
 
 /// One layer's H × H similarity matrix with a colour bar: options.title (default: label, layer
 /// and representation) and options.colour_map (default rdbu over [-1, 1] for every model and
-/// representation; viridis or greys over [0, 1], refusing negative cosines). Throws kvrank::Error
+/// representation; viridis or greys over [0, 1], negative cosines in 0's colour and the colour
+/// bar's lowest label "≤ 0.00"). Throws kvrank::Error
 /// when the model has no such layer (listing the layers it has) or the layer has no similarity
 /// matrix (analyze with --similarity).
 std::string plot_heatmap_svg(const ModelReport& model, int layer, const PlotOptions& options);
