@@ -34,6 +34,7 @@
 # Environment: KVRANK_BUILD_DIR (default build), KVRANK_BENCH_THREADS (default: all cores),
 # KVRANK_BENCH_REPEAT (runs per measurement, the fastest is kept; default 3),
 # KVRANK_BENCH_LAYERS (at most this many layers of each shape; the limit counts the same layers),
+# KVRANK_BENCH_NUMPY=0 (skip numpy, minutes a run on the 2.5B shape),
 # KVRANK_BENCH_TMP (where the checkpoints go; default a fresh temporary folder, removed at the end).
 # OPENBLAS_CORETYPE reaches kvrank, the floor and numpy alike (the first line names the kernels):
 # set it where OpenBLAS does not recognise the CPU (docs/performance.md).
@@ -145,6 +146,8 @@ for shape in "${shapes[@]}"; do
   # shellcheck disable=SC2206
   limit_flags=(--layers "$layers" $floor_flags)
   [[ $contraction_gmacs == - ]] || limit_flags=(--gemm-gmacs $((contraction_gmacs * layers)))
+  # No bf16 kernel here (no oneDNN, no AVX512-BF16): kvrank's Grams are float32, so is the limit.
+  [[ $("$build/bench/kvrank_bench_limit" --rate "$kernel" --gemm-gmacs 1) == "- -" ]] && kernel=f32
   limit --rate "$kernel" "${limit_flags[@]}" --threads 1
   limit_1=$limit_s
   limit --rate "$kernel" "${limit_flags[@]}" --threads "$threads"
@@ -152,6 +155,7 @@ for shape in "${shapes[@]}"; do
 
   numpy_cell="not run"
   numpy_ratio="—"
+  [[ ${KVRANK_BENCH_NUMPY:-1} == 0 ]] && numpy_layers=-
   if [[ $numpy_layers != "-" ]]; then
     echo "[$name] numpy" >&2
     numpy_s=""  # the fastest of $repeat runs, like kvrank's (one run of it varies by ±25 %)
