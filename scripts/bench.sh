@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
-# The benchmark of docs/performance.md: `kvrank analyze` on bf16 checkpoints of the reference shapes,
+# The benchmark of docs/performance.md: `kvrank analyze` on checkpoints of the reference shapes,
 # next to
-#   - the floor: the two float32 SYRKs per layer through the same BLAS (bench/floor.cpp) — for MLA
-#     the Grams of the two latent bases (q_a rows and kv_a rows), what no method can skip,
-#   - a straightforward numpy implementation of the metric (scripts/bench_numpy.py, explicit d×d heads),
-#   - for MLA, also one float32 GEMM of as many multiply-adds as one layer's contraction (the
-#     cost model of src/metric/contraction.cpp: ~70 G for DeepSeek-V3's qk),
+#   - the limit (bench/limit.cpp): the multiply-adds no method can skip — one symmetric Gram of the
+#     query rows and one of the key rows per layer, each counted as half a square product — at the
+#     GEMM rate this machine reaches with the kernel the weights' type allows (bf16: oneDNN's bf16
+#     matmul; f16 and f32: OpenBLAS's SGEMM, see docs/performance.md), the rate measured in the same
+#     run; for MLA the float32 GEMM rate times its contraction's multiply-adds (the cost model of
+#     src/metric/contraction.cpp: ~72 G a layer for DeepSeek-V3's qk),
+#   - the float32 floor of earlier rounds: the two float32 SYRKs per layer through the same BLAS
+#     (bench/floor.cpp) — for MLA the Grams of the two latent bases (q_a rows and kv_a rows),
+#   - a straightforward numpy implementation of the metric (scripts/bench_numpy.py, explicit d×d
+#     heads), on the small shapes,
+#   - for MLA, also one timed float32 GEMM of as many multiply-adds as one layer's contraction,
 # all measured in the same run on the same machine, one after the other, so that the ratios hold
-# even when the machine is shared (absolute seconds do not). kvrank runs with 1 thread and with
-# --threads T; peak RSS is given for one layer and for all layers (it must not grow with layers).
+# even when the machine is shared (absolute seconds do not). kvrank runs with --threads T and with
+# 1 thread (against the limit at T and at 1 thread); peak RSS is given for one layer and for all
+# layers (it must not grow with layers).
 # Prints a markdown table on stdout (each row naming the kernels `kvrank -v` reports and the path
 # of ⟨A_i, A_j⟩), progress on stderr.
 # `kvrank analyze` forms the Grams of bf16 weights with the bf16 kernel where it is available
 # (gram_backend.hpp); the 2.5B shape also gets a row with it turned off (KVRANK_GRAM_BACKEND=f32).
-# The last column names the kernels kvrank ran (its `-v` products line: OpenBLAS's core, then what
-# runs on oneDNN); with KVRANK_BENCH_CORETYPE=NAME every shape also gets a row for kvrank with
-# OPENBLAS_CORETYPE=NAME, e.g. `env -u OPENBLAS_CORETYPE KVRANK_BENCH_CORETYPE=SkylakeX
-# scripts/bench.sh` puts the default (generic kernels where OpenBLAS does not know the CPU) and the
-# right kernels side by side.
+# With KVRANK_BENCH_CORETYPE=NAME every shape also gets a row for kvrank with OPENBLAS_CORETYPE=NAME,
+# e.g. `env -u OPENBLAS_CORETYPE KVRANK_BENCH_CORETYPE=SkylakeX scripts/bench.sh` puts the default
+# (generic kernels where OpenBLAS does not know the CPU) and the right kernels side by side.
 #
-#   scripts/bench.sh            128M, 2.5B, Llama-2-7B and DeepSeek-V3 (2 layers) shapes (~20 min)
-#   scripts/bench.sh --quick    the 128M and DeepSeek-V3 shapes
-#   scripts/bench.sh --shape 128M   one shape (128M, 2.5B, Llama-2-7B, DeepSeek-V3)
+#   scripts/bench.sh                 every shape below (about 40 min on 2 cores)
+#   scripts/bench.sh --quick         the 128M and DeepSeek-V3 shapes
+#   scripts/bench.sh --shape "A B"   the named shapes (128M, 2.5B, Llama-2-7B, 8B-GQA, 70B-layers,
+#                                    2.5B-f16, 2.5B-f32, DeepSeek-V3)
+#   KVRANK_BENCH_LAYERS=4 KVRANK_BENCH_REPEAT=1 scripts/bench.sh --shape 8B-GQA
+#                                    a development run: at most 4 layers of each shape, one run
 #
 # Environment: KVRANK_BUILD_DIR (default build), KVRANK_BENCH_THREADS (default: all cores),
 # KVRANK_BENCH_REPEAT (runs per measurement, the fastest is kept; default 3),
+# KVRANK_BENCH_LAYERS (at most this many layers of each shape; the limit counts the same layers),
+# KVRANK_BENCH_NUMPY=0 (skip numpy, minutes a run on the 2.5B shape),
 # KVRANK_BENCH_TMP (where the checkpoints go; default a fresh temporary folder, removed at the end).
 # OPENBLAS_CORETYPE reaches kvrank, the floor and numpy alike (the first line names the kernels):
 # set it where OpenBLAS does not recognise the CPU (docs/performance.md).
@@ -39,12 +49,13 @@ case "${1:-}" in
   --quick) only="128M DeepSeek-V3" ;;
   --shape) only=${2:?--shape needs a name} ;;
   "") ;;
-  *) echo "usage: scripts/bench.sh [--quick | --shape NAME]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench.sh [--quick | --shape \"NAME...\"]" >&2; exit 2 ;;
 esac
+max_layers=${KVRANK_BENCH_LAYERS:-0}
 
-if [[ ! -x $build/kvrank || ! -x $build/bench/kvrank_bench_floor ]]; then
+if [[ ! -x $build/kvrank || ! -x $build/bench/kvrank_bench_floor || ! -x $build/bench/kvrank_bench_limit ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVRANK_BUILD_BENCH=ON >/dev/null
-  cmake --build "$build" --target kvrank kvrank_bench_floor >/dev/null
+  cmake --build "$build" --target kvrank kvrank_bench_floor kvrank_bench_limit >/dev/null
 fi
 python=python3
 for candidate in python3 /usr/bin/python3; do
@@ -55,12 +66,18 @@ tmp=${KVRANK_BENCH_TMP:-$(mktemp -d)}
 [[ -z ${KVRANK_BENCH_TMP:-} ]] && trap 'rm -rf "$tmp"' EXIT
 
 # name | layers | numpy layers (0 = all, - = skip) | floor flags | synth flags | contraction G-MACs
-# per layer (- = the pairwise path: the Grams are the work)
+# per layer (- = the pairwise path: the Grams are the work) | weight type | the limit's kernel (f16
+# weights are not bf16-exact, and this oneDNN has no f16 kernel on AVX512-BF16 CPUs: their Grams
+# are float32, so is their limit)
 shapes=(
-  "128M|12|0|--d 768 --q-rows 768 --k-rows 768|--family llama --heads 6 --kv-heads 6 --head-dim 128 --d-model 768|-"
-  "2.5B|36|1|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304|-"
-  "Llama-2-7B|32|-|--d 4096 --q-rows 4096 --k-rows 4096|--family llama --heads 32 --kv-heads 32 --head-dim 128 --d-model 4096|-"
-  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128|72"
+  "128M|12|0|--d 768 --q-rows 768 --k-rows 768|--family llama --heads 6 --kv-heads 6 --head-dim 128 --d-model 768|-|bf16|bf16"
+  "2.5B|36|1|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304|-|bf16|bf16"
+  "Llama-2-7B|32|-|--d 4096 --q-rows 4096 --k-rows 4096|--family llama --heads 32 --kv-heads 32 --head-dim 128 --d-model 4096|-|bf16|bf16"
+  "8B-GQA|32|-|--d 4096 --q-rows 4096 --k-rows 1024|--family llama --heads 32 --kv-heads 8 --head-dim 128 --d-model 4096|-|bf16|bf16"
+  "70B-layers|2|-|--d 8192 --q-rows 8192 --k-rows 1024|--family llama --heads 64 --kv-heads 8 --head-dim 128 --d-model 8192|-|bf16|bf16"
+  "2.5B-f16|8|-|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304|-|f16|f32"
+  "2.5B-f32|8|-|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304|-|f32|f32"
+  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128|72|bf16|f32"
 )
 
 # Fastest of $repeat runs of "$@" under /usr/bin/time: sets seconds (to the millisecond, where
@@ -88,6 +105,12 @@ fastest_floor() {
   echo "$best"
 }
 
+# The limit of `layers` layers (bench/limit.cpp): sets limit_s and rate (G-MAC/s, measured now).
+# The flags: the floor's, or --gemm-gmacs G for MLA's contraction.
+limit() {
+  read -r limit_s rate < <("$build/bench/kvrank_bench_limit" "$@")
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # The kernels `kvrank analyze "$@"` runs (its -v products line, shortened), for the last column.
@@ -99,12 +122,13 @@ kernels() {
 echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads threads, best of $repeat, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $("$build/bench/kvrank_bench_floor" --blas-info)" >&2
 rows=()
 for shape in "${shapes[@]}"; do
-  IFS='|' read -r name layers numpy_layers floor_flags synth_flags contraction_gmacs <<<"$shape"
+  IFS='|' read -r name layers numpy_layers floor_flags synth_flags contraction_gmacs dtype kernel <<<"$shape"
   [[ -n $only && " $only " != *" $name "* ]] && continue
+  ((max_layers > 0 && layers > max_layers)) && layers=$max_layers
   ckpt=$tmp/$name
-  echo "[$name] writing a bf16 checkpoint" >&2
+  echo "[$name] writing a $dtype checkpoint ($layers layers)" >&2
   # shellcheck disable=SC2086
-  "$build/kvrank" -q synth $synth_flags --layers "$layers" --dtype bf16 -o "$ckpt"
+  "$build/kvrank" -q synth $synth_flags --layers "$layers" --dtype "$dtype" -o "$ckpt"
   analyze=("$build/kvrank" -q analyze "$ckpt" --format json -o "$tmp/result.json")
   # The path of ⟨A_i, A_j⟩ (docs/performance.md), named before the kernels in the last column.
   path="pairwise (SYRK Grams)"
@@ -119,11 +143,19 @@ for shape in "${shapes[@]}"; do
   rss_one=$rss_mb one_layer_s=$seconds
   # shellcheck disable=SC2086
   floor_s=$(fastest_floor --layers "$layers" $floor_flags --threads "$threads")
-  # shellcheck disable=SC2086
-  floor_1=$(fastest_floor --layers "$layers" $floor_flags --threads 1)
+  # shellcheck disable=SC2206
+  limit_flags=(--layers "$layers" $floor_flags)
+  [[ $contraction_gmacs == - ]] || limit_flags=(--gemm-gmacs $((contraction_gmacs * layers)))
+  # No bf16 kernel here (no oneDNN, no AVX512-BF16): kvrank's Grams are float32, so is the limit.
+  [[ $("$build/bench/kvrank_bench_limit" --rate "$kernel" --gemm-gmacs 1) == "- -" ]] && kernel=f32
+  limit --rate "$kernel" "${limit_flags[@]}" --threads 1
+  limit_1=$limit_s
+  limit --rate "$kernel" "${limit_flags[@]}" --threads "$threads"
+  limit_cell="$limit_s ($kernel, $rate G/s)"
 
   numpy_cell="not run"
   numpy_ratio="—"
+  [[ ${KVRANK_BENCH_NUMPY:-1} == 0 ]] && numpy_layers=-
   if [[ $numpy_layers != "-" ]]; then
     echo "[$name] numpy" >&2
     numpy_s=""  # the fastest of $repeat runs, like kvrank's (one run of it varies by ±25 %)
@@ -142,11 +174,11 @@ for shape in "${shapes[@]}"; do
     gemm_s=$("$build/bench/kvrank_bench_floor" --gemm-gmacs "$contraction_gmacs" --threads "$threads")
     # The first layer also pays start-up and fresh pages; the ones after it reuse the freed memory
     # (heap.hpp), so a long model's layers cost what the second one does.
-    steady=$(awk -v a="$kvrank_s" -v b="$one_layer_s" -v l="$layers" 'BEGIN { printf "%.2f", (a - b) / (l - 1) }')
+    steady=$(awk -v a="$kvrank_s" -v b="$one_layer_s" -v l="$layers" 'BEGIN { if (l > 1) printf "%.2f", (a - b) / (l - 1); else printf "%.2f", a }')
     gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×; a layer after the first $steady s, $(ratio "$steady" "$gemm_s")×"
   fi
   kernels_used=$(kernels "$ckpt")
-  rows+=("| $name ($layers layers) | $kvrank_s ($per_layer/layer) | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $floor_1 | $(ratio "$kvrank_1" "$floor_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
+  rows+=("| $name, $dtype ($layers layers) | $kvrank_s ($per_layer/layer) | $limit_cell | **$(ratio "$kvrank_s" "$limit_s")** | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $limit_1 | $(ratio "$kvrank_1" "$limit_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
   # A table (or CSV) holds no per-head ranks, so analyze skips their eigenproblems (diversity.hpp).
   echo "[$name] kvrank analyze, table output" >&2
   timed "$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt" --threads "$threads"
@@ -155,24 +187,24 @@ for shape in "${shapes[@]}"; do
   table_1=$seconds
   table_numpy="—"
   [[ $numpy_layers == "-" ]] || table_numpy="$(ratio "$numpy_s" "$table_s")×"
-  rows+=("| $name, table output (no per-head ranks) | $table_s | $floor_s | $(ratio "$table_s" "$floor_s") | $table_1 | $floor_1 | $(ratio "$table_1" "$floor_1") | $(ratio "$table_1" "$table_s")× | — | — | $table_numpy | — | $path; $kernels_used |")
+  rows+=("| $name, table output (no per-head ranks) | $table_s | $limit_s | **$(ratio "$table_s" "$limit_s")** | $floor_s | $(ratio "$table_s" "$floor_s") | $table_1 | $limit_1 | $(ratio "$table_1" "$limit_1") | $(ratio "$table_1" "$table_s")× | — | — | $table_numpy | — | $path; $kernels_used |")
   # Progress only: the row itself is printed once, in the table on stdout.
-  echo "[$name] $kvrank_s s, $(ratio "$kvrank_s" "$floor_s")× the floor" >&2
+  echo "[$name] $kvrank_s s, $(ratio "$kvrank_s" "$limit_s")× the limit, $(ratio "$kvrank_s" "$floor_s")× the f32 floor" >&2
   if [[ -n ${KVRANK_BENCH_CORETYPE:-} ]]; then  # the same run on the kernels OpenBLAS is told to use
     echo "[$name] kvrank analyze, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE" >&2
     OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE timed "${analyze[@]}" --threads "$threads"
-    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | — | $rss_mb MB | $path; $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
+    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $limit_s | $(ratio "$seconds" "$limit_s") | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | — | $rss_mb MB | $path; $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
   fi
   if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
     echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
     KVRANK_GRAM_BACKEND=f32 /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze \
       "$ckpt" --format json --threads "$threads" -o "$tmp/result.json"
     read -r f32_s f32_rss_kb <"$tmp/time.txt"
-    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | $path; $(KVRANK_GRAM_BACKEND=f32 kernels "$ckpt") |")
+    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $limit_s | $(ratio "$f32_s" "$limit_s") | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | $path; $(KVRANK_GRAM_BACKEND=f32 kernels "$ckpt") |")
   fi
   rm -rf "$ckpt"
 done
 
-echo "| shape | kvrank s, $threads thr | floor s | ratio | kvrank s, 1 thr | floor s | ratio | speed-up | GEMM of a layer's MACs, $threads thr; layer / GEMM | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| shape | kvrank s, $threads thr | limit s, $threads thr (kernel, rate) | kvrank / limit | f32 floor s | kvrank / floor | kvrank s, 1 thr | limit s, 1 thr | kvrank / limit | speed-up | GEMM of a layer's MACs, $threads thr; layer / GEMM | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

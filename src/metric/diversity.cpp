@@ -181,10 +181,11 @@ constexpr std::uint64_t kLayerSlack = 16 * kMiB;
 /// Bytes of buffers a Gram of `basis` allocates beyond `held`, on the BLAS and on oneDNN.
 struct GramBytes {
   std::uint64_t own = 0;     ///< the Gram, a scaled copy of the basis, G·C_h for the other heads
-  std::uint64_t onednn = 0;  ///< the bf16 copy of the basis and one column tile of the Gram
+  std::uint64_t onednn = 0;  ///< the bf16 copy of the basis and a column tile per thread
 };
 
-GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& held) {
+GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& held,
+                     std::uint64_t threads) {
   const auto m = static_cast<std::uint64_t>(side.basis.rows());
   const auto n = static_cast<std::uint64_t>(side.basis.cols());
   GramBytes bytes;
@@ -194,7 +195,9 @@ GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& 
     if (identity_slice_row(blocks, side.head_cols) < 0)
       bytes.own += m * static_cast<std::uint64_t>(side.head_cols) * 8;
   }
-  bytes.onednn = m * n * 2 + std::min<std::uint64_t>(256, m) * m * 4;
+  // The bf16 Gram's threads each form their column tiles in a buffer of their own
+  // (gram_backend.cpp).
+  bytes.onednn = m * n * 2 + threads * std::min<std::uint64_t>(256, m) * m * 4;
   return bytes;
 }
 
@@ -211,10 +214,10 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   const auto threads = static_cast<std::uint64_t>(detail::available_threads());
   std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
   std::uint64_t onednn = kOnednnReserve + threads * kOnednnPerThread;
-  const GramBytes left = gram_bytes(factors.left, scales.first, workspace.left_gram);
-  const GramBytes right = factors.symmetric
-                              ? GramBytes{}
-                              : gram_bytes(factors.right, scales.second, workspace.right_gram);
+  const GramBytes left = gram_bytes(factors.left, scales.first, workspace.left_gram, threads);
+  const GramBytes right =
+      factors.symmetric ? GramBytes{}
+                        : gram_bytes(factors.right, scales.second, workspace.right_gram, threads);
   if (plan) {
     own += detail::contraction_bytes(factors, *plan, workspace);
   } else {

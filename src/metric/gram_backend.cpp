@@ -21,6 +21,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/memory_limit.hpp"
 #include "metric/blas.hpp"
+#include "metric/thread_pool.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -146,22 +147,42 @@ void triangle_product(const std::uint16_t* packed, Index m, Index d, Index j0, I
              std::min(kDepthSlice, d - k0), d, width, k0 > 0, stream);
 }
 
-void triangle_bf16(const std::vector<std::uint16_t>& packed, Index m, Index d, MatrixF& gram) {
+/// Column tile `j0` of the bf16 Gram, formed over every depth slice in `tile_rows` (tile ×
+/// (j0 + tile), reused) and copied into `gram`. oneDNN runs a product into a strided block of
+/// `gram` on a slow generic kernel (gemm:jit) rather than its brgemm one, hence the dense tile.
+void triangle_tile(const std::uint16_t* packed, Index m, Index d, Index j0,
+                   std::vector<float>& tile_rows, MatrixF& gram) {
+  const Index tile = std::min(kTile, m - j0);
+  const Index width = j0 + tile;
+  tile_rows.resize(static_cast<std::size_t>(tile * width));  // every element is written below
   dnnl::stream stream(cpu_engine());
-  // oneDNN runs a product into a strided block of `gram` on a slow generic kernel (gemm:jit)
-  // rather than its brgemm one; so each tile is formed densely in `tile_rows`, then copied.
-  std::vector<float> tile_rows(static_cast<std::size_t>(std::min(kTile, m) * m));
-  for (Index j0 = 0; j0 < m; j0 += kTile) {
-    for (Index k0 = 0; k0 < d; k0 += kDepthSlice) {
-      triangle_product(packed.data(), m, d, j0, k0, tile_rows.data(), stream);
-    }
-    stream.wait();
-    const Index tile = std::min(kTile, m - j0);
-    const Index width = j0 + tile;
-    for (Index r = 0; r < tile; ++r) {
-      std::copy_n(tile_rows.data() + r * width, width, gram.data() + (j0 + r) * m);
-    }
+  for (Index k0 = 0; k0 < d; k0 += kDepthSlice) {
+    triangle_product(packed, m, d, j0, k0, tile_rows.data(), stream);
   }
+  stream.wait();
+  for (Index r = 0; r < tile; ++r) {
+    std::copy_n(tile_rows.data() + r * width, width, gram.data() + (j0 + r) * m);
+  }
+}
+
+/// The column tiles go to the threads, the widest first, each tile's products on its thread alone:
+/// oneDNN sharing every product over the threads forked and joined the pool once per product
+/// (m/256 · d/256 of them, 256 for a 4096 × 4096 basis), and a thread the scheduler had taken
+/// away for a tick left the other spinning at each join (3–5× slower on a loaded 2-core machine).
+/// Called inside a parallel region (the two sides side by side), the loop runs on the calling
+/// thread.
+void triangle_bf16(const std::vector<std::uint16_t>& packed, Index m, Index d, MatrixF& gram) {
+  const Index tiles = (m + kTile - 1) / kTile;
+  detail::ParallelFailure failure;
+#pragma omp parallel for schedule(dynamic, 1) if (tiles > 1)
+  for (Index t = 0; t < tiles; ++t) {
+    failure.run([&] {
+      // Per thread, reused Gram after Gram (as the packed copy).
+      thread_local std::vector<float> tile_rows;
+      triangle_tile(packed.data(), m, d, (tiles - 1 - t) * kTile, tile_rows, gram);
+    });
+  }
+  failure.rethrow();
 }
 
 /// The first product triangle_bf16 runs for an m × d basis, on zeros (it reads the first tile's

@@ -1,0 +1,179 @@
+// kvrank_bench_limit — the compute limit of `kvrank analyze` on a shape (docs/performance.md):
+// the multiply-adds no method can skip — one symmetric Gram of the query rows and one of the key
+// rows per layer — at the GEMM rate this machine reaches, measured in the same run with the
+// library kvrank's own kernels run on.
+//
+//   the work:  L × (M²·D + N²·D) / 2 multiply-adds — a symmetric Gram of M rows counted as half the
+//              M × M × D square product (its triangle, the diagonal's share ignored);
+//   the rate:  the best of 5 timed runs (after one untimed) of one square product C = A·B of
+//              n × n × n, n = 2048 (8.6 G multiply-adds), on --threads T threads:
+//                bf16  oneDNN's matmul, bf16 × bf16 → f32 (the kernel of kvrank's bf16 Grams)
+//                f16   oneDNN's matmul, f16 × f16 → f32 (where this oneDNN has such a kernel)
+//                f32   the BLAS's SGEMM (OpenBLAS, the kernels of kvrank's float32 Grams)
+//   prints:    "<limit seconds> <rate G-MAC/s>" on one line.
+//
+//   kvrank_bench_limit --rate bf16 --layers 32 --d 4096 --q-rows 4096 --k-rows 1024 --threads 2
+//   kvrank_bench_limit --rate f32 --gemm-gmacs 72 --threads 2    (seconds of G·10⁹ MACs at the
+//   rate)
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#ifdef KVRANK_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef KVRANK_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+constexpr long kRateSize = 2048;
+constexpr int kRateRuns = 5;
+
+/// Seconds of the fastest of kRateRuns calls of `product`, after one untimed call (kernel
+/// compilation, thread start, first-touch page faults).
+double fastest(const std::function<void()>& product) {
+  product();
+  double best = 1e300;
+  for (int run = 0; run < kRateRuns; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    product();
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    best = std::min(best, elapsed.count());
+  }
+  return best;
+}
+
+#ifdef KVRANK_HAVE_DNNL
+/// Seconds of one n × n × n oneDNN matmul with inputs of `type` and a float32 result; negative when
+/// this oneDNN has no kernel for it here.
+double time_onednn(long n, dnnl::memory::data_type type) {
+  using dnnl::memory;
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const memory::desc a_desc({n, n}, type, memory::format_tag::ab);
+  const memory::desc b_desc({n, n}, type, memory::format_tag::ab);
+  const memory::desc c_desc({n, n}, memory::data_type::f32, memory::format_tag::ab);
+  try {
+#if DNNL_VERSION_MAJOR >= 3
+    const dnnl::matmul::primitive_desc descriptor(engine, a_desc, b_desc, c_desc);
+#else
+    const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a_desc, b_desc, c_desc),
+                                                  engine);
+#endif
+    // 0x3F80 (bf16) and 0x3C00 (f16) are 1.0: the values do not change the time.
+    const std::uint16_t one = type == memory::data_type::bf16 ? 0x3F80 : 0x3C00;
+    std::vector<std::uint16_t> a(static_cast<std::size_t>(n * n), one), b(a);
+    std::vector<float> c(static_cast<std::size_t>(n * n));
+    memory a_memory(a_desc, engine, a.data()), b_memory(b_desc, engine, b.data());
+    memory c_memory(c_desc, engine, c.data());
+    const dnnl::matmul product(descriptor);
+    return fastest([&] {
+      product.execute(
+          stream,
+          {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, c_memory}});
+      stream.wait();
+    });
+  } catch (const dnnl::error&) {
+    return -1;
+  }
+}
+#endif
+
+/// Seconds of one n × n × n float32 GEMM through the BLAS kvrank links.
+double time_sgemm(long n) {
+  std::vector<float> a(static_cast<std::size_t>(n * n), 1.0f), b(a), c(a.size());
+#ifdef KVRANK_HAVE_OPENBLAS
+  const auto size = static_cast<blasint>(n);
+  return fastest([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, a.data(), size,
+                b.data(), size, 0.0f, c.data(), size);
+  });
+#else
+  (void)n;
+  return -1;
+#endif
+}
+
+/// Multiply-adds per second (G) of the named kernel; negative when it is not available here.
+double rate_gmacs(const std::string& kernel) {
+  double seconds = -1;
+  if (kernel == "f32") seconds = time_sgemm(kRateSize);
+#ifdef KVRANK_HAVE_DNNL
+  if (kernel == "bf16") seconds = time_onednn(kRateSize, dnnl::memory::data_type::bf16);
+  if (kernel == "f16") seconds = time_onednn(kRateSize, dnnl::memory::data_type::f16);
+#endif
+  if (seconds <= 0) return -1;
+  const double macs = static_cast<double>(kRateSize) * kRateSize * kRateSize;
+  return macs / seconds / 1e9;
+}
+
+long parse_flag(int argc, char** argv, const char* name, long fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return std::strtol(argv[i + 1], nullptr, 10);
+  }
+  return fallback;
+}
+
+std::string parse_text(int argc, char** argv, const char* name) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  }
+  return "";
+}
+
+void set_threads(long threads) {
+  if (threads <= 0) return;
+#ifdef KVRANK_HAVE_OPENBLAS
+  openblas_set_num_threads(static_cast<int>(threads));
+#endif
+#ifdef _OPENMP
+  omp_set_num_threads(static_cast<int>(threads));
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string kernel = parse_text(argc, argv, "--rate");
+  if (kernel != "bf16" && kernel != "f16" && kernel != "f32") {
+    std::fprintf(stderr,
+                 "usage: kvrank_bench_limit --rate bf16|f16|f32 (--layers L --d D --q-rows M "
+                 "--k-rows N | --gemm-gmacs G) [--threads T]\n");
+    return 2;
+  }
+  const long layers = parse_flag(argc, argv, "--layers", 1);
+  const long d = parse_flag(argc, argv, "--d", 768);
+  const long q_rows = parse_flag(argc, argv, "--q-rows", d);
+  const long k_rows = parse_flag(argc, argv, "--k-rows", d);
+  const long gemm_gmacs = parse_flag(argc, argv, "--gemm-gmacs", 0);
+  const long threads = parse_flag(argc, argv, "--threads", 0);
+  if (layers < 1 || d < 1 || q_rows < 1 || k_rows < 1 || threads < 0 || gemm_gmacs < 0) {
+    std::fprintf(stderr, "kvrank_bench_limit: every size must be positive\n");
+    return 2;
+  }
+  set_threads(threads);
+  const double rate = rate_gmacs(kernel);
+  if (rate <= 0) {
+    std::printf("- -\n");  // no such kernel in this build or on this CPU
+    return 0;
+  }
+  const auto gram_macs = [d](long rows) {
+    return static_cast<double>(rows) * static_cast<double>(rows) * static_cast<double>(d) / 2;
+  };
+  const double gmacs =
+      gemm_gmacs > 0 ? static_cast<double>(gemm_gmacs)
+                     : static_cast<double>(layers) * (gram_macs(q_rows) + gram_macs(k_rows)) / 1e9;
+  std::printf("%.3f %.1f\n", gmacs / rate, rate);
+  return 0;
+}
