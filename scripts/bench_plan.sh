@@ -18,7 +18,7 @@ ckpt=$tmp/llama7b-shape
   --dtype bf16 --redundancy 0.3 -o "$ckpt"
 echo "| plan | layers | wall s | CPU s (user + sys) | peak RSS MB |"
 echo "|---|---|---|---|---|"
-for args in "--kv-heads 8" "--kv-heads 16" "--kv-heads 8 --objective qk"; do
+for args in "--kv-heads 8" "--kv-heads 16" "--kv-heads 8 --objective merge"; do
   # shellcheck disable=SC2086
   stats=$( { /usr/bin/time -f "%e %U %S %M" "$build/kvrank" -q plan "$ckpt" $args --rope rotate_half \
     --format json -o "$tmp/plan.json"; } 2>&1 | tail -1)
