@@ -10,6 +10,7 @@
 #include <random>
 
 #include "analysis/plan_detail.hpp"
+#include "kvrank/layout/model_type.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
@@ -281,4 +282,18 @@ TEST_CASE("plan: beyond enumeration, groups of four are searched on the pairwise
   CHECK(objective(exact.plan) <= objective(searched.plan) + 1e-12);
   CHECK(objective(searched.plan) <= objective(searched.random_median));
   CHECK(searched.plan.groups.size() == 2);
+}
+
+TEST_CASE("plan: every model type has a RoPE convention or a reason to need --rope", "[plan]") {
+  for (const ModelTypeInfo& type : model_types()) {
+    const bool convention = model_type_rope(type.name).has_value();
+    const bool reason = !unplanned_reason(type.name).empty();
+    INFO("model_type " << type.name << ": add it to plan_rope.cpp's kRopeRows or kUnplanned");
+    CHECK(convention != reason);
+  }
+  CHECK(model_type_rope("llama") == RopeConvention::rotate_half);
+  CHECK(model_type_rope("cohere") == RopeConvention::interleaved);
+  CHECK(model_type_rope("gpt2") == RopeConvention::none);
+  CHECK(unplanned_reason("falcon") == "ALiBi or RoPE, by its config");
+  CHECK_FALSE(model_type_rope("not_a_model_type"));
 }
