@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "app/output.hpp"
+#include "app/plan_plot.hpp"
 #include "kvrank/app/commands.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
@@ -92,6 +93,9 @@ int run_plot(const PlotRequest& request, const Hooks& hooks) {
     svg =
         plot_steps_svg(plot_panels(request).front(), parse_step_plot(request.over_steps), options);
     drawn = request.over_steps + " over training steps";
+  } else if (auto plan = detail::plan_figure(request.inputs, options)) {  // by its content
+    svg = std::move(plan->svg);
+    drawn = std::move(plan->drawn);
   } else {
     const auto panels = plot_panels(request);
     svg = plot_curves_svg(panels, options);
