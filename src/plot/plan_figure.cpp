@@ -16,8 +16,8 @@ constexpr const char* kRandom = "random median";
 constexpr const char* kBefore = "before (original)";
 
 Series plan_series(const std::string& label, const PlanFigureModel& model,
-                    double PlanFigureLayer::*field,
-                    const std::map<std::string, SeriesStyle>& styles) {
+                   double PlanFigureLayer::*field,
+                   const std::map<std::string, SeriesStyle>& styles) {
   Series series{label, {}, styles.at(label), false};
   for (const PlanFigureLayer& layer : model.layers)
     series.points.emplace_back(layer.layer, layer.*field);
