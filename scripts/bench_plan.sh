@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark of `kvrank plan` on a 7B-shaped checkpoint (docs/plan.md, "Cost"): Llama-2-7B's
 # attention geometry (32 layers, 32 heads of 128, d 4096), bf16, written by `kvrank synth`, planned
-# to 8 and to 16 KV heads (32 heads cannot be enumerated: local search with restarts). Prints the
-# wall time, CPU time and peak RSS of each run. Not a timed test: the machine's load sets the numbers.
+# to 8 KV heads (both objectives) and to 16 (32 heads cannot be enumerated: local search with
+# restarts). Prints the wall time, CPU time and peak RSS of each run. Not a timed test: the
+# machine's load sets the numbers.
 #
 #   scripts/bench_plan.sh [LAYERS]     (default 32; e.g. 2 for a quick per-layer estimate)
 # Environment: KVRANK_BUILD_DIR (default build), KVRANK_BENCH_TMP (default a fresh temporary
@@ -18,7 +19,7 @@ ckpt=$tmp/llama7b-shape
   --dtype bf16 --redundancy 0.3 -o "$ckpt"
 echo "| plan | layers | wall s | CPU s (user + sys) | peak RSS MB |"
 echo "|---|---|---|---|---|"
-for args in "--kv-heads 8" "--kv-heads 16" "--kv-heads 8 --objective qk"; do
+for args in "--kv-heads 8" "--kv-heads 16" "--kv-heads 8 --objective merge"; do
   # shellcheck disable=SC2086
   stats=$( { /usr/bin/time -f "%e %U %S %M" "$build/kvrank" -q plan "$ckpt" $args --rope rotate_half \
     --format json -o "$tmp/plan.json"; } 2>&1 | tail -1)

@@ -8,6 +8,8 @@
 #   OUT/training.json            the checkpoints of data/tiny-steps (two runs), --repr qk,k
 #   OUT/training-erank.svg       effective rank against training step, one line per layer
 #   OUT/training-heatmap.svg     the same as layers × steps maps
+#   OUT/plan-mha.json            `kvrank plan` of data/tiny/mha to 4 KV heads
+#   OUT/plan-mha.svg             its figure: the merge error and erank_qk per layer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kvrank=${1:-build/kvrank}
@@ -27,5 +29,7 @@ labels=(--label "Standard MHA" --label "LRKV (r=2)" --label "LRKV (r=8)" --label
 "$kvrank" plot "$out/training.json" --over-steps layers --cols 2 --legend right \
   -o "$out/training-erank.svg" --title "Effective rank over training"
 "$kvrank" plot "$out/training.json" --over-steps heatmap --cols 2 -o "$out/training-heatmap.svg"
+"$kvrank" plan data/tiny/mha --kv-heads 4 --format json -o "$out/plan-mha.json" -q
+"$kvrank" plot "$out/plan-mha.json" -o "$out/plan-mha.svg" --title "data/tiny/mha → 4 KV heads"
 echo "wrote $out/: tiny.json, effective-rank.svg, effective-rank.pdf, heatmap-mqa-layer3.svg," \
-  "training.json, training-erank.svg, training-heatmap.svg" >&2
+  "training.json, training-erank.svg, training-heatmap.svg, plan-mha.json, plan-mha.svg" >&2

@@ -10,11 +10,11 @@
 // exact; larger groups repeat the step over members (generalised Procrustes), which never raises
 // the residual but may stop at a local optimum.
 #include <Eigen/Eigenvalues>
-#include <Eigen/SVD>
 #include <cmath>
 
 #include "analysis/plan_detail.hpp"
 #include "kvrank/base/error.hpp"
+#include "metric/blas.hpp"
 
 namespace kvrank {
 namespace {
@@ -24,8 +24,9 @@ constexpr double kSweepTolerance = 1e-9;
 
 /// The orthogonal R maximising tr(R M): with M = U Σ Wᵀ, R = W Uᵀ.
 MatrixD polar_transform(const MatrixD& m) {
-  Eigen::BDCSVD<MatrixD> svd(m, Eigen::ComputeThinU | Eigen::ComputeThinV);
-  return svd.matrixV() * svd.matrixU().transpose();
+  MatrixD u, w;
+  detail::singular_vectors(m, u, w);
+  return w * u.transpose();
 }
 
 }  // namespace
@@ -124,21 +125,22 @@ double pooled_energy(const MatrixD& gram, int head_dim, const std::vector<int>& 
   for (std::size_t i = 0; i < n; ++i) {
     sum += head_block(gram, head_dim, members[i], members[i]).trace();
     for (std::size_t j = i + 1; j < n; ++j) {
-      const MatrixD relative = rotations[i].transpose() * rotations[j];
-      sum += 2 * head_block(gram, head_dim, members[i], members[j]).cwiseProduct(relative).sum();
+      // ⟨C_ij, R_iᵀ R_j⟩ = ⟨R_i C_ij, R_j⟩
+      const MatrixD rotated =
+          rotate(rotations[i], head_block(gram, head_dim, members[i], members[j]));
+      sum += 2 * rotated.cwiseProduct(rotations[j]).sum();
     }
   }
   return sum / static_cast<double>(n);
 }
 
-/// N_i = Σ_{j≠i} C_ij R_jᵀ.
+/// N_i = Σ_{j≠i} C_ij R_jᵀ = (Σ_{j≠i} R_j C_ji)ᵀ (the Gram is symmetric).
 MatrixD others_sum(const MatrixD& gram, int head_dim, const std::vector<int>& members,
                    const std::vector<MatrixD>& rotations, std::size_t i) {
   MatrixD sum = MatrixD::Zero(head_dim, head_dim);
   for (std::size_t j = 0; j < members.size(); ++j)
-    if (j != i)
-      sum += head_block(gram, head_dim, members[i], members[j]) * rotations[j].transpose();
-  return sum;
+    if (j != i) sum += rotate(rotations[j], head_block(gram, head_dim, members[j], members[i]));
+  return sum.transpose();
 }
 
 }  // namespace

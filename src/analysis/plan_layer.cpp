@@ -15,6 +15,8 @@
 #include "analysis/plan_detail.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
+#include "metric/side_gram.hpp"
+#include "metric/thread_pool.hpp"
 
 namespace kvrank {
 namespace {
@@ -72,22 +74,26 @@ double qk_residual(const PlanLayerGrams& g, const LayerTotals& totals,
                    const std::vector<int>& members, const GroupFit& keys) {
   const int d = g.head_dim;
   const std::size_t n = members.size();
-  MatrixD pooled = MatrixD::Zero(d, d);  // K̄ K̄ᵀ
-  for (std::size_t i = 0; i < n; ++i)
+  // cross[i] = K̄ K_iᵀ = Σ_j R_j C_ji / n, and K̄ K̄ᵀ = Σ_i cross[i] R_iᵀ / n = (Σ_i R_i cross[i]ᵀ)ᵀ /
+  // n.
+  std::vector<MatrixD> cross(n, MatrixD::Zero(d, d));
+  MatrixD pooled_t = MatrixD::Zero(d, d);
+  for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < n; ++j)
-      pooled += keys.rotations[i] * head_block(g.keys, d, members[i], members[j]) *
-                keys.rotations[j].transpose();
-  pooled /= static_cast<double>(n * n);
+      cross[i] += detail::rotate(keys.rotations[j], head_block(g.keys, d, members[j], members[i]));
+    cross[i] /= static_cast<double>(n);
+    pooled_t += detail::rotate(keys.rotations[i], cross[i].transpose());
+  }
+  const MatrixD pooled = pooled_t.transpose() / static_cast<double>(n);
   double sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    MatrixD cross = MatrixD::Zero(d, d);  // K̄ K_iᵀ
-    for (std::size_t j = 0; j < n; ++j)
-      cross += keys.rotations[j] * head_block(g.keys, d, members[j], members[i]);
-    cross /= static_cast<double>(n);
+    // With P symmetric: tr(R P Rᵀ K̄K̄ᵀ) = ⟨R (R P)ᵀ, K̄K̄ᵀ⟩ (K̄K̄ᵀ symmetric), tr(P Rᵀ X) = ⟨R P, X⟩.
     const MatrixD& p = totals.query_sum[members[i]];
     const MatrixD& r = keys.rotations[i];
+    const MatrixD rp = detail::rotate(r, p);
     sum += frobenius_inner(p, head_block(g.keys, d, members[i], members[i])) +
-           (r * p * r.transpose() * pooled).trace() - 2 * (p * r.transpose() * cross).trace();
+           frobenius_inner(detail::rotate(r, rp.transpose()), pooled) -
+           2 * frobenius_inner(rp, cross[i]);
   }
   return std::max(0.0, sum);
 }
@@ -124,11 +130,11 @@ PartitionFit fit_partition(const PlanLayerGrams& g, const LayerTotals& totals,
 MatrixD rotated_gram(const MatrixD& gram, int d, const std::vector<const MatrixD*>& rotations) {
   MatrixD rotated(gram.rows(), gram.cols());
   for (std::size_t h = 0; h < rotations.size(); ++h)
-    rotated.middleRows(Index(h) * d, d).noalias() =
-        *rotations[h] * gram.middleRows(Index(h) * d, d);
+    rotated.middleRows(Index(h) * d, d) =
+        detail::rotate(*rotations[h], gram.middleRows(Index(h) * d, d));
   for (std::size_t h = 0; h < rotations.size(); ++h) {
-    const MatrixD columns = rotated.middleCols(Index(h) * d, d);
-    rotated.middleCols(Index(h) * d, d).noalias() = columns * rotations[h]->transpose();
+    const MatrixD columns = rotated.middleCols(Index(h) * d, d).transpose();
+    rotated.middleCols(Index(h) * d, d) = detail::rotate(*rotations[h], columns).transpose();
   }
   return rotated;
 }
@@ -265,8 +271,29 @@ void latent_ranks(const PlanLayerGrams& g, const LayerTotals& totals, double ene
 
 }  // namespace
 
+namespace {
+
+/// Eigen's products run on the calling thread alone while it lives: compiled with OpenMP, Eigen
+/// forks every product above 50 000 multiply-adds, and a fork per d_h × d_h product cost more
+/// than it saved (a 7B layer's plan took twice the CPU time). The threads it held go to the
+/// planner's own loop over partitions.
+class SerialProducts {
+ public:
+  SerialProducts() : held_(detail::hold_calling_thread()) {}
+  ~SerialProducts() { detail::release_calling_thread(held_); }
+  SerialProducts(const SerialProducts&) = delete;
+  SerialProducts& operator=(const SerialProducts&) = delete;
+  int threads() const { return held_.openmp; }
+
+ private:
+  detail::HeldThreads held_;
+};
+
+}  // namespace
+
 PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool align_values,
                      const PlanOptions& options) {
+  const SerialProducts serial;
   const int kv = grams.kv_heads();
   const int size = kv / options.kv_heads_after;
   KeyGauge values;
@@ -302,19 +329,32 @@ PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool ali
   const Partition best =
       detail::best_partition(kv, size, pairwise ? proxy : cost, options.exact_limit,
                              options.restarts, options.seed, layer.exact);
-  const PartitionFit fit = fit_partition(grams, totals, best, keys, values);
-  layer.plan = score_partition(grams, totals, best, fit);
-  layer.key_rotations = fit.keys;
-  layer.value_rotations = fit.values;
-  const Partition contiguous = detail::contiguous_partition(kv, size);
-  layer.contiguous = score_partition(grams, totals, contiguous,
-                                     fit_partition(grams, totals, contiguous, keys, values));
-  std::vector<GroupingScore> random;
-  for (const Partition& partition :
+  // The plan, the contiguous partition and the random ones are fitted and scored independently:
+  // the Procrustes fits of the random baseline are most of a large layer's time, so they share
+  // the threads (each result lands in its own slot: the same numbers on any thread count).
+  std::vector<Partition> scored{best, detail::contiguous_partition(kv, size)};
+  for (Partition& partition :
        detail::random_partitions(kv, size, options.random_partitions, options.seed + 1))
-    random.push_back(score_partition(grams, totals, partition,
-                                     fit_partition(grams, totals, partition, keys, values)));
-  layer.random_median = median_score(random);
+    scored.push_back(std::move(partition));
+  std::vector<GroupingScore> scores(scored.size());
+  const Index n = static_cast<Index>(scored.size());
+  const Index work = n * kv * Index(grams.head_dim) * grams.head_dim * grams.head_dim;
+  detail::ParallelFailure failure;
+#pragma omp parallel for schedule(dynamic) \
+    num_threads(serial.threads()) if (detail::worth_threads(work))
+  for (Index i = 0; i < n; ++i)
+    failure.run([&] {
+      PartitionFit fit = fit_partition(grams, totals, scored[i], keys, values);
+      scores[i] = score_partition(grams, totals, scored[i], fit);
+      if (i == 0) {
+        layer.key_rotations = std::move(fit.keys);
+        layer.value_rotations = std::move(fit.values);
+      }
+    });
+  failure.rethrow();
+  layer.plan = std::move(scores[0]);
+  layer.contiguous = std::move(scores[1]);
+  layer.random_median = median_score({scores.begin() + 2, scores.end()});
   if (!totals.query_sum.empty()) {
     const Partition singletons = detail::contiguous_partition(kv, 1);
     const std::vector<MatrixD> identity(kv, MatrixD::Identity(grams.head_dim, grams.head_dim));

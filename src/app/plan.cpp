@@ -7,11 +7,62 @@
 #include <filesystem>
 
 #include "app/output.hpp"
+#include "app/plan_plot.hpp"
 #include "kvrank/analysis/plan_checkpoint.hpp"
 #include "kvrank/app/commands.hpp"
+#include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
 #include "kvrank/io/checkpoint.hpp"
+#include "kvrank/plot/plan_figure.hpp"
 
 namespace kvrank::app {
+namespace {
+
+/// A plan as its figure draws it: the objective's error and erank_qk per layer.
+PlanFigureModel figure_model(const PlanModel& plan) {
+  const bool qk = plan.objective == PlanObjective::qk;
+  const auto error = [qk](const GroupingScore& score) {
+    return qk ? score.qk_error : score.key_error + score.value_error;
+  };
+  PlanFigureModel model{plan.label,
+                        qk ? "qk_error" : "key_error + value_error",
+                        plan.kv_heads,
+                        plan.kv_heads_after,
+                        {}};
+  for (const PlanLayer& layer : plan.layers)
+    model.layers.push_back({layer.layer, error(layer.plan), error(layer.contiguous),
+                            error(layer.random_median), layer.erank_qk_before,
+                            layer.plan.erank_qk_after, layer.contiguous.erank_qk_after,
+                            layer.random_median.erank_qk_after});
+  return model;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::optional<PlanFigure> plan_figure(const std::vector<std::string>& inputs,
+                                      const PlotOptions& options) {
+  std::error_code error;
+  if (inputs.empty() || !std::filesystem::is_regular_file(inputs.front(), error)) return {};
+  std::vector<PlanFigureModel> models;
+  for (const std::string& input : inputs) {
+    const nlohmann::json document = read_json_object(input);
+    if (!is_plan_document(document)) {
+      if (models.empty()) return {};
+      throw Error(input,
+                  "not a plan file: a plan figure draws plan files only (plot the others "
+                  "apart)");
+    }
+    for (const PlanModel& plan : plans_from_json(document, input))
+      models.push_back(figure_model(plan));
+  }
+  const std::string what = models.size() == 1 ? "the plan of " + models.front().label
+                                              : std::to_string(models.size()) + " plans";
+  return PlanFigure{plot_plan_svg(models, options), what};
+}
+
+}  // namespace detail
 
 std::vector<PlanModel> plan(const PlanRequest& request, const Hooks& hooks) {
   request.validate();

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "app/output.hpp"
+#include "app/plan_plot.hpp"
 #include "kvrank/app/commands.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/text.hpp"
@@ -88,6 +89,8 @@ Drawn draw(const PlotRequest& request, const PlotOptions& options) {
     return {
         plot_steps_svg(plot_panels(request).front(), parse_step_plot(request.over_steps), options),
         request.over_steps + " over training steps"};
+  if (auto plan = detail::plan_figure(request.inputs, options))  // told apart by its content
+    return {std::move(plan->svg), std::move(plan->drawn)};
   const auto panels = plot_panels(request);
   return {plot_curves_svg(panels, options),
           std::to_string(panels.size()) + (panels.size() == 1 ? " result file" : " result files")};

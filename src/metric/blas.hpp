@@ -99,6 +99,10 @@ MatrixD syrk_in_double(Index rows, Index inner, const float* a, Index lda);
 /// matrix is not positive definite.
 bool cholesky_lower(MatrixD& matrix);
 
+/// M = U Σ Vᵀ for a square M: its left and right singular vectors (LAPACK's dgesdd on the calling
+/// thread with OpenBLAS, else Eigen's BDCSVD) (svd.cpp).
+void singular_vectors(const MatrixD& m, MatrixD& u, MatrixD& v);
+
 /// Eigenvalues of a symmetric matrix, ascending.
 std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric);
 

@@ -10,7 +10,9 @@
 #include <random>
 
 #include "analysis/plan_detail.hpp"
+#include "kvrank/layout/model_type.hpp"
 #include "kvrank/metric/diversity.hpp"
+#include "metric/blas.hpp"
 #include "support/catch.hpp"
 #include "support/test_util.hpp"
 
@@ -281,4 +283,62 @@ TEST_CASE("plan: beyond enumeration, groups of four are searched on the pairwise
   CHECK(objective(exact.plan) <= objective(searched.plan) + 1e-12);
   CHECK(objective(searched.plan) <= objective(searched.random_median));
   CHECK(searched.plan.groups.size() == 2);
+}
+
+TEST_CASE("plan: every model type has a RoPE convention or a reason to need --rope", "[plan]") {
+  for (const ModelTypeInfo& type : model_types()) {
+    const bool convention = model_type_rope(type.name).has_value();
+    const bool reason = !unplanned_reason(type.name).empty();
+    INFO("model_type " << type.name << ": add it to plan_rope.cpp's kRopeRows or kUnplanned");
+    CHECK(convention != reason);
+  }
+  CHECK(model_type_rope("llama") == RopeConvention::rotate_half);
+  CHECK(model_type_rope("cohere") == RopeConvention::interleaved);
+  CHECK(model_type_rope("gpt2") == RopeConvention::none);
+  CHECK(unplanned_reason("falcon") == "ALiBi or RoPE, by its config");
+  CHECK_FALSE(model_type_rope("not_a_model_type"));
+}
+
+TEST_CASE("plan: a layer large enough for threads gives the numbers of one thread", "[plan]") {
+  // 34 partitions of 8 heads of 32: past the size where plan_layer fits partitions on threads,
+  // each into its own slot, and with RoPE planes (two-nonzero rows) and dense value maps.
+  std::mt19937 rng(11);
+  const int kv = 8, d = 32, width = 64;
+  std::vector<MatrixD> k, v, q;
+  for (int h = 0; h < kv; ++h) {
+    k.push_back(random_matrix(d, width, rng));
+    v.push_back(random_matrix(d, width, rng));
+    q.push_back(random_matrix(d, width, rng));
+  }
+  PlanLayerGrams g;
+  g.head_dim = d;
+  for (int h = 0; h < kv; ++h) g.kv_of_head.push_back(h);
+  g.keys = gram_of(k), g.values = gram_of(v), g.queries = gram_of(q);
+  const KeyGauge gauge = key_gauge({RopeConvention::rotate_half, d}, d, true);
+  PlanOptions options;
+  options.kv_heads_after = 2;
+  const int threads = detail::available_threads();
+  detail::set_thread_count(1);
+  const PlanLayer serial = plan_layer(g, gauge, true, options);
+  detail::set_thread_count(2);
+  const PlanLayer threaded = plan_layer(g, gauge, true, options);
+  detail::set_thread_count(threads);
+  CHECK(threaded.plan.groups == serial.plan.groups);
+  for (const auto& [a, b] :
+       {std::pair{threaded.plan, serial.plan}, std::pair{threaded.contiguous, serial.contiguous},
+        std::pair{threaded.random_median, serial.random_median}}) {
+    CHECK(a.key_error == b.key_error);
+    CHECK(a.value_error == b.value_error);
+    CHECK(a.qk_error == b.qk_error);
+    CHECK(a.erank_qk_after == b.erank_qk_after);
+  }
+  REQUIRE(threaded.key_rotations.size() == serial.key_rotations.size());
+  for (std::size_t h = 0; h < serial.key_rotations.size(); ++h) {
+    CHECK(threaded.key_rotations[h] == serial.key_rotations[h]);
+    CHECK(threaded.value_rotations[h] == serial.value_rotations[h]);
+  }
+  // the RoPE-plane product is the dense product
+  const MatrixD r = plane_rotation(d, gauge, rng);
+  const MatrixD x = random_matrix(d, 5, rng);
+  CHECK((detail::rotate(r, x) - r * x).cwiseAbs().maxCoeff() < 1e-12);
 }

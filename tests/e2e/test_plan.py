@@ -159,6 +159,32 @@ class PlanTest(harness.TestCase):
             self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
             self.assertEqual(proc.stdout, "", args)
 
+    def test_plot_draws_the_plan_figure(self):
+        plan_file = self.path("plan.json")
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "-o", plan_file, "--random", "4")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        figure = self.path("plan.svg")
+        proc = harness.run("plot", plan_file, "-o", figure, "-q")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(figure, encoding="utf-8") as f:
+            svg = f.read()
+        for label in ("plan", "contiguous", "random median", "before (original)", "qk_error",
+                      "erank (qk)", "merge error, 8 → 4 KV heads", "Layer"):
+            self.assertIn(f">{label}<", svg, label)
+        # two panels: the errors of 3 groupings, and erank before and after each of them
+        self.assertEqual(svg.count('<path class="series"'), 7, svg[:2000])
+        with open(plan_file, encoding="utf-8") as f:
+            plan = json.load(f)
+        del plan["models"][0]["layers"][1]["qk_error"]
+        broken = self.path("broken.json")
+        with open(broken, "w", encoding="utf-8") as f:
+            json.dump(plan, f)
+        proc = harness.run("plot", broken, "-o", self.path("broken.svg"))
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("models[0].layers[1].qk_error must be a number or null", proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertFalse(os.path.exists(self.path("broken.svg")))
+
     def test_written_checkpoint_is_gqa_with_the_predicted_loss(self):
         out = self.path("converted")
         proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--format", "json",

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,14 @@ enum class RopeConvention { none, rotate_half, interleaved };
 std::string_view rope_convention_name(RopeConvention convention) noexcept;
 /// Parses "none", "rotate_half", "interleaved"; throws kvrank::Error (usage) otherwise.
 RopeConvention parse_rope_convention(std::string_view name);
+
+/// The convention plan assumes for a model type (config.json's model_type), from its table in
+/// plan_rope.cpp; nullopt when it assumes none.
+std::optional<RopeConvention> model_type_rope(std::string_view model_type);
+/// Why plan assumes no convention for a model type kvrank reads ("ALiBi or RoPE, by its config"):
+/// such a model needs --rope (or --gauge none). Empty for the others. Every model type of
+/// model_types() has a convention or a reason (a test holds the two tables together).
+std::string_view unplanned_reason(std::string_view model_type);
 
 struct RopeLayout {
   RopeConvention convention = RopeConvention::none;
@@ -147,5 +156,12 @@ std::string plan_json(const std::vector<PlanModel>& models);
 /// One row per model and layer: plan, contiguous and random-median errors, erank before/after.
 std::string plan_table(const std::vector<PlanModel>& models);
 std::string plan_csv(const std::vector<PlanModel>& models);
+
+/// Whether a JSON document is a plan (its "kind" is "plan").
+bool is_plan_document(const nlohmann::json& document);
+/// The plans of a plan JSON file (plan_json's document) as its figure needs them: every model's
+/// geometry, objective and per-layer scores (no rotations, latent ranks or gauge names). Throws
+/// kvrank::Error naming `path` and the first field that is missing or of the wrong type.
+std::vector<PlanModel> plans_from_json(const nlohmann::json& document, const std::string& path);
 
 }  // namespace kvrank

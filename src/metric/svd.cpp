@@ -1,0 +1,54 @@
+// The singular vectors of a small square matrix (blas.hpp): LAPACK's dgesdd where kvrank is built
+// with OpenBLAS, Eigen's BDCSVD otherwise. At order 128 (a head's d_h) dgesdd on OpenBLAS's
+// kernels took 2.4 ms against 6–10 ms for BDCSVD built for baseline x86-64: `kvrank plan` aligns
+// heads with thousands of these (docs/plan.md, "Cost").
+#include <Eigen/SVD>
+#include <algorithm>
+#include <vector>
+
+#include "metric/blas.hpp"
+
+#ifdef KVRANK_HAVE_OPENBLAS
+extern "C" {
+void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
+             double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
+             int* iwork, int* info, std::size_t jobz_len);
+}
+#endif
+
+namespace kvrank::detail {
+
+void singular_vectors(const MatrixD& m, MatrixD& u, MatrixD& v) {
+  const int n = static_cast<int>(m.rows());
+#ifdef KVRANK_HAVE_OPENBLAS
+  if (n > 0 && m.cols() == n) {
+    const HeldThreads saved = hold_calling_thread();  // no threads for one small matrix
+    MatrixD a = m;
+    VectorD s(n);
+    MatrixD vt(n, n);
+    u.resize(n, n);
+    std::vector<int> iwork(static_cast<std::size_t>(8 * n));
+    int info = 0;
+    double size = 0;
+    const int query = -1;
+    dgesdd_("S", &n, &n, a.data(), &n, s.data(), u.data(), &n, vt.data(), &n, &size, &query,
+            iwork.data(), &info, 1);
+    std::vector<double> work(static_cast<std::size_t>(std::max(1.0, size)));
+    const int lwork = static_cast<int>(work.size());
+    if (info == 0)
+      dgesdd_("S", &n, &n, a.data(), &n, s.data(), u.data(), &n, vt.data(), &n, work.data(), &lwork,
+              iwork.data(), &info, 1);
+    release_calling_thread(saved);
+    if (info == 0) {
+      v = vt.transpose();
+      return;
+    }
+    // No convergence (never seen on these matrices): Eigen's solver below.
+  }
+#endif
+  Eigen::BDCSVD<MatrixD> svd(m, Eigen::ComputeThinU | Eigen::ComputeThinV);
+  u = svd.matrixU();
+  v = svd.matrixV();
+}
+
+}  // namespace kvrank::detail
