@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "base/memory_limit_text.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/text.hpp"
 
 namespace kvrank {
 
@@ -184,6 +186,41 @@ std::optional<MemoryLimit> cgroup_memory_limit() {
   return smallest;
 }
 
+std::optional<std::uint64_t> parse_memory_size(std::string_view text) noexcept {
+  int shift = 0;
+  if (!text.empty()) {
+    const std::string_view units = "KMGT";
+    const char last = static_cast<char>(text.back() & ~0x20);  // upper case for letters
+    if (const auto unit = units.find(last); unit != std::string_view::npos) {
+      shift = 10 * static_cast<int>(unit + 1);
+      text.remove_suffix(1);
+    }
+  }
+  const std::optional<std::int64_t> value = decimal_value(text);
+  if (!value || *value == 0) return std::nullopt;
+  const auto bytes = static_cast<std::uint64_t>(*value);
+  if (shift > 0 && bytes > (~std::uint64_t{0} >> shift)) return std::nullopt;
+  return bytes << shift;
+}
+
+std::optional<MemoryLimit> stated_memory_limit() {
+  const char* value = std::getenv(kMemoryLimitVariable);
+  if (value == nullptr) return std::nullopt;
+  const std::optional<std::uint64_t> bytes = parse_memory_size(value);
+  if (!bytes)
+    throw Error("", std::string(kMemoryLimitVariable) + "=\"" + excerpt(value) +
+                        "\": expected a size in bytes, or with a suffix K, M, G or T (powers of "
+                        "1024), e.g. 16G");
+  return MemoryLimit{*bytes, kMemoryLimitVariable, false};
+}
+
+std::optional<MemoryLimit> resident_memory_limit() {
+  std::optional<MemoryLimit> limit = cgroup_memory_limit();
+  const std::optional<MemoryLimit> stated = stated_memory_limit();
+  if (stated && (!limit || stated->bytes < limit->bytes)) limit = stated;
+  return limit;
+}
+
 std::uint64_t process_status_bytes(const char* field) {
   const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
@@ -242,7 +279,7 @@ ThreadFit fit_compute_threads(int requested, int blas_buffers_held) {
     if (threads == 0) throw_too_small(*limit, in_use, kFirstThreadAddressSpace);
     lower_to(fit, threads, *limit, kThreadAddressSpace);
   }
-  if (const auto limit = cgroup_memory_limit()) {
+  if (const auto limit = resident_memory_limit()) {
     const std::uint64_t in_use = process_status_bytes("VmRSS") + kWorkingReserve;
     const int threads = threads_that_fit(limit->bytes, in_use, kThreadResident, fit.threads);
     if (threads == 0) throw_too_small(*limit, in_use, kThreadResident);
@@ -251,18 +288,30 @@ ThreadFit fit_compute_threads(int requested, int blas_buffers_held) {
   return fit;
 }
 
+namespace {
+std::atomic<std::uint64_t> promised_bytes{0};
+}  // namespace
+
+MemoryPromise::MemoryPromise(std::uint64_t bytes) noexcept : bytes_(bytes) {
+  promised_bytes += bytes_;
+}
+
+MemoryPromise::~MemoryPromise() { promised_bytes -= bytes_; }
+
 std::optional<MemoryRoom> memory_room() {
   std::optional<MemoryRoom> room;
-  auto consider = [&room](const std::optional<MemoryLimit>& limit, std::uint64_t in_use) {
+  const std::uint64_t promised = promised_bytes.load();
+  auto consider = [&room, promised](const std::optional<MemoryLimit>& limit, std::uint64_t used) {
     if (!limit) return;
+    const std::uint64_t in_use = used + promised;
     const std::uint64_t free = limit->bytes > in_use ? limit->bytes - in_use : 0;
     if (!room || free < room->free) room = MemoryRoom{free, *limit};
   };
   const auto address_space = address_space_limit();
   if (address_space) consider(address_space, process_status_bytes("VmSize"));
   // Resident memory: the anonymous part; pages of the mapped checkpoints can be dropped again.
-  const auto cgroup = cgroup_memory_limit();
-  if (cgroup) consider(cgroup, process_status_bytes("RssAnon"));
+  const auto resident = resident_memory_limit();
+  if (resident) consider(resident, process_status_bytes("RssAnon"));
   return room;
 }
 
@@ -280,8 +329,13 @@ bool memory_fits(std::uint64_t bytes) {
 }
 
 std::string out_of_memory_message() {
+  std::optional<MemoryLimit> stated;
+  try {
+    stated = stated_memory_limit();
+  } catch (const Error&) {  // refused when the threads were fitted, before any allocation
+  }
   std::string limits;
-  for (const auto& limit : {address_space_limit(), cgroup_memory_limit()}) {
+  for (const auto& limit : {address_space_limit(), cgroup_memory_limit(), stated}) {
     if (limit)
       limits +=
           (limits.empty() ? "" : ", ") + byte_size_text(limit->bytes) + " (" + limit->source + ")";

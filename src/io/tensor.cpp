@@ -11,6 +11,8 @@
 #include "base/pages.hpp"
 #include "io/tiled_convert.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/memory_limit.hpp"
+#include "kvrank/base/text.hpp"
 
 namespace kvrank {
 namespace {
@@ -146,6 +148,18 @@ void convert_checked(const TensorView& tensor, std::span<float> out) {
   if (bad >= 0) throw_non_finite(tensor, out, bad);
 }
 
+/// The float32 copy of `tensor` (and the column-major buffer a Fortran-order one is read through)
+/// sized before it is made: under a cgroup limit nothing fails an allocation, the kernel's OOM
+/// killer ends the process instead (docs/input-limits.md, "Memory limits"). Copies under 1 MiB
+/// are left to the working reserve the threads were fitted with.
+void require_copy_memory(const TensorView& tensor) {
+  std::uint64_t bytes = static_cast<std::uint64_t>(tensor.numel()) * sizeof(float);
+  if (tensor.fortran_order && tensor.shape.size() >= 2) bytes *= 2;
+  if (bytes < kMiB) return;
+  require_memory(bytes,
+                 "the float32 copy of " + excerpt(tensor.name) + " " + tensor.shape_string());
+}
+
 }  // namespace
 
 namespace detail {
@@ -206,6 +220,7 @@ std::optional<std::uint64_t> checked_byte_count(const std::vector<std::int64_t>&
 }
 
 std::vector<float> to_f32(const TensorView& tensor) {
+  require_copy_memory(tensor);
   std::vector<float> values(static_cast<std::size_t>(tensor.numel()));
   convert_checked(tensor, values);
   return values;
@@ -216,6 +231,7 @@ RowMatrixF to_matrix(const TensorView& tensor) {
     throw Error(tensor.file, tensor.name,
                 "expected a 2-D tensor, found shape " + tensor.shape_string());
   }
+  require_copy_memory(tensor);
   RowMatrixF matrix(tensor.shape[0], tensor.shape[1]);
   detail::prefault_for_write(matrix.data(),
                              static_cast<std::size_t>(matrix.size()) * sizeof(float));

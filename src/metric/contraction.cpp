@@ -17,8 +17,10 @@
 // Either way F Fᵀ = G to double round-off: the result is the same metric, not an approximation.
 //
 // Precision: the products are float32 like the Grams (docs/metric.md); each chunk's SYRK is summed
-// into a double H × H, so the accumulation error does not grow with p·q. The per-head X_hᵀX_h are
-// accumulated in double, as the pairwise path's C_hᵀ G C_h are: a head of exact low rank keeps it.
+// into a double H × H, so the accumulation error does not grow with p·q, and runs over rows scaled
+// and centred in double (centred_products.hpp), so that J S J keeps heads 0.999… alike apart.
+// The per-head X_hᵀX_h are accumulated in double, as the pairwise path's C_hᵀ G C_h are: a head of
+// exact low rank keeps it.
 #include "metric/contraction.hpp"
 
 #include <Eigen/Cholesky>
@@ -210,13 +212,15 @@ class SideCoordinates {
   std::vector<Index> offsets_;
 };
 
-/// Σ over row chunks of M_h = X_h Y_hᵀ of the chunk's H × H Gram, in double.
-MatrixD chunked_inner_products(const SideCoordinates& x, const SideCoordinates& y, Index heads,
-                               Index k, RowMatrixF& rows, FloatKernels kernels) {
+/// Σ over row chunks of M_h = X_h Y_hᵀ of the chunk's H × H Gram, in double, over rows scaled and
+/// centred first (centred_products.hpp: heads 0.999… alike keep their differences).
+CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoordinates& y,
+                                       Index heads, Index k, RowMatrixF& rows,
+                                       FloatKernels kernels) {
   const Index p = x.dim();
   const Index q = y.dim();
-  MatrixD inner = MatrixD::Zero(heads, heads);
-  if (heads == 0 || p == 0 || q == 0 || k == 0) return inner;
+  CentredAccumulator inner(heads);
+  if (heads == 0 || p == 0 || q == 0 || k == 0) return inner.products();
   const Index chunk = std::clamp<Index>(kChunkFloats / (heads * q), 1, p);
   fit_buffer(rows, heads, chunk * q);
   [[maybe_unused]] const bool nested = blas_nests_in_openmp();  // only in the OpenMP clause
@@ -232,9 +236,9 @@ MatrixD chunked_inner_products(const SideCoordinates& x, const SideCoordinates& 
       });
     }
     failure.rethrow();
-    inner += syrk_double(kernels, heads, count * q, rows.data(), rows.cols());
+    inner.add(rows.data(), count * q, rows.cols(), kernels);
   }
-  return inner;
+  return inner.products();
 }
 
 std::vector<MatrixD> self_products(const SideCoordinates& x, Index heads, Index k) {
@@ -281,14 +285,15 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
   ContractedHeads out;
   if (self) out.left_self = self_products(left, heads, k);
   if (factors.symmetric) {
-    out.inner =
+    out.centred =
         chunked_inner_products(left, left, heads, k, workspace.contracted_rows, kernels.products);
-    return out;
+  } else {
+    const SideCoordinates right(factors.right, plan.right, workspace.right_coordinates, kernels);
+    if (self) out.right_self = self_products(right, heads, k);
+    out.centred =
+        chunked_inner_products(left, right, heads, k, workspace.contracted_rows, kernels.products);
   }
-  const SideCoordinates right(factors.right, plan.right, workspace.right_coordinates, kernels);
-  if (self) out.right_self = self_products(right, heads, k);
-  out.inner =
-      chunked_inner_products(left, right, heads, k, workspace.contracted_rows, kernels.products);
+  out.inner = out.centred.inner();
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "kvrank/base/factors.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
+#include "metric/centred_products.hpp"
 
 namespace kvrank::detail {
 
@@ -40,6 +41,7 @@ std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Co
 /// not symmetric) R_hᵀR_h — those only for the heads' own ranks (empty with HeadRanks::skipped).
 struct ContractedHeads {
   MatrixD inner;
+  CentredProducts centred;  ///< the sums `inner` came from, for J S J (centred_products.hpp)
   std::vector<MatrixD> left_self;
   std::vector<MatrixD> right_self;
 };

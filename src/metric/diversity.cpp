@@ -251,7 +251,11 @@ double effective_rank(const std::vector<double>& weights) {
   return std::exp(entropy);
 }
 
-LayerMetrics similarity_metrics(const MatrixD& similarity) {
+namespace {
+
+/// The metrics of S, with its J S J given (formed from S, or more precisely from the contraction's
+/// centred products).
+LayerMetrics metrics_of(const MatrixD& similarity, const MatrixD& centered) {
   LayerMetrics m;
   const Index heads = similarity.rows();
   m.heads = static_cast<int>(heads);
@@ -266,15 +270,6 @@ LayerMetrics similarity_metrics(const MatrixD& similarity) {
   const double lambda_max = m.eigenvalues.front();
   zero_round_off(m.eigenvalues, lambda_max);
   m.erank = effective_rank(m.eigenvalues);
-
-  // J S J without forming J: subtract row and column means, add back the grand mean.
-  const VectorD row_means = similarity.rowwise().mean();
-  const double grand_mean = row_means.mean();
-  MatrixD centered = similarity;
-  centered.colwise() -= row_means;
-  centered.rowwise() -= row_means.transpose();
-  centered.array() += grand_mean;
-  centered = (0.5 * (centered + centered.transpose())).eval();
 
   // The centring's round-off is relative to S, so the noise floor is S's λ_max, not J S J's.
   m.eigenvalues_centered = descending_eigenvalues(centered);
@@ -292,6 +287,13 @@ LayerMetrics similarity_metrics(const MatrixD& similarity) {
     m.mean_similarity = (similarity.sum() - similarity.trace()) / (h * (h - 1));
   }
   return m;
+}
+
+}  // namespace
+
+LayerMetrics similarity_metrics(const MatrixD& similarity) {
+  // J S J without forming J: subtract row and column means, add back the grand mean.
+  return metrics_of(similarity, detail::double_centred(similarity));
 }
 
 MatrixD basis_gram(const RowMatrixF& basis) {
@@ -353,6 +355,7 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   }
   const bool extreme_scale = left_scale != 0 || right_scale != 0;
   MatrixD inner;
+  std::optional<detail::CentredProducts> centred_products;  // the contraction's, for J S J
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
   const detail::LayerKernels kernels =
@@ -361,6 +364,7 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     const detail::ContractedHeads contracted =
         detail::contract_heads(factors, *plan, workspace, head_ranks, kernels);
     inner = contracted.inner;
+    centred_products = contracted.centred;
     const FactorSide& right = factors.symmetric ? factors.left : factors.right;
     per_head(inner, factors.left.exponent + right.exponent, [&](Index h) {
       return std::pair{
@@ -408,7 +412,9 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     }
   }
 
-  LayerMetrics metrics = similarity_metrics(similarity);
+  LayerMetrics metrics =
+      centred_products ? metrics_of(similarity, detail::centred_similarity(*centred_products, kept))
+                       : similarity_metrics(similarity);
   metrics.head_erank = std::move(head_erank);
   metrics.head_norm = std::move(head_norm);
   metrics.zero_heads = std::move(zero_heads);

@@ -14,6 +14,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -357,12 +358,19 @@ bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
 std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
 #ifdef KVRANK_HAVE_DNNL
   if (detail::available_threads() < 2 || m < 1 || d < 1) return {};
-  // Under `ulimit -v` the compute threads were sized to the limit (memory_limit.hpp), and one more
-  // thread takes a stack and a malloc arena (72 MiB) that nothing set aside.
-  if (address_space_limit()) return {};
   const bool bf16 = bf16_values && bf16_gram_chosen(m, d);
   if (!bf16 && !float_products_on_onednn()) return {};
-  auto compile = [m, d, bf16] {
+  // Under a memory limit the compute threads were sized to it (memory_limit.hpp), and this thread
+  // takes more: a stack and a malloc arena (72 MiB), its first product's buffers, and what oneDNN
+  // takes to compile (as much as diversity.cpp sets aside for oneDNN on a layer's first thread:
+  // 160 MiB). It starts only where that fits, and the room stays promised to it until it ends, so
+  // that the first layer, sized meanwhile, does not count on it.
+  const Index tile = std::min(kTile, m);
+  const auto need = static_cast<std::uint64_t>((72 + 160) * kMiB + tile * d * 2 + tile * tile * 4);
+  if (!memory_fits(need)) return {};
+  auto promise = std::make_shared<const MemoryPromise>(need);
+  auto compile = [m, d, bf16, promise] {
+    (void)promise;  // held until the compilation ends
 #ifdef _OPENMP
     // A thread OpenMP has not seen gets the process's default team: the kernels are compiled and
     // tried on this one thread, not on a second pool beside kvrank's.

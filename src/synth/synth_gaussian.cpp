@@ -63,7 +63,10 @@ float log_unit(float x) {
 /// √v for v ≥ 0 by two Newton steps on 1/√v (relative error far below float's): std::sqrt would
 /// keep the loop below from vectorising, because of errno.
 float sqrt_nonnegative(float v) {
-  float y = std::bit_cast<float>(0x5F3759DF - (std::bit_cast<std::int32_t>(v) >> 1));
+  // The subtraction unsigned (wrapping): v may be −0.0f, whose shifted bits overflowed it as a
+  // signed int (UBSan); the same bits as before, so the same files.
+  const auto half = static_cast<std::uint32_t>(std::bit_cast<std::int32_t>(v) >> 1);
+  float y = std::bit_cast<float>(0x5F3759DFu - half);
   y = y * (1.5f - 0.5f * v * y * y);
   y = y * (1.5f - 0.5f * v * y * y);
   return v * y;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "base/memory_limit_text.hpp"
@@ -134,6 +136,83 @@ TEST_CASE("process_status_bytes reads this process's sizes", "[memory_limit]") {
   CHECK(process_status_bytes("VmSize") > process_status_bytes("VmRSS"));
   CHECK(process_status_bytes("VmRSS") > 0);
   CHECK(process_status_bytes("NoSuchField") == 0);
+}
+
+TEST_CASE("parse_memory_size reads bytes and K, M, G, T in powers of 1024", "[memory_limit]") {
+  using Size = std::optional<std::uint64_t>;
+  CHECK(parse_memory_size("17179869184") == Size(16 * kGiB));
+  CHECK(parse_memory_size("16G") == Size(16 * kGiB));
+  CHECK(parse_memory_size("16g") == Size(16 * kGiB));
+  CHECK(parse_memory_size("16384M") == Size(16 * kGiB));
+  CHECK(parse_memory_size("000512K") == Size(512 * 1024));  // decimal, as every integer
+  CHECK(parse_memory_size("1T") == Size(1024 * kGiB));
+  CHECK(parse_memory_size("16777215T") == Size(std::uint64_t{16777215} << 40));
+  for (const char* refused : {"", "G", "0", "0G", "16GB", "16 G", " 16G", "1.5G", "-1G", "+1G",
+                              "0x10", "1e9", "16777216T", "99999999999999999999"}) {
+    INFO(refused);
+    CHECK_FALSE(parse_memory_size(refused));
+  }
+}
+
+/// Sets KVRANK_MEMORY_LIMIT for the scope of a test, then unsets it.
+class StatedLimit {
+ public:
+  explicit StatedLimit(const std::string& value) {
+    ::setenv(kMemoryLimitVariable, value.c_str(), 1);
+  }
+  ~StatedLimit() { ::unsetenv(kMemoryLimitVariable); }
+  StatedLimit(const StatedLimit&) = delete;
+  StatedLimit& operator=(const StatedLimit&) = delete;
+};
+
+TEST_CASE("KVRANK_MEMORY_LIMIT states a resident limit; a malformed one is an error naming it",
+          "[memory_limit]") {
+  ::unsetenv(kMemoryLimitVariable);
+  CHECK_FALSE(stated_memory_limit());
+  {
+    StatedLimit stated("16G");
+    const auto limit = stated_memory_limit();
+    REQUIRE(limit);
+    CHECK(limit->bytes == 16 * kGiB);
+    CHECK(limit->source == "KVRANK_MEMORY_LIMIT");
+    CHECK_FALSE(limit->address_space);
+  }
+  for (const char* value : {"", "16GB"}) {
+    StatedLimit stated(value);
+    std::string message;
+    try {
+      stated_memory_limit();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    CHECK(message.find(std::string("KVRANK_MEMORY_LIMIT=\"") + value + "\": expected a size") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "the room under KVRANK_MEMORY_LIMIT is the limit less the anonymous resident memory, "
+    "less what is promised",
+    "[memory_limit]") {
+  const std::uint64_t anonymous = process_status_bytes("RssAnon");
+  REQUIRE(anonymous > 0);
+  StatedLimit stated(std::to_string(anonymous + kGiB));
+  const auto room = memory_room();
+  REQUIRE(room);
+  if (room->limit.source != "KVRANK_MEMORY_LIMIT") return;  // a smaller real limit counts
+  CHECK(room->free <= kGiB);
+  CHECK(room->free > kGiB / 2);
+  CHECK(memory_fits(kMiB));
+  CHECK_FALSE(memory_fits(2 * kGiB));
+  CHECK_THROWS_AS(require_memory(2 * kGiB, "the test's layer"), Error);
+  {
+    const MemoryPromise promise(kGiB / 2);
+    const auto promised = memory_room();
+    REQUIRE(promised);
+    CHECK(promised->free + kGiB / 2 <= room->free + 64 * kMiB);  // RssAnon moves a little
+    CHECK(promised->free + kGiB / 2 + 64 * kMiB >= room->free);
+  }
+  CHECK(memory_room()->free + 64 * kMiB >= room->free);
 }
 
 }  // namespace

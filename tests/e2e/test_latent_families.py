@@ -140,6 +140,14 @@ def main():
         check_case(kvrank, tmp, "mla_fp8_small_blocks", "mla",
                    ["--dtype", "F8_E4M3", "--block", "16", "8", "--q-lora-rank", "10",
                     "--seed", "5"], dict(mla_fields, family="deepseek_v3"))
+        # Keys 0.99 and 0.999 alike (mean similarity 0.9999… with the shared rope rows): J S J is
+        # then a small difference of numbers near 1, which float32 inner products lost (erank_centered
+        # off by 3e-5 and 5e-2 relative before the products were centred, docs/metric.md).
+        for share, dtype in (("0.99", "F32"), ("0.999", "F32"), ("0.999", "BF16")):
+            check_case(kvrank, tmp, f"mla_alike_{share}_{dtype}", "mla",
+                       ["--dtype", dtype, "--share", share, "--layers", "1", "--heads", "16",
+                        "--hidden", "256", "--kv-lora-rank", "64", "--nope", "16", "--rope", "8",
+                        "--v-head-dim", "16", "--seed", "9"], mla_fields)
         lrkv_fields = {"variant": "lrkv", "family": "lrkv", "mla_kv_lora_rank": None}
         check_case(kvrank, tmp, "lrkv_r2_f32", "lrkv", ["--rank", "2"],
                    dict(lrkv_fields, lrkv_rank=2, heads=6, kv_heads=6, head_dim=8, d_model=48))

@@ -8,7 +8,7 @@ values the file actually holds (after rounding to --dtype, or FP8 quantisation a
 
   write_latent_checkpoints.py mla OUT_DIR REF_DIR [--dtype F32|BF16|F16|F8_E4M3] [--layers N]
         [--heads H] [--hidden D] [--kv-lora-rank C] [--q-lora-rank Q (0: q_proj)] [--nope N]
-        [--rope R] [--v-head-dim V] [--block ROWS COLS] [--minimal-config] [--drop NAME]...
+        [--rope R] [--v-head-dim V] [--block ROWS COLS] [--share S] [--minimal-config] [--drop NAME]...
   write_latent_checkpoints.py lrkv OUT_DIR REF_DIR [--dtype ...as above] [--layers N]
         [--heads H] [--head-dim D_H] [--hidden D] [--rank R] [--minimal-config] [--drop NAME]...
 
@@ -151,7 +151,7 @@ def mla_layer(store, rng, i, a):
                             a.q_lora_rank)
     p = f"model.layers.{i}.self_attn."
     scale = 1.0 / math.sqrt(d)
-    share = layer_share(i)
+    share = layer_share(i) if a.share is None else a.share
     kv_a = store.linear(p + "kv_a_proj_with_mqa.weight", rng.standard_normal((c + r, d)) * scale)
     g_kv = store.gain(p + "kv_a_layernorm.weight", 0.5 + rng.random(c))
     kv_b_heads = mixed_heads(rng, H, n + v, c, share)
@@ -273,6 +273,8 @@ def parse_args(argv=None):
     parser.add_argument("--head-dim", type=int, default=8)
     parser.add_argument("--rank", type=int, default=2)
     parser.add_argument("--block", type=int, nargs=2, default=[128, 128], metavar=("ROWS", "COLS"))
+    parser.add_argument("--share", type=float, default=None,
+                        help="the common part of every head's kv_b and q rows (default by layer)")
     parser.add_argument("--minimal-config", action="store_true")
     parser.add_argument("--drop", action="append", default=[])
     return parser.parse_args(argv)

@@ -69,6 +69,26 @@ std::optional<MemoryLimit> cgroup_memory_limit();
 /// that is not a number.
 std::optional<std::uint64_t> parse_cgroup_limit(std::string_view text);
 
+/// The environment variable that states the memory kvrank must fit in, for limits the process
+/// cannot see: a batch system that polls the job's resident memory and kills it when over (PBS,
+/// LSF, Slurm's JobAcctGather without a cgroup), or a sanitizer build, where RLIMIT_AS cannot
+/// apply. Counted like a cgroup limit, against resident memory; the smallest limit found counts.
+inline constexpr const char* kMemoryLimitVariable = "KVRANK_MEMORY_LIMIT";
+
+/// A memory size: decimal digits, optionally followed by one of K, M, G, T (powers of 1024, either
+/// case), as Slurm's --mem writes it: "16G", "16384M", "17179869184". nullopt for anything else
+/// (an empty text, spaces, a sign, "1.5G", "16GB"), for 0, and past 2^64 − 1 bytes.
+std::optional<std::uint64_t> parse_memory_size(std::string_view text) noexcept;
+
+/// The limit KVRANK_MEMORY_LIMIT states (resident memory, source "KVRANK_MEMORY_LIMIT"), nullopt
+/// when the variable is unset. Throws kvrank::Error naming the variable for a value that
+/// parse_memory_size refuses, an empty one too (an unset scheduler variable must not mean "no
+/// limit").
+std::optional<MemoryLimit> stated_memory_limit();
+
+/// The smaller of cgroup_memory_limit() and stated_memory_limit(): the limit on resident memory.
+std::optional<MemoryLimit> resident_memory_limit();
+
 /// A field in kB of /proc/self/status (VmSize, VmRSS) in bytes, 0 when it cannot be read.
 std::uint64_t process_status_bytes(const char* field);
 
@@ -81,19 +101,35 @@ struct ThreadFit {
   std::string reason;  ///< why fewer than requested, empty when all fit
 };
 
-/// Sizes `requested` (≥ 1) compute threads to the address-space and cgroup limits.
+/// Sizes `requested` (≥ 1) compute threads to the address-space and resident (cgroup,
+/// KVRANK_MEMORY_LIMIT) limits.
 /// `blas_buffers_held` OpenBLAS buffers are already mapped and are counted as part of the threads,
 /// not as in use; the address space is fitted with compute_threads_that_fit. Throws kvrank::Error
 /// when not even one thread fits, saying which limit was found and what one thread needs.
 ThreadFit fit_compute_threads(int requested, int blas_buffers_held);
 
 /// The room left under the tightest of this process's memory limits: the address-space limit less
-/// VmSize, the cgroup limit less the anonymous resident memory (RssAnon). nullopt without limits.
+/// VmSize, the resident limit (cgroup or KVRANK_MEMORY_LIMIT) less the anonymous resident memory
+/// (RssAnon), each less what MemoryPromises hold. nullopt without limits.
 struct MemoryRoom {
   std::uint64_t free = 0;
   MemoryLimit limit;  ///< the limit that leaves the least room
 };
 std::optional<MemoryRoom> memory_room();
+
+/// Memory promised to work already started but not done allocating (a thread compiling oneDNN's
+/// kernels aside, gram_backend.hpp): while it is held, memory_room() leaves it out of the room, so
+/// that a step sized meanwhile does not count on it. Promises add up; each lasts its lifetime.
+class MemoryPromise {
+ public:
+  explicit MemoryPromise(std::uint64_t bytes) noexcept;
+  ~MemoryPromise();
+  MemoryPromise(const MemoryPromise&) = delete;
+  MemoryPromise& operator=(const MemoryPromise&) = delete;
+
+ private:
+  std::uint64_t bytes_;
+};
 
 /// Throws kvrank::Error ("memory limit 1.2 GiB (ulimit -v) is too small for WHAT: 147 MiB more
 /// needed, 55 MiB free; raise the limit") when `bytes` more

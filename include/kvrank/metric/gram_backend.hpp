@@ -111,7 +111,8 @@ bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 /// threads wait — so the analysis starts this as it opens a checkpoint, and reads the first layer
 /// meanwhile. Returns an empty (not joinable) thread when there is nothing to gain: fewer than 2
 /// threads available, no oneDNN kernel for such a Gram under the backend in force, no oneDNN in
-/// this build; and under an address-space limit (`ulimit -v`), where the threads were sized to it.
+/// this build; and where a memory limit leaves no room for the thread and what oneDNN takes to
+/// compile (memory_limit.hpp; the room is promised to it while it runs).
 /// The thread gives up silently on any failure, which the Gram then meets itself. The caller keeps
 /// it until the analysis ends (std::jthread joins when destroyed).
 std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values);

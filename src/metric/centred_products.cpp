@@ -1,0 +1,118 @@
+// The centred sums of centred_products.hpp (the algebra is there).
+#include "metric/centred_products.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "metric/side_gram.hpp"
+
+namespace kvrank::detail {
+namespace {
+
+/// Columns of a chunk scaled and centred together: the heads' stretches of them stay in cache
+/// between the mean and the subtraction.
+constexpr Index kColumnBlock = 256;
+
+/// Per block of columns: f (column 0), b (column 1, row 0), kept apart so that the sums do not
+/// depend on the threads.
+using BlockSums = MatrixD;
+
+}  // namespace
+
+MatrixD double_centred(const MatrixD& symmetric) {
+  if (symmetric.size() == 0) return symmetric;  // no mean to take
+  const VectorD row_means = symmetric.rowwise().mean();
+  const double grand_mean = row_means.mean();
+  MatrixD centred = symmetric;
+  centred.colwise() -= row_means;
+  centred.rowwise() -= row_means.transpose();
+  centred.array() += grand_mean;
+  return 0.5 * (centred + centred.transpose());
+}
+
+MatrixD CentredProducts::scaled_inner() const {
+  const MatrixD out =
+      e + centred * f.transpose() + f * centred.transpose() + b * centred * centred.transpose();
+  return 0.5 * (out + out.transpose());
+}
+
+MatrixD CentredProducts::inner() const {
+  MatrixD out = scaled_inner();
+  out.array() /= (scale * scale.transpose()).array();
+  return out;
+}
+
+CentredAccumulator::CentredAccumulator(Index heads) {
+  sums_.e = MatrixD::Zero(heads, heads);
+  sums_.f = VectorD::Zero(heads);
+  sums_.centred = VectorD::Zero(heads);
+  sums_.scale = VectorD::Ones(heads);
+}
+
+void CentredAccumulator::choose_scale(const float* rows, Index columns, Index ld) {
+  for (Index i = 0; i < sums_.scale.size(); ++i) {
+    const double square = Eigen::Map<const Eigen::VectorXf>(rows + i * ld, columns).squaredNorm();
+    if (square > 0) sums_.scale[i] = 1.0 / std::sqrt(square), sums_.centred[i] = 1.0;
+  }
+  scaled_ = true;
+}
+
+void CentredAccumulator::add(float* rows, Index columns, Index ld, FloatKernels kernels) {
+  const Index heads = sums_.scale.size();
+  if (heads == 0 || columns == 0) return;
+  if (!scaled_) choose_scale(rows, columns, ld);
+  const Eigen::ArrayXf s = sums_.scale.cast<float>();
+  const Eigen::ArrayXf t = sums_.centred.cast<float>();
+  const float count = t.sum();
+  const Index blocks = (columns + kColumnBlock - 1) / kColumnBlock;
+  BlockSums parts = BlockSums::Zero(heads, 2 * blocks);
+#pragma omp parallel for schedule(static) if (worth_threads(heads * columns))
+  for (Index block = 0; block < blocks; ++block) {
+    const Index first = block * kColumnBlock;
+    const Index width = std::min(kColumnBlock, columns - first);
+    auto head = [&](Index i) { return Eigen::Map<Eigen::ArrayXf>(rows + i * ld + first, width); };
+    Eigen::ArrayXf mean = Eigen::ArrayXf::Zero(width);
+    for (Index i = 0; i < heads; ++i)
+      if (t[i] != 0) mean += s[i] * head(i);
+    if (count > 0) mean /= count;
+    parts(0, 2 * block + 1) = mean.matrix().cast<double>().squaredNorm();
+    for (Index i = 0; i < heads; ++i) {
+      if (t[i] != 0) {
+        head(i) = s[i] * head(i) - mean;
+      } else {
+        head(i) *= s[i];
+      }
+      parts(i, 2 * block) = (head(i) * mean).sum();
+    }
+  }
+  for (Index block = 0; block < blocks; ++block) {
+    sums_.f += parts.col(2 * block);
+    sums_.b += parts(0, 2 * block + 1);
+  }
+  sums_.e += syrk_double(kernels, heads, columns, rows, ld);
+}
+
+MatrixD centred_similarity(const CentredProducts& products, const std::vector<int>& kept) {
+  const auto n = static_cast<Index>(kept.size());
+  const MatrixD scaled = products.scaled_inner();
+  VectorD unit(n), centred(n), along(n);  // Λ, Λ t, Λ f
+  for (Index p = 0; p < n; ++p) {
+    const int i = kept[p];
+    unit[p] = 1.0 / std::sqrt(scaled(i, i));
+    centred[p] = unit[p] * products.centred[i];
+    along[p] = unit[p] * products.f[i];
+  }
+  MatrixD small(n, n);
+  for (Index p = 0; p < n; ++p)
+    for (Index q = 0; q < n; ++q) small(p, q) = products.e(kept[p], kept[q]) * unit[p] * unit[q];
+  if (n > 0) {
+    centred.array() -= centred.mean();  // J Λ t
+    along.array() -= along.mean();      // J Λ f
+  }
+  MatrixD out = double_centred(small);
+  out += centred * along.transpose() + along * centred.transpose() +
+         products.b * centred * centred.transpose();
+  return 0.5 * (out + out.transpose());
+}
+
+}  // namespace kvrank::detail
