@@ -196,7 +196,9 @@ namespace kvrank::cli {
 
 void declare_plot(CLI::App& command, app::PlotRequest& request) {
   FigureSettings& figure = request.figure;
-  command.add_option("inputs", request.inputs, "Result JSON files (FILE or FILE=Panel title)")
+  command
+      .add_option("inputs", request.inputs,
+                  "Result JSON files (FILE or FILE=Panel title), or plan JSON files")
       ->required();
   command.add_option("-o,--output", request.output, "Figure file: .svg, .png or .pdf (any case)")
       ->required();

@@ -15,7 +15,8 @@ const std::vector<Subcommand>& subcommands() {
       subcommand("check", "Compare rank curves with a golden file (exit 1 when one changed)",
                  declare_check, run_check),
       subcommand("plot",
-                 "Draw rank curves (one panel per file and representation) as SVG, PNG or PDF",
+                 "Draw rank curves (one panel per file and representation), or a plan file's "
+                 "errors and ranks, as SVG, PNG or PDF",
                  declare_plot, run_plot),
       subcommand("merge",
                  "Join result files of parts of one run (array tasks, layer shards) into one",
