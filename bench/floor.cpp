@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "bench_flags.hpp"
+
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -22,6 +24,8 @@
 #endif
 
 namespace {
+
+using kvrank_bench::parse_flag;
 
 using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -59,13 +63,6 @@ double time_gemm(double gmacs) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-long parse_flag(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::strtol(argv[i + 1], nullptr, 10);
-  }
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,14 +90,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvrank_bench_floor: every size must be positive\n");
     return 2;
   }
-  if (threads > 0) {
-#ifdef KVRANK_HAVE_OPENBLAS
-    openblas_set_num_threads(static_cast<int>(threads));
-#endif
-#ifdef _OPENMP
-    omp_set_num_threads(static_cast<int>(threads));
-#endif
-  }
+  kvrank_bench::set_threads(threads);
   const long gemm_gmacs = parse_flag(argc, argv, "--gemm-gmacs", 0);
   if (gemm_gmacs > 0) {
     std::printf("%.3f\n", time_gemm(static_cast<double>(gemm_gmacs)));

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.hpp"
+
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -36,6 +38,10 @@
 #endif
 
 namespace {
+
+using kvrank_bench::parse_flag;
+using kvrank_bench::parse_text;
+using kvrank_bench::set_threads;
 
 constexpr long kRateSize = 2048;
 constexpr int kRateRuns = 5;
@@ -116,30 +122,6 @@ double rate_gmacs(const std::string& kernel) {
   if (seconds <= 0) return -1;
   const double macs = static_cast<double>(kRateSize) * kRateSize * kRateSize;
   return macs / seconds / 1e9;
-}
-
-long parse_flag(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::strtol(argv[i + 1], nullptr, 10);
-  }
-  return fallback;
-}
-
-std::string parse_text(int argc, char** argv, const char* name) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  }
-  return "";
-}
-
-void set_threads(long threads) {
-  if (threads <= 0) return;
-#ifdef KVRANK_HAVE_OPENBLAS
-  openblas_set_num_threads(static_cast<int>(threads));
-#endif
-#ifdef _OPENMP
-  omp_set_num_threads(static_cast<int>(threads));
-#endif
 }
 
 }  // namespace

@@ -62,22 +62,37 @@ double explicit_residual(const std::vector<MatrixD>& heads, const std::vector<Ma
   return sum;
 }
 
+/// A layer's key, value and query heads, each d × width, drawn head by head.
+struct Heads {
+  std::vector<MatrixD> k, v, q;
+};
+
+Heads random_heads(int kv, int d, int width, std::mt19937& rng) {
+  Heads heads;
+  for (int h = 0; h < kv; ++h) {
+    heads.k.push_back(random_matrix(d, width, rng));
+    heads.v.push_back(random_matrix(d, width, rng));
+    heads.q.push_back(random_matrix(d, width, rng));
+  }
+  return heads;
+}
+
+/// The planner's input for `heads`: one query head per key/value head.
+PlanLayerGrams layer_grams(const Heads& heads) {
+  PlanLayerGrams g;
+  g.head_dim = static_cast<int>(heads.k.front().rows());
+  for (int h = 0; h < static_cast<int>(heads.k.size()); ++h) g.kv_of_head.push_back(h);
+  g.keys = gram_of(heads.k);
+  g.values = gram_of(heads.v);
+  g.queries = gram_of(heads.q);
+  return g;
+}
+
 PlanLayerGrams random_layer(int kv, int d, int width, std::mt19937& rng,
                             std::vector<MatrixD>* keys = nullptr) {
-  std::vector<MatrixD> k, v, q;
-  for (int h = 0; h < kv; ++h) {
-    k.push_back(random_matrix(d, width, rng));
-    v.push_back(random_matrix(d, width, rng));
-    q.push_back(random_matrix(d, width, rng));
-  }
-  if (keys) *keys = k;
-  PlanLayerGrams g;
-  g.head_dim = d;
-  for (int h = 0; h < kv; ++h) g.kv_of_head.push_back(h);
-  g.keys = gram_of(k);
-  g.values = gram_of(v);
-  g.queries = gram_of(q);
-  return g;
+  const Heads heads = random_heads(kv, d, width, rng);
+  if (keys) *keys = heads.k;
+  return layer_grams(heads);
 }
 
 }  // namespace
@@ -189,21 +204,12 @@ TEST_CASE("plan: partition counts and the exact search against enumeration", "[p
 TEST_CASE("plan: errors and groups are invariant under the model's gauge", "[plan]") {
   std::mt19937 rng(5);
   const int kv = 6, d = 4, width = 12;
-  std::vector<MatrixD> k, v, q;
-  for (int h = 0; h < kv; ++h) {
-    k.push_back(random_matrix(d, width, rng));
-    v.push_back(random_matrix(d, width, rng));
-    q.push_back(random_matrix(d, width, rng));
-  }
+  auto [k, v, q] = random_heads(kv, d, width, rng);
   const RopeLayout rope{RopeConvention::rotate_half, d};
   const KeyGauge gauge = key_gauge(rope, d, true);
-  auto layer_of = [&](const std::vector<MatrixD>& kk, const std::vector<MatrixD>& vv,
-                      const std::vector<MatrixD>& qq) {
-    PlanLayerGrams g;
-    g.head_dim = d;
-    for (int h = 0; h < kv; ++h) g.kv_of_head.push_back(h);
-    g.keys = gram_of(kk), g.values = gram_of(vv), g.queries = gram_of(qq);
-    return g;
+  auto layer_of = [](const std::vector<MatrixD>& kk, const std::vector<MatrixD>& vv,
+                     const std::vector<MatrixD>& qq) {
+    return layer_grams({kk, vv, qq});
   };
   PlanOptions options;
   options.kv_heads_after = 3;
@@ -304,16 +310,7 @@ TEST_CASE("plan: a layer large enough for threads gives the numbers of one threa
   // each into its own slot, and with RoPE planes (two-nonzero rows) and dense value maps.
   std::mt19937 rng(11);
   const int kv = 8, d = 32, width = 64;
-  std::vector<MatrixD> k, v, q;
-  for (int h = 0; h < kv; ++h) {
-    k.push_back(random_matrix(d, width, rng));
-    v.push_back(random_matrix(d, width, rng));
-    q.push_back(random_matrix(d, width, rng));
-  }
-  PlanLayerGrams g;
-  g.head_dim = d;
-  for (int h = 0; h < kv; ++h) g.kv_of_head.push_back(h);
-  g.keys = gram_of(k), g.values = gram_of(v), g.queries = gram_of(q);
+  const PlanLayerGrams g = random_layer(kv, d, width, rng);
   const KeyGauge gauge = key_gauge({RopeConvention::rotate_half, d}, d, true);
   PlanOptions options;
   options.kv_heads_after = 2;
