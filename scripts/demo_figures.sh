@@ -9,7 +9,7 @@
 #   OUT/training-erank.svg       effective rank against training step, one line per layer
 #   OUT/training-heatmap.svg     the same as layers × steps maps
 #   OUT/plan-mha.json            `kvrank plan` of data/tiny/mha to 4 KV heads
-#   OUT/plan-mha.svg             its figure: the merge error and erank_qk per layer
+#   OUT/plan-mha.svg             its figure: the objective's error and erank_qk per layer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kvrank=${1:-build/kvrank}

@@ -32,7 +32,7 @@ std::string heads_text(const PlanFigureModel& model) {
 LinePanel error_panel(const PlanFigureModel& model, const std::string& title,
                       const std::map<std::string, SeriesStyle>& styles) {
   LinePanel panel;
-  panel.title = title + "merge error, " + heads_text(model);
+  panel.title = title + model.error_name + ", " + heads_text(model);  // the objective's error
   panel.source = model.label;
   panel.x_label = "Layer";
   panel.y_label = model.error_name;

@@ -169,7 +169,7 @@ class PlanTest(harness.TestCase):
         with open(figure, encoding="utf-8") as f:
             svg = f.read()
         for label in ("plan", "contiguous", "random median", "before (original)", "qk_error",
-                      "erank (qk)", "merge error, 8 → 4 KV heads", "Layer"):
+                      "erank (qk)", "qk_error, 8 → 4 KV heads", "Layer"):
             self.assertIn(f">{label}<", svg, label)
         # two panels: the errors of 3 groupings, and erank before and after each of them
         self.assertEqual(svg.count('<path class="series"'), 7, svg[:2000])
