@@ -19,9 +19,8 @@ void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int*
 namespace kvrank::detail {
 
 void singular_vectors(const MatrixD& m, MatrixD& u, MatrixD& v) {
-  const int n = static_cast<int>(m.rows());
 #ifdef KVRANK_HAVE_OPENBLAS
-  if (n > 0 && m.cols() == n) {
+  if (const int n = static_cast<int>(m.rows()); n > 0 && m.cols() == n) {
     const HeldThreads saved = hold_calling_thread();  // no threads for one small matrix
     MatrixD a = m;
     VectorD s(n);
