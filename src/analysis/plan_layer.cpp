@@ -338,7 +338,8 @@ PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool ali
     scored.push_back(std::move(partition));
   std::vector<GroupingScore> scores(scored.size());
   const Index n = static_cast<Index>(scored.size());
-  const Index work = n * kv * Index(grams.head_dim) * grams.head_dim * grams.head_dim;
+  [[maybe_unused]] const Index work =
+      n * kv * Index(grams.head_dim) * grams.head_dim * grams.head_dim;
   detail::ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) \
     num_threads(serial.threads()) if (detail::worth_threads(work))
