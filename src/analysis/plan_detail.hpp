@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kvrank/analysis/plan.hpp"
+#include "metric/blas.hpp"
 
 namespace kvrank::detail {
 
@@ -27,7 +28,7 @@ MatrixD rotate(const MatrixD& r, const X& x) {
     int found = 0;
     for (Index j = 0; j < r.cols(); ++j) {
       if (r(i, j) == 0) continue;
-      if (found == 2) return r * x;
+      if (found == 2) return product(r, x);
       column[2 * i + found] = j;
       value[2 * i + found++] = r(i, j);
     }
