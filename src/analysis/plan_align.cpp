@@ -26,7 +26,7 @@ constexpr double kSweepTolerance = 1e-9;
 MatrixD polar_transform(const MatrixD& m) {
   MatrixD u, w;
   detail::singular_vectors(m, u, w);
-  return w * u.transpose();
+  return detail::product(w, u.transpose());
 }
 
 }  // namespace
