@@ -182,7 +182,8 @@ GroupFit align_group(const MatrixD& gram, int head_dim, const std::vector<int>& 
   for (int member : members) own += head_block(gram, head_dim, member, member).trace();
   if (gauge.kind == KeyGauge::Kind::none) {
     for (std::size_t i = 0; i < n; ++i) group.refresh(i, i + 1, n);
-    return {std::move(group.rotations), std::max(0.0, own - group.energy())};
+    const double residual = std::max(0.0, own - group.energy());  // before the move below
+    return {std::move(group.rotations), residual};
   }
   // Start: every member aligned to the first (for a pair, the optimum).
   for (std::size_t i = 1; i < n; ++i)
