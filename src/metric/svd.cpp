@@ -1,7 +1,8 @@
 // The singular vectors of a small square matrix (blas.hpp): LAPACK's dgesdd where kvrank is built
 // with OpenBLAS, Eigen's BDCSVD otherwise. At order 128 (a head's d_h) dgesdd on OpenBLAS's
 // kernels took 2.4 ms against 6–10 ms for BDCSVD built for baseline x86-64: `kvrank plan` aligns
-// heads with thousands of these (docs/plan.md, "Cost").
+// heads with thousands of these (docs/plan.md, "Cost"). Also the double product of such matrices
+// on OpenBLAS's dgemm (its kernels, where Eigen's are built for baseline x86-64).
 #include <Eigen/SVD>
 #include <algorithm>
 #include <vector>
