@@ -26,7 +26,7 @@ constexpr double kSweepTolerance = 1e-9;
 MatrixD polar_transform(const MatrixD& m) {
   MatrixD u, w;
   detail::singular_vectors(m, u, w);
-  return w * u.transpose();
+  return detail::product(w, u.transpose());
 }
 
 }  // namespace
@@ -115,60 +115,95 @@ MatrixD best_transform(const MatrixD& m, const KeyGauge& gauge) {
 
 namespace {
 
-/// (1/n) Σ_ij tr(R_i C_ij R_jᵀ) = n ‖X̄‖². Every R is orthogonal, so the diagonal terms are
-/// tr(C_ii), and tr(R_i C_ij R_jᵀ) = ⟨C_ij, R_iᵀ R_j⟩ is the same for (j, i): one d_h³ product per
-/// pair instead of two per ordered pair.
-double pooled_energy(const MatrixD& gram, int head_dim, const std::vector<int>& members,
-                     const std::vector<MatrixD>& rotations) {
-  double sum = 0;
-  const std::size_t n = members.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    sum += head_block(gram, head_dim, members[i], members[i]).trace();
-    for (std::size_t j = i + 1; j < n; ++j) {
-      // ⟨C_ij, R_iᵀ R_j⟩ = ⟨R_i C_ij, R_j⟩
-      const MatrixD rotated =
-          rotate(rotations[i], head_block(gram, head_dim, members[i], members[j]));
-      sum += 2 * rotated.cwiseProduct(rotations[j]).sum();
-    }
+/// The generalised Procrustes state of one group: its transforms R_i and the products
+/// T_ij = R_i C_ij (i ≠ j) that both the sweeps and the energy read. A sweep replaces each R_i in
+/// turn and then recomputes the n − 1 products of its row, so the energy after a sweep costs no
+/// further product (n(n − 1) products per sweep instead of n(n − 1) + n(n − 1)/2, the same
+/// numbers bit for bit: every product and sum is formed as before).
+class GroupAlignment {
+ public:
+  GroupAlignment(const MatrixD& gram, int head_dim, const std::vector<int>& members)
+      : gram_(gram), head_dim_(head_dim), members_(members) {
+    const std::size_t n = members.size();
+    rotations.assign(n, MatrixD::Identity(head_dim, head_dim));
+    products_.assign(n * n, MatrixD());
   }
-  return sum / static_cast<double>(n);
-}
 
-/// N_i = Σ_{j≠i} C_ij R_jᵀ = (Σ_{j≠i} R_j C_ji)ᵀ (the Gram is symmetric).
-MatrixD others_sum(const MatrixD& gram, int head_dim, const std::vector<int>& members,
-                   const std::vector<MatrixD>& rotations, std::size_t i) {
-  MatrixD sum = MatrixD::Zero(head_dim, head_dim);
-  for (std::size_t j = 0; j < members.size(); ++j)
-    if (j != i) sum += rotate(rotations[j], head_block(gram, head_dim, members[j], members[i]));
-  return sum.transpose();
-}
+  /// C_ij.
+  auto block(std::size_t i, std::size_t j) const {
+    return head_block(gram_, head_dim_, members_[i], members_[j]);
+  }
+
+  /// T_ij for j in [first, last), j ≠ i, from the current R_i.
+  void refresh(std::size_t i, std::size_t first, std::size_t last) {
+    for (std::size_t j = first; j < last; ++j)
+      if (j != i) stored(i, j) = rotate(rotations[i], block(i, j));
+  }
+
+  /// (1/n) Σ_ij tr(R_i C_ij R_jᵀ) = n ‖X̄‖². Every R is orthogonal, so the diagonal terms are
+  /// tr(C_ii), and tr(R_i C_ij R_jᵀ) = ⟨R_i C_ij, R_j⟩ is the same for (j, i): the upper products.
+  double energy() const {
+    double sum = 0;
+    const std::size_t n = members_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      sum += block(i, i).trace();
+      for (std::size_t j = i + 1; j < n; ++j)
+        sum += 2 * products_[i * n + j].cwiseProduct(rotations[j]).sum();
+    }
+    return sum / static_cast<double>(n);
+  }
+
+  /// N_i = Σ_{j≠i} C_ij R_jᵀ = (Σ_{j≠i} R_j C_ji)ᵀ (the Gram is symmetric).
+  MatrixD others_sum(std::size_t i) const {
+    MatrixD sum = MatrixD::Zero(head_dim_, head_dim_);
+    for (std::size_t j = 0; j < members_.size(); ++j)
+      if (j != i) sum += products_[j * members_.size() + i];
+    return sum.transpose();
+  }
+
+  std::vector<MatrixD> rotations;
+
+ private:
+  MatrixD& stored(std::size_t i, std::size_t j) { return products_[i * members_.size() + j]; }
+
+  const MatrixD& gram_;
+  int head_dim_;
+  const std::vector<int>& members_;
+  std::vector<MatrixD> products_;  ///< T_ij at i · n + j
+};
 
 }  // namespace
 
 GroupFit align_group(const MatrixD& gram, int head_dim, const std::vector<int>& members,
                      const KeyGauge& gauge) {
   const std::size_t n = members.size();
-  GroupFit fit;
-  fit.rotations.assign(n, MatrixD::Identity(head_dim, head_dim));
+  GroupAlignment group(gram, head_dim, members);
   double own = 0;
   for (int member : members) own += head_block(gram, head_dim, member, member).trace();
-  if (gauge.kind != KeyGauge::Kind::none) {
-    // Start: every member aligned to the first (for a pair, the optimum).
-    for (std::size_t i = 1; i < n; ++i)
-      fit.rotations[i] = best_transform(head_block(gram, head_dim, members[i], members[0]), gauge);
-    double energy = pooled_energy(gram, head_dim, members, fit.rotations);
-    for (int sweep = 0; n > 2 && sweep < kMaxSweeps; ++sweep) {
-      std::vector<MatrixD> next = fit.rotations;
-      for (std::size_t i = 0; i < n; ++i)
-        next[i] = best_transform(others_sum(gram, head_dim, members, next, i), gauge);
-      const double next_energy = pooled_energy(gram, head_dim, members, next);
-      if (!(next_energy > energy + kSweepTolerance * std::max(own, 1e-300))) break;
-      fit.rotations = std::move(next);
-      energy = next_energy;
-    }
+  if (gauge.kind == KeyGauge::Kind::none) {
+    for (std::size_t i = 0; i < n; ++i) group.refresh(i, i + 1, n);
+    const double residual = std::max(0.0, own - group.energy());  // before the move below
+    return {std::move(group.rotations), residual};
   }
-  fit.residual = std::max(0.0, own - pooled_energy(gram, head_dim, members, fit.rotations));
-  return fit;
+  // Start: every member aligned to the first (for a pair, the optimum).
+  for (std::size_t i = 1; i < n; ++i)
+    group.rotations[i] = best_transform(head_block(gram, head_dim, members[i], members[0]), gauge);
+  for (std::size_t i = 0; i < n; ++i) group.refresh(i, i + 1, n);
+  double energy = group.energy();
+  if (n > 2)  // the sweeps read the lower products too
+    for (std::size_t i = 1; i < n; ++i) group.refresh(i, 0, i);
+  std::vector<MatrixD> accepted = group.rotations;
+  for (int sweep = 0; n > 2 && sweep < kMaxSweeps; ++sweep) {
+    for (std::size_t i = 0; i < n; ++i) {
+      group.rotations[i] = best_transform(group.others_sum(i), gauge);
+      group.refresh(i, 0, n);
+    }
+    const double next_energy = group.energy();
+    if (!(next_energy > energy + kSweepTolerance * std::max(own, 1e-300))) break;
+    accepted = group.rotations;
+    energy = next_energy;
+  }
+  return {std::move(accepted), std::max(0.0, own - energy)};
 }
 
 }  // namespace detail

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kvrank/analysis/plan.hpp"
+#include "metric/blas.hpp"
 
 namespace kvrank::detail {
 
@@ -14,28 +15,58 @@ auto head_block(Matrix& gram, int head_dim, int i, int j) {
   return gram.block(Index(i) * head_dim, Index(j) * head_dim, head_dim, head_dim);
 }
 
-/// R · X for a gauge transform R. A RoPE-plane transform has at most two nonzeros in each row
-/// (the free entries of partial rotary aside), so its product reads 2 of every d_h entries of a
-/// column: at d_h = 128 some 60× fewer operations than a dense product, and the key side of a 7B
-/// layer's plan is made of these. Any other R is a dense product.
+/// The rows of a gauge transform R as at most two nonzeros each (`column`, `value` at 2i, 2i + 1;
+/// unused slots column 0, value 0), or `dense` where some row has more. A RoPE-plane transform is
+/// the former (the free entries of partial rotary aside), so its products read 2 of every d_h
+/// entries: at d_h = 128 some 60× fewer operations than a dense product, and the key side of a 7B
+/// layer's plan is made of these. R is read column by column (its storage order).
+struct RowPairs {
+  bool dense = false;
+  std::vector<Index> column;
+  std::vector<double> value;
+};
+
+inline RowPairs row_pairs(const MatrixD& r) {
+  const Index d = r.rows();
+  RowPairs pairs;
+  pairs.column.assign(2 * static_cast<std::size_t>(d), 0);
+  pairs.value.assign(pairs.column.size(), 0.0);
+  std::vector<int> found(static_cast<std::size_t>(d), 0);
+  for (Index j = 0; j < r.cols(); ++j)
+    for (Index i = 0; i < d; ++i) {
+      if (r(i, j) == 0) continue;
+      if (found[i] == 2) {
+        pairs.dense = true;
+        return pairs;
+      }
+      pairs.column[2 * i + found[i]] = j;
+      pairs.value[2 * i + found[i]++] = r(i, j);
+    }
+  return pairs;
+}
+
+/// R · X for a gauge transform R (a dense product where R is not made of pairs).
 template <class X>
 MatrixD rotate(const MatrixD& r, const X& x) {
-  const Index d = r.rows();
-  std::vector<Index> column(2 * static_cast<std::size_t>(d), 0);  // row i's nonzeros: 2i, 2i + 1
-  std::vector<double> value(column.size(), 0.0);
-  for (Index i = 0; i < d; ++i) {
-    int found = 0;
-    for (Index j = 0; j < r.cols(); ++j) {
-      if (r(i, j) == 0) continue;
-      if (found == 2) return r * x;
-      column[2 * i + found] = j;
-      value[2 * i + found++] = r(i, j);
-    }
-  }
-  MatrixD out(d, x.cols());
+  const RowPairs p = row_pairs(r);
+  if (p.dense) return product(r, x);
+  MatrixD out(r.rows(), x.cols());
   for (Index c = 0; c < x.cols(); ++c)
-    for (Index i = 0; i < d; ++i)
-      out(i, c) = value[2 * i] * x(column[2 * i], c) + value[2 * i + 1] * x(column[2 * i + 1], c);
+    for (Index i = 0; i < r.rows(); ++i)
+      out(i, c) =
+          p.value[2 * i] * x(p.column[2 * i], c) + p.value[2 * i + 1] * x(p.column[2 * i + 1], c);
+  return out;
+}
+
+/// X · Rᵀ for a gauge transform R: (R Xᵀ)ᵀ, entry for entry, without transposing X.
+template <class X>
+MatrixD rotate_columns(const X& x, const MatrixD& r) {
+  const RowPairs p = row_pairs(r);
+  if (p.dense) return product(r, x.transpose()).transpose();
+  MatrixD out(x.rows(), r.rows());
+  for (Index i = 0; i < r.rows(); ++i)
+    out.col(i) =
+        p.value[2 * i] * x.col(p.column[2 * i]) + p.value[2 * i + 1] * x.col(p.column[2 * i + 1]);
   return out;
 }
 

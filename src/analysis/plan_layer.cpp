@@ -133,8 +133,8 @@ MatrixD rotated_gram(const MatrixD& gram, int d, const std::vector<const MatrixD
     rotated.middleRows(Index(h) * d, d) =
         detail::rotate(*rotations[h], gram.middleRows(Index(h) * d, d));
   for (std::size_t h = 0; h < rotations.size(); ++h) {
-    const MatrixD columns = rotated.middleCols(Index(h) * d, d).transpose();
-    rotated.middleCols(Index(h) * d, d) = detail::rotate(*rotations[h], columns).transpose();
+    auto columns = rotated.middleCols(Index(h) * d, d);
+    columns = detail::rotate_columns(columns, *rotations[h]);
   }
   return rotated;
 }
