@@ -80,6 +80,20 @@ class FieldReader {
   int count(const char* key, int minimum = 0) const {
     return at_least(integer(key), minimum, place(key));
   }
+  /// A number, or null (nullopt).
+  std::optional<double> optional_number(const char* key) const {
+    if (field(key).is_null()) return std::nullopt;
+    return number(key);
+  }
+  bool boolean(const char* key) const {
+    const json& value = field(key);
+    if (!value.is_boolean()) fail(place(key), "expected a boolean, found " + type_of(value));
+    return value.get<bool>();
+  }
+  /// An item of an array the caller walks (at its place `at`): an integer at least `minimum`.
+  int count_item(const json& item, const std::string& at, int minimum = 0) const {
+    return at_least(as_int(item, at), minimum, at);
+  }
   std::optional<std::string> optional_string(const char* key) const {
     if (field(key).is_null()) return std::nullopt;
     return string(key);
@@ -111,7 +125,7 @@ class FieldReader {
   std::vector<int> counts(const char* key, int minimum = 0) const {
     std::vector<int> out;
     for_each_item(key, [&](const json& item, const std::string& at) {
-      out.push_back(at_least(as_int(item, at), minimum, at));
+      out.push_back(count_item(item, at, minimum));
     });
     return out;
   }

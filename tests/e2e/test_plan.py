@@ -181,7 +181,7 @@ class PlanTest(harness.TestCase):
             json.dump(plan, f)
         proc = harness.run("plot", broken, "-o", self.path("broken.svg"))
         self.assertEqual(proc.returncode, 2, proc.stderr)
-        self.assertIn("models[0].layers[1].qk_error must be a number or null", proc.stderr)
+        self.assertIn('models[0].layers[1]: missing "qk_error"', proc.stderr)
         self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
         self.assertFalse(os.path.exists(self.path("broken.svg")))
 
