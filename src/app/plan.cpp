@@ -24,11 +24,11 @@ PlanFigureModel figure_model(const PlanModel& plan) {
   const auto error = [qk](const GroupingScore& score) {
     return qk ? score.qk_error : score.key_error + score.value_error;
   };
-  PlanFigureModel model{plan.label,
-                        qk ? "qk_error" : "key_error + value_error",
-                        plan.kv_heads,
-                        plan.kv_heads_after,
-                        {}};
+  PlanFigureModel model;
+  model.label = plan.label;
+  model.error_name = qk ? "qk_error" : "key_error + value_error";
+  model.kv_heads = plan.kv_heads;
+  model.kv_heads_after = plan.kv_heads_after;
   for (const PlanLayer& layer : plan.layers)
     model.layers.push_back({layer.layer, error(layer.plan), error(layer.contiguous),
                             error(layer.random_median), layer.erank_qk_before,
@@ -41,22 +41,25 @@ PlanFigureModel figure_model(const PlanModel& plan) {
 
 namespace detail {
 
-std::optional<PlanFigure> plan_figure(const std::vector<std::string>& inputs,
-                                      const PlotOptions& options) {
-  std::error_code error;
-  if (inputs.empty() || !std::filesystem::is_regular_file(inputs.front(), error)) return {};
+PlanFigure plan_figure(const nlohmann::json& first, const std::vector<PlotInput>& inputs,
+                       const PlotOptions& options) {
   std::vector<PlanFigureModel> models;
-  for (const std::string& input : inputs) {
-    const nlohmann::json document = read_json_object(input);
-    if (!is_plan_document(document)) {
-      if (models.empty()) return {};
-      throw Error(input,
+  const auto add_models = [&models](const nlohmann::json& document, const PlotInput& input) {
+    if (!is_plan_document(document))
+      throw Error(input.file,
                   "not a plan file: a plan figure draws plan files only (plot the others "
                   "apart)");
-    }
-    for (const PlanModel& plan : plans_from_json(document, input))
+    const std::vector<PlanModel> plans = plans_from_json(document, input.file);
+    for (const PlanModel& plan : plans) {
       models.push_back(figure_model(plan));
-  }
+      // A file of several models: each is told apart by its label after the title.
+      if (input.title)
+        models.back().title = plans.size() == 1 ? *input.title : *input.title + ", " + plan.label;
+    }
+  };
+  add_models(first, inputs.front());
+  for (std::size_t i = 1; i < inputs.size(); ++i)
+    add_models(read_json_object(inputs[i].file), inputs[i]);
   const std::string what = models.size() == 1 ? "the plan of " + models.front().label
                                               : std::to_string(models.size()) + " plans";
   return PlanFigure{plot_plan_svg(models, options), what};

@@ -1,6 +1,7 @@
 // Private: `kvrank plot` of a plan file (plan.cpp), for plot.cpp.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,15 +10,21 @@
 
 namespace kvrank::app::detail {
 
-/// The plan figure (plot/plan_figure.hpp) of `inputs` when the first is a `kvrank plan` JSON file
-/// (recognised by its "kind"), with what was drawn; nullopt when it is not, and the inputs are
-/// result files. Throws kvrank::Error naming the file for a broken plan file, or for a plan file
-/// mixed with others.
+/// An input of `plot`: FILE, or FILE=Title with its title.
+struct PlotInput {
+  std::string file;
+  std::optional<std::string> title;
+};
+
+/// The plan figure (plot/plan_figure.hpp) of `inputs`, the first of which holds `first` (its JSON,
+/// read by the caller: a `kvrank plan` file, recognised by its "kind"), with what was drawn. A
+/// title (FILE=Title) heads the panels of that file's models. Throws kvrank::Error naming the file
+/// for a broken plan file, or for a plan file mixed with others.
 struct PlanFigure {
   std::string svg;
   std::string drawn;
 };
-std::optional<PlanFigure> plan_figure(const std::vector<std::string>& inputs,
-                                      const PlotOptions& options);
+PlanFigure plan_figure(const nlohmann::json& first, const std::vector<PlotInput>& inputs,
+                       const PlotOptions& options);
 
 }  // namespace kvrank::app::detail

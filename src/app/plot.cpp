@@ -1,14 +1,18 @@
 // `plot` in the application layer (commands.hpp): result files (or results in memory) in, one
 // figure out.
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "app/output.hpp"
 #include "app/plan_plot.hpp"
+#include "kvrank/analysis/plan.hpp"
 #include "kvrank/app/commands.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/json_file.hpp"
 #include "kvrank/base/text.hpp"
 #include "kvrank/plot/svg.hpp"
+#include "kvrank/report/result_files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -33,19 +37,28 @@ void write_figure(const std::string& svg, FigureFormat format, const PlotRequest
 
 /// An input FILE=Title: the file and its panel title. A whole argument naming an existing file
 /// is that file, '=' and all.
-std::pair<std::string, std::optional<std::string>> titled_input(const std::string& argument) {
+detail::PlotInput titled_input(const std::string& argument) {
   std::error_code error;
   const std::size_t equals = argument.find('=');
   if (equals == std::string::npos || fs::exists(argument, error)) return {argument, std::nullopt};
   return {argument.substr(0, equals), argument.substr(equals + 1)};
 }
 
-/// The panels given in memory, or one per result file (titled FILE=Title, else by its stem).
-std::vector<Panel> plot_panels(const PlotRequest& request) {
+std::vector<detail::PlotInput> titled_inputs(const PlotRequest& request) {
+  std::vector<detail::PlotInput> inputs;
+  for (const std::string& input : request.inputs) inputs.push_back(titled_input(input));
+  return inputs;
+}
+
+/// The panels given in memory, or one per result file (titled FILE=Title, else by its stem); the
+/// first file's JSON is `first` when the caller has read it.
+std::vector<Panel> plot_panels(const PlotRequest& request,
+                               const std::optional<nlohmann::json>& first = std::nullopt) {
   std::vector<Panel> panels = request.panels;
-  for (const std::string& input : request.inputs) {
-    const auto [file, title] = titled_input(input);
-    panels.push_back({title.value_or(fs::path(file).stem().string()), read_results(file), file});
+  for (const auto& [file, title] : titled_inputs(request)) {
+    const bool read = first && panels.size() == request.panels.size();
+    panels.push_back({title.value_or(fs::path(file).stem().string()),
+                      read ? reports_from_json(*first, file) : read_results(file), file});
   }
   apply_panel_titles(panels, request.panel_titles);
   return panels;
@@ -53,7 +66,7 @@ std::vector<Panel> plot_panels(const PlotRequest& request) {
 
 std::vector<fs::path> plot_input_paths(const PlotRequest& request) {
   std::vector<fs::path> paths;
-  for (const auto& input : request.inputs) paths.emplace_back(titled_input(input).first);
+  for (const auto& input : titled_inputs(request)) paths.emplace_back(input.file);
   if (!request.figure.style_file.empty()) paths.emplace_back(request.figure.style_file);
   return paths;
 }
@@ -61,7 +74,7 @@ std::vector<fs::path> plot_input_paths(const PlotRequest& request) {
 /// The first input: given in memory, or its result file read.
 Panel first_panel(const PlotRequest& request) {
   if (!request.panels.empty()) return request.panels.front();
-  const std::string file = titled_input(request.inputs.front()).first;
+  const std::string file = titled_input(request.inputs.front()).file;
   return {"", read_results(file), file};
 }
 
@@ -89,9 +102,16 @@ Drawn draw(const PlotRequest& request, const PlotOptions& options) {
     return {
         plot_steps_svg(plot_panels(request).front(), parse_step_plot(request.over_steps), options),
         request.over_steps + " over training steps"};
-  if (auto plan = detail::plan_figure(request.inputs, options))  // told apart by its content
-    return {std::move(plan->svg), std::move(plan->drawn)};
-  const auto panels = plot_panels(request);
+  std::optional<nlohmann::json> first;  // the first file, read once: a plan or a result file
+  if (!request.inputs.empty()) {
+    const std::vector<detail::PlotInput> inputs = titled_inputs(request);
+    first = read_json_object(inputs.front().file);
+    if (is_plan_document(*first)) {
+      detail::PlanFigure plan = detail::plan_figure(*first, inputs, options);
+      return {std::move(plan.svg), std::move(plan.drawn)};
+    }
+  }
+  const auto panels = plot_panels(request, first);
   return {plot_curves_svg(panels, options),
           std::to_string(panels.size()) + (panels.size() == 1 ? " result file" : " result files")};
 }

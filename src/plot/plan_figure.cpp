@@ -70,7 +70,9 @@ std::string plot_plan_svg(const std::vector<PlanFigureModel>& models, const Plot
   std::vector<LinePanel> panels;
   for (const PlanFigureModel& model : models) {
     if (model.layers.empty()) throw Error(model.label, "the plan has no layers to draw");
-    const std::string title = models.size() > 1 ? model.label + ": " : "";
+    const std::string title = !model.title.empty() ? model.title + ": "
+                              : models.size() > 1  ? model.label + ": "
+                                                   : "";
     panels.push_back(error_panel(model, title, styles));
     panels.push_back(erank_panel(model, title, styles));
   }

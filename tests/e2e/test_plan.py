@@ -173,6 +173,13 @@ class PlanTest(harness.TestCase):
             self.assertIn(f">{label}<", svg, label)
         # two panels: the errors of 3 groupings, and erank before and after each of them
         self.assertEqual(svg.count('<path class="series"'), 7, svg[:2000])
+        # FILE=Title, as for result files: the title heads the plan's panels
+        proc = harness.run("plot", plan_file + "=Mine", "-o", figure, "-q")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(figure, encoding="utf-8") as f:
+            titled = f.read()
+        for label in ("Mine: qk_error, 8 → 4 KV heads", "Mine: erank_qk before and after"):
+            self.assertIn(f">{label}<", titled, label)
         with open(plan_file, encoding="utf-8") as f:
             plan = json.load(f)
         del plan["models"][0]["layers"][1]["qk_error"]

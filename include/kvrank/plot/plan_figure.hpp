@@ -25,6 +25,9 @@ struct PlanFigureModel {
   std::string error_name;  ///< the y label of the error panel ("qk_error", …)
   int kv_heads = 0, kv_heads_after = 0;
   std::vector<PlanFigureLayer> layers;
+  /// Heads the model's panels when not empty (plot's FILE=Title); else several models are told
+  /// apart by their labels.
+  std::string title;
 };
 
 /// SVG of the plans: two panels per model (its error, its erank_qk), the layers along x; one
