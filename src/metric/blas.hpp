@@ -10,11 +10,13 @@
 // loop's): blas_nests_in_openmp() tells which.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kvrank/base/eigen.hpp"
+#include "kvrank/base/memory_limit.hpp"
 
 namespace kvrank::detail {
 
@@ -45,6 +47,16 @@ struct HeldThreads {
 HeldThreads hold_calling_thread();
 /// Restores what hold_calling_thread() lowered.
 void release_calling_thread(const HeldThreads& saved);
+
+/// Address space oneDNN may take for one layer beside the buffers kvrank hands it: its compiled
+/// kernels, and per thread the scratchpads and packed blocks of its products. Under `ulimit -v` it
+/// crashes (SIGSEGV, or an abort in its unwinding) where an allocation fails, so a layer runs on it
+/// only with this much room to spare (diversity.cpp), and its kernels are compiled aside only with
+/// the first thread's share (gram_backend.cpp). Measured on a d 4096 layer
+/// (docs/input-limits.md): the bf16 Grams took 85 MiB beyond their packed copies on one thread.
+inline constexpr std::uint64_t kOnednnReserve = 128 * kMiB;
+inline constexpr std::uint64_t kOnednnPerThread = 32 * kMiB;
+inline constexpr std::uint64_t kOnednnFirstThread = kOnednnReserve + kOnednnPerThread;
 
 /// The threads a parallel region started now would get (1 inside one, and without OpenMP).
 int available_threads();

@@ -167,13 +167,6 @@ detail::LayerKernels backend_kernels() {
           float_products_on_onednn() ? detail::FloatKernels::onednn : detail::FloatKernels::blas};
 }
 
-/// Address space oneDNN may take for one layer beside the buffers kvrank hands it: its compiled
-/// kernels, and per thread the scratchpads and packed blocks of its products. Under `ulimit -v` it
-/// crashes (SIGSEGV, or an abort in its unwinding) where an allocation fails, so a layer runs on it
-/// only with this much room to spare. Measured on a d 4096 layer (docs/input-limits.md): the bf16
-/// Grams took 85 MiB beyond their packed copies on one thread.
-constexpr std::uint64_t kOnednnReserve = 128 * kMiB;
-constexpr std::uint64_t kOnednnPerThread = 32 * kMiB;
 /// The small allocations of a layer besides the sized ones (H × H matrices, eigensolver
 /// workspaces).
 constexpr std::uint64_t kLayerSlack = 16 * kMiB;
@@ -213,7 +206,7 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
   const auto threads = static_cast<std::uint64_t>(detail::available_threads());
   std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
-  std::uint64_t onednn = kOnednnReserve + threads * kOnednnPerThread;
+  std::uint64_t onednn = detail::kOnednnReserve + threads * detail::kOnednnPerThread;
   const GramBytes left = gram_bytes(factors.left, scales.first, workspace.left_gram, threads);
   const GramBytes right =
       factors.symmetric ? GramBytes{}

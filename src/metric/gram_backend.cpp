@@ -362,11 +362,12 @@ std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
   if (!bf16 && !float_products_on_onednn()) return {};
   // Under a memory limit the compute threads were sized to it (memory_limit.hpp), and this thread
   // takes more: a stack and a malloc arena (72 MiB), its first product's buffers, and what oneDNN
-  // takes to compile (as much as diversity.cpp sets aside for oneDNN on a layer's first thread:
-  // 160 MiB). It starts only where that fits, and the room stays promised to it until it ends, so
-  // that the first layer, sized meanwhile, does not count on it.
+  // takes to compile (as much as diversity.cpp sets aside for oneDNN on a layer's first thread).
+  // It starts only where that fits, and the room stays promised to it until it ends, so that the
+  // first layer, sized meanwhile, does not count on it.
   const Index tile = std::min(kTile, m);
-  const auto need = static_cast<std::uint64_t>((72 + 160) * kMiB + tile * d * 2 + tile * tile * 4);
+  const auto need = 72 * kMiB + detail::kOnednnFirstThread +
+                    static_cast<std::uint64_t>(tile * d * 2 + tile * tile * 4);
   if (!memory_fits(need)) return {};
   auto promise = std::make_shared<const MemoryPromise>(need);
   auto compile = [m, d, bf16, promise] {
