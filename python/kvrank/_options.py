@@ -136,11 +136,9 @@ def callback(name, value, signature):
 
 def threads(value):
     """threads=: 0 (the default: OMP_NUM_THREADS or every processor) or a count, which the
-    request checks against this machine; beyond an int it is beyond any machine's."""
-    value = integer("threads", value, INT32_MIN, INT64_MAX)
-    if value > INT32_MAX:
-        raise Error(f"threads={value}: too many (at most 4 × the processors of this machine)")
-    return value
+    request checks against this machine; beyond an int it is refused as the command line's
+    --threads refuses it."""
+    return integer("threads", value)
 
 
 def step(value, name="step"):
