@@ -201,14 +201,29 @@ std::string series_label(const std::string& label, const ModelLayout& layout, bo
   return label + " [" + series_text(*layout.attention) + "]";
 }
 
-/// compile_gram_kernels_aside for `layout`'s query Gram (heads · head_dim rows over d_model), a
-/// bf16 one when a dense family's weights are BF16 (read without scaling: its bases are bf16; the
+/// The query Gram of `layout` (heads · head_dim rows over d_model), and whether its values are
+/// bfloat16s: a dense family's weights are BF16 (read without scaling: its bases are bf16; the
 /// latent families' bases are products, float32).
-std::jthread compile_gram_kernels_for(const Checkpoint& checkpoint, const ModelLayout& layout) {
+struct QueryGram {
+  Index rows = 0, cols = 0;
+  bool bf16_values = false;
+};
+QueryGram query_gram(const Checkpoint& checkpoint, const ModelLayout& layout) {
+  return {Index{layout.heads} * layout.head_dim, layout.d_model,
+          std::holds_alternative<DenseTensors>(layout.tensors) &&
+              weight_dtypes(checkpoint, layout) == std::optional<std::string>("BF16")};
+}
+
+/// compile_gram_kernels_aside for `layout`'s query Gram; -v says which kernel forms its Grams.
+std::jthread compile_gram_kernels_for(const Checkpoint& checkpoint, const ModelLayout& layout,
+                                      const AnalyzeOptions& options) {
   if (layout.num_layers < 1) return {};
-  const bool bf16 = std::holds_alternative<DenseTensors>(layout.tensors) &&
-                    weight_dtypes(checkpoint, layout) == std::optional<std::string>("BF16");
-  return compile_gram_kernels_aside(Index{layout.heads} * layout.head_dim, layout.d_model, bf16);
+  const QueryGram gram = query_gram(checkpoint, layout);
+  if (options.detail)
+    options.detail(checkpoint.path().string() + ": " +
+                   weight_dtypes(checkpoint, layout).value_or("no") +
+                   " weights: " + gram_kernel_description(gram.rows, gram.cols, gram.bf16_values));
+  return compile_gram_kernels_aside(gram.rows, gram.cols, gram.bf16_values);
 }
 
 /// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance, and
@@ -228,8 +243,9 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
   const std::vector<ModelLayout> series = choose_series(std::move(all_series), path, options);
   // oneDNN compiles its kernels in the first Gram of a process: a spare thread does that while the
   // first layer is read. Joined when this returns.
-  const std::jthread kernels =
-      series.empty() ? std::jthread() : compile_gram_kernels_for(checkpoint, series.front());
+  const std::jthread kernels = series.empty()
+                                   ? std::jthread()
+                                   : compile_gram_kernels_for(checkpoint, series.front(), options);
 
   struct Run {
     const ModelLayout* layout;

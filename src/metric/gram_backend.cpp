@@ -302,16 +302,24 @@ std::string gram_backend_description() {
   const GramBackend backend = gram_backend();
   const bool automatic = backend == GramBackend::automatic;
   const bool bf16 = backend == GramBackend::bf16 || (automatic && bf16_gram_in_auto());
-  const std::string prefix = bf16 ? "bf16 Grams of bf16 weights on oneDNN; " : "";
+  // Whether a model's Grams take bf16 depends on its weights: gram_kernel_description() says.
   if (float_products_on_onednn()) {
-    return prefix + (automatic ? "float32 products on oneDNN (onednn-f32: the BLAS runs generic "
-                                 "kernels here)"
-                               : "float32 products on oneDNN (onednn-f32)");
+    return automatic ? "float32 products on oneDNN (onednn-f32: the BLAS runs generic kernels here)"
+                     : "float32 products on oneDNN (onednn-f32)";
   }
-  if (bf16) return prefix + "other float32 products on the BLAS";
+  if (bf16) return "float32 products on the BLAS";
   if (backend == GramBackend::f32) return "float32 products on the BLAS (KVRANK_GRAM_BACKEND=f32)";
   if (!bf16_gram_supported() && !onednn_f32_supported()) return "float32 Grams only";
   return "float32 products on the BLAS (oneDNN only when asked: not faster here)";
+}
+
+std::string gram_kernel_description(Index m, Index d, bool bf16_values) {
+  const bool bf16 = bf16_gram_chosen(m, d);
+  if (bf16 && bf16_values) return "bf16 Grams on oneDNN";
+  const std::string float32 = float_products_on_onednn() ? "float32 Grams on oneDNN (onednn-f32)"
+                                                         : "float32 Grams (SYRK) on the BLAS";
+  // A float32 basis whose every value is a bfloat16 still takes the bf16 kernel (is_bf16_exact).
+  return bf16 ? float32 + "; bf16 on oneDNN only for bases of bfloat16 values" : float32;
 }
 
 bool is_bf16_exact(const RowMatrixF& rows) noexcept {

@@ -227,6 +227,32 @@ class GramBackends(unittest.TestCase):
                              collections.Counter(one_thread + one_thread[:1]))
             self.assertEqual(onednn_products(os.path.join(harness.TINY, "mla"), 2, tmp), [])
 
+    def test_verbose_names_the_kernel_that_forms_the_grams(self):
+        # -v names each model's Gram kernel from its weights: bf16 Grams only for BF16 weights; F16
+        # and F32 values are not bfloat16s and take the float32 SYRK on the BLAS, as oneDNN's own
+        # log confirms (no product on oneDNN). It once said "bf16 Grams" for every model.
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = {}
+            for dtype in ("BF16", "F16", "F32"):
+                paths[dtype] = os.path.join(tmp, dtype)
+                writer.write_family("llama", paths[dtype], paths[dtype] + "_ref", dtype=dtype,
+                                    seed=5, layers=1, heads=4, head_dim=40, d_model=320)
+            backend = "bf16" if bf16_kernel_available(paths["BF16"]) else "f32"
+            for dtype, path in paths.items():
+                result = run(["-v", "analyze", path, "--format", "json", "-o",
+                              os.path.join(tmp, "r.json")], backend, 1, ONEDNN_VERBOSE="1")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                on_bf16 = backend == "bf16" and dtype == "BF16"
+                said = [line for line in result.stderr.splitlines() if "Grams" in line]
+                want = f"kvrank: debug: {path}: {dtype} weights: " + (
+                    "bf16 Grams on oneDNN" if on_bf16 else "float32 Grams (SYRK) on the BLAS")
+                self.assertEqual(len(said), 1, result.stderr)
+                self.assertTrue(said[0].startswith(want), (said, want))
+                self.assertEqual(result.stderr.count("bf16 Grams"), int(on_bf16), result.stderr)
+                products = [line for line in result.stdout.splitlines()
+                            if line.startswith("onednn_verbose,") and ",exec," in line]
+                self.assertEqual(bool(products), on_bf16, (dtype, products[:2]))
+
     def test_wrong_backend_name_is_a_usage_error(self):
         with tempfile.TemporaryDirectory() as tmp:
             out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")

@@ -83,8 +83,16 @@ bool onednn_f32_in_auto();
 /// run on oneDNN under the backend in force: `onednn-f32`, or `auto` and onednn_f32_in_auto().
 bool float_products_on_onednn();
 
-/// What runs the Grams under the backend in force, for `-v` (compute_backend_description()).
+/// What runs the float32 products under the backend in force, for `-v`
+/// (compute_backend_description()); which kernel forms a model's Grams is
+/// gram_kernel_description()'s.
 std::string gram_backend_description();
+
+/// What forms the Grams of an m × d basis under the backend in force, for `-v`: "bf16 Grams on
+/// oneDNN" where its values are bfloat16s (`bf16_values`: read from BF16 weights) and the bf16
+/// kernel takes that shape; else the float32 product that runs (the SYRK on the BLAS, or oneDNN's
+/// onednn-f32), noting where bf16 would take a basis of bfloat16 values.
+std::string gram_kernel_description(Index m, Index d, bool bf16_values);
 
 /// True when every value of `rows` is exactly representable in bfloat16 (low 16 bits zero).
 bool is_bf16_exact(const RowMatrixF& rows) noexcept;
