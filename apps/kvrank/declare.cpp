@@ -18,6 +18,11 @@ constexpr const char* kLoggingFooter =
 
 }  // namespace
 
+void add_colour_map(CLI::App& command, std::string& colour_map, const std::string& defaults) {
+  command.add_option("--colour-map", colour_map,
+                     "Heatmap colours: viridis, rdbu or greys (default: " + defaults + ")");
+}
+
 std::vector<std::string> metric_names() {
   std::vector<std::string> names;
   for (const auto& field : metric_fields()) names.emplace_back(field.name);
@@ -233,9 +238,7 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
              "Heads of a --heatmap in index order, or clustered (similar heads side by side)",
              [&figure](const std::string& name) { figure.head_order = name; })
       ->default_str("index");
-  command.add_option("--colour-map", figure.colour_map,
-                     "Heatmap colours: viridis, rdbu or greys (default: rdbu for similarity, "
-                     "viridis over steps)");
+  add_colour_map(command, figure.colour_map, "rdbu for similarity, viridis over steps");
   command.add_option("--style", figure.style_file,
                      "JSON file: label -> {colour, marker, dash}, the same look in every figure");
   add_choice(command, "--over-steps", {"layers", "mean", "heatmap"},
@@ -307,6 +310,7 @@ void declare_diff(CLI::App& command, app::DiffRequest& request) {
   command.add_option(
       "--figure", request.figure,
       "Also draw head similarity as a layers x heads heatmap: .svg, .png or .pdf (default: none)");
+  add_colour_map(command, request.colour_map, "rdbu");
   add_layout_options(command, request.layout);
 }
 

@@ -53,6 +53,9 @@ void add_result_output(CLI::App& command, std::optional<app::ResultFormat>& form
 /// --family, --heads, --kv-heads, --head-dim, --map, --npy-dtype, --activations,
 /// --fold-input-norm: how a checkpoint is read (analyze, inspect).
 void add_layout_options(CLI::App& command, app::LayoutRequest& layout);
+/// --colour-map of the heatmaps (plot, diff's --figure); `defaults` says which map each kind of
+/// heatmap takes without it. Its value is checked by the plot library (parse_colour_map).
+void add_colour_map(CLI::App& command, std::string& colour_map, const std::string& defaults);
 /// The metric names `plot --metric` and `check --metric` accept, from the metric table.
 std::vector<std::string> metric_names();
 

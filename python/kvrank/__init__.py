@@ -132,20 +132,22 @@ def analyze_state_dict(state_dict, config=None, *, label=None, step=None, run=No
 
 
 def diff(a, b, repr=None, layers=None, *, labels=None, attention="all", top=10, figure=None,
-         family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None,
+         colour_map=None, family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None,
          activations=False, fold_input_norm=False):
     """`kvrank diff A B` (docs/diff.md): two checkpoints of one shape, or result files (then the
     per-layer changes only). Returns the JSON document of `kvrank diff --format json` as a dict:
     per layer the metrics of both and their change, and per head `head_similarity`, the cosine of
     head h's form in A and in B. repr: default qk,ov; top: how many of the heads that moved most
-    "moved_heads" lists; figure: a .svg/.png/.pdf path for the layers × heads heatmap."""
+    "moved_heads" lists; figure: a .svg/.png/.pdf path for the layers × heads heatmap, in
+    colour_map (as plot's: viridis, rdbu or greys; default rdbu)."""
     with in_python_words({"label": "labels"}):
         document = _kvrank.diff(
             options.path("a", a), options.path("b", b), options.names("labels", labels),
             options.selection(repr, layers, None, attention), options.integer("top", top),
             options.layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations,
                            fold_input_norm),
-            "" if figure is None else options.path("figure", figure))
+            "" if figure is None else options.path("figure", figure),
+            options.optional_text("colour_map", colour_map) or "")
     return json.loads(document)
 
 

@@ -189,7 +189,8 @@ std::string plot_svg(const std::vector<std::pair<std::string, Results>>& panels,
 /// `kvrank diff A B --format json` (and with `figure`, its heatmap written there).
 std::string diff_json(const std::string& a, const std::string& b,
                       const std::vector<std::string>& labels, const Selection& selection, int top,
-                      const Layout& layout, const std::string& figure) {
+                      const Layout& layout, const std::string& figure,
+                      const std::string& colour_map) {
   const kvrank::app::AnalyzeRequest analyze = analyze_request(selection, layout, false, 0);
   kvrank::app::DiffRequest request;
   request.a = a;
@@ -201,6 +202,7 @@ std::string diff_json(const std::string& a, const std::string& b,
   request.format = kvrank::app::ResultFormat::json;
   request.top = top;
   request.figure = figure;
+  request.colour_map = colour_map;
   request.layout = layout;
   py::gil_scoped_release released;
   return kvrank::app::diff_text(request, {});
@@ -287,7 +289,7 @@ PYBIND11_MODULE(_kvrank, m) {
         py::arg("note"));
   m.def("inspect_json", &inspect_json, py::arg("arguments"), py::arg("layout"));
   m.def("diff", &diff_json, py::arg("a"), py::arg("b"), py::arg("labels"), py::arg("selection"),
-        py::arg("top"), py::arg("layout"), py::arg("figure"));
+        py::arg("top"), py::arg("layout"), py::arg("figure"), py::arg("colour_map"));
   m.def("check", &check, py::arg("current"), py::arg("golden"), py::arg("metrics"),
         py::arg("abs_tol"), py::arg("rel_tol"), py::arg("current_name"), py::arg("golden_name"));
   m.def("plot_svg", &plot_svg, py::arg("panels"), py::arg("panel_titles"), py::arg("settings"),

@@ -31,6 +31,13 @@ class DiffTest(harness.TestCase):
         kvrank.diff(BASE, LATER, repr="qk", figure=figure)
         with open(figure) as f:
             self.assertEqual(f.read().count('class="cell"'), 4 * 8)
+        kvrank.diff(BASE, LATER, repr="qk", figure=figure, colour_map="greys")  # --colour-map
+        with open(figure) as f:
+            self.assertIn('data-colour-map="greys"', f.read())
+        with self.assertRaises(kvrank.Error) as raised:
+            kvrank.diff(BASE, LATER, figure=self.path("no.svg"), colour_map="jet")
+        self.assertEqual(str(raised.exception),
+                         'colour_map: expected viridis, rdbu or greys, found "jet"')
         a = self.path("a.json")
         self.assertEqual(harness.run("analyze", BASE, "-o", a).returncode, 0)
         self.assertFalse(kvrank.diff(a, a)["heads_compared"])

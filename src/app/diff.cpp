@@ -42,9 +42,16 @@ DiffOptions diff_options(const DiffRequest& request, const Hooks& hooks) {
   return options;
 }
 
-void write_figure(const DiffResult& diff, const std::string& path, OutputFile& file) {
-  detail::write_figure(plot_head_similarity_svg(diff, ""), figure_format(path), kDefaultPngDpi,
-                       file);
+/// The figure options of `plot` that --figure takes: the colour map.
+PlotOptions diff_figure_options(const DiffRequest& request) {
+  FigureSettings settings;
+  settings.colour_map = request.colour_map;
+  return plot_options(settings);
+}
+
+void write_figure(const DiffResult& diff, const DiffRequest& request, OutputFile& file) {
+  detail::write_figure(plot_head_similarity_svg(diff, diff_figure_options(request)),
+                       figure_format(request.figure), kDefaultPngDpi, file);
 }
 
 /// A and B resolved (model_inputs.hpp), labelled by --label or their names, told apart.
@@ -85,7 +92,7 @@ std::string diff_text(const DiffRequest& request, const Hooks& hooks) {
     detail::tell(hooks.info, "per-layer metric changes only: a result file holds no weights");
   std::string text =
       format_diff(result, request.output_format(), static_cast<std::size_t>(request.top));
-  if (figure) write_figure(result, request.figure, *figure);
+  if (figure) write_figure(result, request, *figure);
   return text;
 }
 

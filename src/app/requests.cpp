@@ -226,6 +226,10 @@ void DiffRequest::validate() const {
     invalid("--top",
             "must be 0 to " + std::to_string(kMaxDiffTop) + ", found " + std::to_string(top));
   if (!figure.empty()) figure_format(figure);  // a wrong extension, before anything is read
+  if (!colour_map.empty()) {
+    if (figure.empty()) invalid("--colour-map", "colours the heatmap of --figure: give --figure");
+    parse_colour_map(colour_map);  // plot_options' check of plot's --colour-map
+  }
   layout.validate();
   check_format_matches_output(format, output);
 }

@@ -194,12 +194,17 @@ class DiffTest(harness.TestCase):
         model = os.path.join(TINY, "mha")
         for args, message in ((["--top", "0x10"], "--top"), (["--top", "100001"], "--top"),
                               (["--figure", self.path("f.gif")], "f.gif"),
-                              (["--repr", "qq"], "qq")):
+                              (["--repr", "qq"], "qq"),
+                              (["--figure", self.path("f.svg"), "--colour-map", "jet"],
+                               '--colour-map: expected viridis, rdbu or greys, found "jet"'),
+                              (["--colour-map", "greys"], "--colour-map: colours the heatmap of "
+                               "--figure: give --figure")):
             proc = harness.run("diff", model, model, *args)
             self.assertEqual(proc.returncode, 2, args)
             self.assertEqual(proc.stdout, "", args)
             self.assertIn(message, proc.stderr, args)
             self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertFalse(os.path.exists(self.path("f.svg")))
 
     def test_result_files_give_layer_changes_only(self):
         a, b = self.path("a.json"), self.path("b.json")
@@ -244,6 +249,14 @@ class DiffTest(harness.TestCase):
         self.assertEqual(len(lines), 1 + 2 * 4)  # qk and ov, 4 layers
         with open(figure) as f:
             svg = f.read()
+        self.assertEqual(svg.count('class="cell"'), 2 * 4 * 8)
+        self.assertIn('data-colour-map="rdbu"', svg)  # the similarity heatmaps' default
+        # --colour-map as plot's: viridis over [0, 1], its darkest colour at the bottom
+        proc = harness.run("diff", BASE, LATER, "-q", "--figure", figure, "--colour-map", "viridis")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(figure) as f:
+            svg = f.read()
+        self.assertIn('data-colour-map="viridis"', svg)
         self.assertEqual(svg.count('class="cell"'), 2 * 4 * 8)
 
 

@@ -155,8 +155,9 @@ struct DiffRequest {
   std::optional<std::vector<int>> layers;  ///< --layers; empty: all
   std::optional<ResultFormat> format;      ///< --format; empty: from -o's extension, else table
   std::string output;                      ///< -o; empty or "-": stdout
-  int top = 10;        ///< --top: the heads that moved most, listed (0 … kMaxDiffTop)
-  std::string figure;  ///< --figure: layers × heads heatmap (.svg, .png, .pdf); empty: none
+  int top = 10;            ///< --top: the heads that moved most, listed (0 … kMaxDiffTop)
+  std::string figure;      ///< --figure: layers × heads heatmap (.svg, .png, .pdf); empty: none
+  std::string colour_map;  ///< --colour-map of --figure, as plot's; empty: rdbu
   LayoutRequest layout;
 
   void validate() const;
