@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/layer_list.hpp"
@@ -18,23 +19,25 @@ ColourScale similarity_scale(std::optional<ColourMap> map) {
 }
 
 std::string similarity_colour_bar(const ColourScale& scale, bool clipped, double left, double top,
-                                  double height, const std::string& label) {
+                                  double height, const std::string& label, double size) {
   std::string out = "<defs>" + scale.gradient("kvrank-colour-bar") + "</defs>\n";
   out += "<g class=\"colour-bar\"" + attr("data-colour-map", colour_map_name(scale.map)) +
-         "><rect" + attr("x", left) + attr("y", top) + attr("width", 16.0) +
+         "><rect" + attr("x", left) + attr("y", top) + attr("width", 16 * size) +
          attr("height", height) +
          " fill=\"url(#kvrank-colour-bar)\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
   const double step = (scale.high - scale.low) / 4;
   for (int i = 0; i <= 4; ++i) {
     const double value = scale.low + i * step;
     const double y = top + height * (1 - static_cast<double>(i) / 4);
-    out += line(left + 16, y, left + 20, y, " stroke=\"#262626\" stroke-width=\"0.8\"");
+    out +=
+        line(left + 16 * size, y, left + 20 * size, y, " stroke=\"#262626\" stroke-width=\"0.8\"");
     const std::string tick = tick_label(value, step < 0.5 ? 2 : 1);
-    out += text(left + 23, y + 3.8, (i == 0 && clipped ? "≤ " : "") + tick, 11, Anchor::kStart);
+    out += text(left + 23 * size, y + 3.8 * size, (i == 0 && clipped ? "≤ " : "") + tick, 11 * size,
+                Anchor::kStart);
   }
-  const double label_x = left + 23 + text_width("-0.50", 11) + 14;
+  const double label_x = left + 23 * size + text_width("-0.50", 11 * size) + 14 * size;
   const double label_y = top + height / 2;
-  out += text(label_x, label_y, label, 12, Anchor::kMiddle,
+  out += text(label_x, label_y, label, 12 * size, Anchor::kMiddle,
               attr("class", "colour-bar-label") +
                   attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
   return out + "</g>\n";
@@ -105,11 +108,54 @@ const LayerMetrics& heatmap_layer(const ModelReport& model, int layer_index) {
   return *found;
 }
 
+/// Where the heatmap's parts go, in SVG units: its text scaled by --font-size (`size`, 1 at the
+/// default 10 pt), its cells sized to --width/--height (or --size) when given, else 360 units over
+/// the heads (3 to 48 each).
+struct HeatmapMeasures {
+  double size = 1;      ///< text scale
+  bool fitted = false;  ///< cells fitted to --width/--height (else 360 units over the heads)
+  double cell = 0, left = 0, top = 0, width = 0, height = 0;
+};
+
+HeatmapMeasures heatmap_measures(Index heads, const PlotOptions& options) {
+  HeatmapMeasures m;
+  m.size = options.font_pt / 10;
+  m.left = 64 * m.size;
+  m.top = 52 * m.size;
+  const double right = (24 + 16 + 72) * m.size;  // the colour bar, its ticks and label
+  const double bottom = 52 * m.size;
+  const auto count = static_cast<double>(heads);
+  m.cell = std::clamp(360.0 / count, 3.0, 48.0);
+  m.fitted = options.width_in > 0 || options.height_in > 0;
+  if (m.fitted) {
+    m.cell = std::numeric_limits<double>::infinity();
+    if (options.width_in > 0)
+      m.cell = std::min(m.cell, (options.width_in * kUnitsPerInch - m.left - right) / count);
+    if (options.height_in > 0)
+      m.cell = std::min(m.cell, (options.height_in * kUnitsPerInch - m.top - bottom) / count);
+  }
+  m.width =
+      options.width_in > 0 ? options.width_in * kUnitsPerInch : m.left + m.cell * count + right;
+  m.height =
+      options.height_in > 0 ? options.height_in * kUnitsPerInch : m.top + m.cell * count + bottom;
+  if (m.cell * count < 30) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "--width/--height: the heatmap's %td heads get %.2f in beside its labels (at "
+                  "least %.2f in): give a larger --width/--height or a smaller --font-size",
+                  heads, std::max(0.0, m.cell * count) / kUnitsPerInch, 30 / kUnitsPerInch);
+    throw Error("", text);
+  }
+  return m;
+}
+
 std::string heatmap_cells(const MatrixD& similarity, const std::vector<int>& head_ids,
-                          const ColourScale& scale, double left, double top, double cell) {
+                          const ColourScale& scale, const HeatmapMeasures& m) {
+  const double left = m.left, top = m.top, cell = m.cell;
   std::string out = "<g class=\"cells\" shape-rendering=\"crispEdges\">\n";
   const Index heads = similarity.rows();
-  const bool annotate = heads <= 12;
+  // The values written in the cells, where there are few and they fit.
+  const bool annotate = heads <= 12 && cell >= text_width("-0.00", 10 * m.size) + 2;
   for (Index i = 0; i < heads; ++i) {
     for (Index j = 0; j < heads; ++j) {
       const double value = similarity(i, j);
@@ -122,8 +168,8 @@ std::string heatmap_cells(const MatrixD& similarity, const std::vector<int>& hea
              std::to_string(head_ids[static_cast<std::size_t>(j)]) + ": " + tick_label(value, 4) +
              "</title></rect>\n";
       if (annotate) {
-        out += text(x + cell / 2, y + cell / 2 + 3.5, tick_label(value, 2), 10, Anchor::kMiddle,
-                    attr("fill", scale.dark(value) ? "white" : "#262626"));
+        out += text(x + cell / 2, y + cell / 2 + 3.5 * m.size, tick_label(value, 2), 10 * m.size,
+                    Anchor::kMiddle, attr("fill", scale.dark(value) ? "white" : "#262626"));
       }
     }
   }
@@ -131,22 +177,29 @@ std::string heatmap_cells(const MatrixD& similarity, const std::vector<int>& hea
 }
 
 /// Head indices on both axes, thinned to at most 16 labels, and the axis names.
-std::string head_axes(const std::vector<int>& head_ids, double left, double top, double cell) {
+std::string head_axes(const std::vector<int>& head_ids, const HeatmapMeasures& m) {
+  const double left = m.left, top = m.top, cell = m.cell, s = m.size;
   const auto heads = static_cast<std::size_t>(head_ids.size());
   const double size = cell * static_cast<double>(heads);
-  const std::size_t every = std::max<std::size_t>(1, (heads + 15) / 16);
+  // At most 16 labels; fitted cells can be small, and then the labels are no closer than the
+  // widest one's width and a gap of 0.3 em (360 units over the heads always leave room).
+  const int widest = *std::max_element(head_ids.begin(), head_ids.end());
+  const double room = m.fitted ? text_width(std::to_string(widest), 11 * s) + 3.3 * s : 0;
+  const std::size_t every = std::max(
+      {std::size_t{1}, (heads + 15) / 16, static_cast<std::size_t>(std::ceil(room / cell))});
   std::string out = "<g class=\"head-ticks\">\n";
   for (std::size_t i = 0; i < heads; i += every) {
     const std::string id = std::to_string(head_ids[i]);
     const double centre = static_cast<double>(i) * cell + cell / 2;
-    out += text(left + centre, top + size + 15, id, 11, Anchor::kMiddle);
-    out += text(left - 6, top + centre + 3.8, id, 11, Anchor::kEnd);
+    out += text(left + centre, top + size + 15 * s, id, 11 * s, Anchor::kMiddle);
+    out += text(left - 6 * s, top + centre + 3.8 * s, id, 11 * s, Anchor::kEnd);
   }
   out += "</g>\n";
-  out += text(left + size / 2, top + size + 36, "Head", 13, Anchor::kMiddle);
+  out += text(left + size / 2, top + size + 36 * s, "Head", 13 * s, Anchor::kMiddle);
   const double label_y = top + size / 2;
-  return out + text(left - 40, label_y, "Head", 13, Anchor::kMiddle,
-                    attr("transform", "rotate(-90 " + num(left - 40) + " " + num(label_y) + ")"));
+  const double label_x = left - 40 * s;
+  return out + text(label_x, label_y, "Head", 13 * s, Anchor::kMiddle,
+                    attr("transform", "rotate(-90 " + num(label_x) + " " + num(label_y) + ")"));
 }
 
 }  // namespace
@@ -182,26 +235,22 @@ std::string plot_heatmap_svg(const ModelReport& model, int layer_index,
   const ColourScale scale = similarity_scale(options.colour_map);
   // Values below the map (beyond round-off) are drawn at its end, and its label says so.
   const bool clipped = similarity.minCoeff() < scale.low - 1e-6;
-  const Index heads = similarity.rows();
-
-  const double cell = std::clamp(360.0 / static_cast<double>(heads), 3.0, 48.0);
-  const double size = cell * static_cast<double>(heads);
-  const double left = 64;
-  const double top = 52;
-  const double width = left + size + 24 + 16 + 72;
-  const double height = top + size + 52;
+  const HeatmapMeasures m = heatmap_measures(similarity.rows(), options);
+  const double size = m.cell * static_cast<double>(similarity.rows());
   const std::string heading =
       options.title.empty()
           ? model.label + " — layer " + std::to_string(layer_index) + " (" + model.repr + ")"
           : options.title;
 
-  std::string out = document_open(width, height);
-  out += text(left + size / 2, 30, heading, 15, Anchor::kMiddle, attr("class", "figure-title"));
-  out += heatmap_cells(similarity, head_ids, scale, left, top, cell);
-  out += "<rect" + attr("x", left) + attr("y", top) + attr("width", size) + attr("height", size) +
-         " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
-  out += head_axes(head_ids, left, top, cell);
-  out += similarity_colour_bar(scale, clipped, left + size + 24, top, size, "Cosine similarity");
+  std::string out = document_open(m.width, m.height);
+  out += text(m.left + size / 2, 30 * m.size, heading, 15 * m.size, Anchor::kMiddle,
+              attr("class", "figure-title"));
+  out += heatmap_cells(similarity, head_ids, scale, m);
+  out += "<rect" + attr("x", m.left) + attr("y", m.top) + attr("width", size) +
+         attr("height", size) + " fill=\"none\" stroke=\"#262626\" stroke-width=\"0.8\"/>\n";
+  out += head_axes(head_ids, m);
+  out += similarity_colour_bar(scale, clipped, m.left + size + 24 * m.size, m.top, size,
+                               "Cosine similarity", m.size);
   return out + "</svg>\n";
 }
 

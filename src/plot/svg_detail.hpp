@@ -124,9 +124,10 @@ std::string viridis(double t);
 ColourScale similarity_scale(std::optional<ColourMap> map);
 
 /// A similarity heatmap's vertical colour bar of `scale` at (left, top), `height` tall, five ticks
-/// and `label` beside it; the lowest tick reads "≤ …" when some value was `clipped` to it.
+/// and `label` beside it; the lowest tick reads "≤ …" when some value was `clipped` to it. `size`
+/// scales its width and text (1: 11-unit ticks, as at the default --font-size).
 std::string similarity_colour_bar(const ColourScale& scale, bool clipped, double left, double top,
-                                  double height, const std::string& label);
+                                  double height, const std::string& label, double size = 1);
 
 // ---------------------------------------------------------------------------------------------
 // Multi-panel line figure (figure.cpp, grid.cpp)

@@ -790,6 +790,40 @@ class FigureTest(harness.TestCase):
             bar = next(g for g in root.iter(NS + "g") if cls(g) == "colour-bar")
             self.assertEqual(bar.get("data-colour-map"), expected)
 
+    def test_heatmap_takes_the_size_and_font_size(self):
+        # --size/--width/--height size the similarity heatmap and --font-size its text, as for the
+        # curves; without them it keeps its own size (360 units of cells, 11-unit head ticks).
+        model = model_entry("m", [3.0, 3.5])
+        heads = 32
+        model.update(heads=heads, kv_heads=heads)
+        for layer in model["layers"]:
+            layer["heads"] = heads
+            layer["similarity"] = [[1.0 if a == b else 0.5 for b in range(heads)]
+                                   for a in range(heads)]
+        path = self.write("sim32.json", [model])
+
+        def drawn(*args):
+            self.plot(path, "-o", self.path("h.svg"), "--heatmap", "1", *args)
+            root = ET.parse(self.path("h.svg")).getroot()
+            ticks = next(g for g in root.iter(NS + "g") if cls(g) == "head-ticks")
+            sizes = {float(t.get("font-size")) for t in ticks.iter(NS + "text")}
+            xs = sorted({float(t.get("x")) for t in ticks.iter(NS + "text")
+                         if t.get("text-anchor") == "middle"})
+            return root.get("width"), sizes, min(b - a for a, b in zip(xs, xs[1:]))
+        width, sizes, _ = drawn()
+        self.assertEqual((width, sizes), ("5.58in", {11.0}))
+        width, sizes, spacing = drawn("--size", "column")  # 3.5 in, 8 pt
+        self.assertEqual((width, sizes), ("3.5in", {8.8}))
+        self.assertGreater(spacing, 2 * 0.636 * 8.8 + 2)  # two digits and a gap: no overlap
+        width, sizes, _ = drawn("--width", "6", "--font-size", "12")
+        self.assertEqual((width, sizes), ("6in", {13.2}))
+        line = self.assert_usage_error(run("plot", path, "-o", self.path("x.svg"),
+                                           "--heatmap", "1", "--width", "1"))
+        self.assertEqual(line, f"kvrank: error: {path}: --width/--height: the heatmap's 32 heads "
+                         "get 0.00 in beside its labels (at least 0.31 in): give a larger "
+                         "--width/--height or a smaller --font-size")
+        self.assertFalse(os.path.exists(self.path("x.svg")))
+
     # --------------------------------------------------------------- edges (issue 39)
 
     def test_ylim_at_the_limits_of_a_double(self):
