@@ -278,7 +278,8 @@ PYBIND11_MODULE(_kvrank, m) {
       .def_readwrite("share_y", &kvrank::FigureSettings::share_y)
       .def_readwrite("ylim", &kvrank::FigureSettings::ylim)
       .def_readwrite("legend", &kvrank::FigureSettings::legend)
-      .def_readwrite("style_file", &kvrank::FigureSettings::style_file);
+      .def_readwrite("style_file", &kvrank::FigureSettings::style_file)
+      .def_readwrite("colour_map", &kvrank::FigureSettings::colour_map);
 
   m.def("analyze", &analyze, py::arg("arguments"), py::arg("labels"), py::arg("steps"),
         py::arg("runs"), py::arg("selection"), py::arg("similarity"), py::arg("with_baseline"),

@@ -367,12 +367,13 @@ class FilesTest(harness.TestCase):
         path = os.path.join(harness.TINY, "gqa")
         result = kvrank.analyze(path, similarity=True)
         result.save(self.path("gqa.json"))
-        for extra in ([], ["--heatmap", "1"]):
+        for extra, keywords in (([], {}), (["--heatmap", "1"], dict(heatmap=1)),
+                                (["--heatmap", "1", "--colour-map", "greys"],
+                                 dict(heatmap=1, colour_map="greys"))):
             with self.subTest(extra=extra):
                 proc = harness.run("plot", self.path("gqa.json"), "-o", self.path("cli.svg"), *extra)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
-                svg = kvrank.plot(self.path("gqa.json"), self.path("py.svg"),
-                                  heatmap=int(extra[1]) if extra else None)
+                svg = kvrank.plot(self.path("gqa.json"), self.path("py.svg"), **keywords)
                 with open(self.path("cli.svg")) as f:
                     self.assertEqual(svg, f.read())
                 with open(self.path("py.svg")) as f:
