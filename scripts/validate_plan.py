@@ -70,6 +70,16 @@ def conversion(layer, part, align):
     return np.vstack(keys), np.vstack(values), {"kv_error": errors, "qk_error": qk}
 
 
+def refit_weights(layer, part, pool="fit"):
+    """The --refit conversion in MHA form: head i keeps its place, reads its group's K̄, V̄ (the
+    same rows for every member: what the GQA model computes) with query M_i Q_i and output O_i T_i."""
+    kg, _ = gauges(layer, True)
+    kbar, vbar, qmap, omap = ref.refit_conversion(layer, part, kg, pool)
+    n = len(layer["k"])
+    return (np.vstack([qmap[i] @ layer["q"][i] for i in range(n)]), np.vstack([kbar[i] for i in range(n)]),
+            np.vstack([vbar[i] for i in range(n)]), np.hstack([layer["o"][i] @ omap[i] for i in range(n)]))
+
+
 def kv_weights(layer, part, align):
     k, v, _ = conversion(layer, part, align)
     return k, v
@@ -106,26 +116,28 @@ class Evaluator:
         return self.cache[layer]
 
     def loss(self, replaced=None):
-        """replaced: {layer: (k_proj, v_proj)} float64 arrays; the weights are put back after."""
+        """replaced: {layer: (k_proj, v_proj)} or {layer: (q_proj, k_proj, v_proj, o_proj)} float64
+        arrays; the weights are put back after."""
         torch = self.torch
         replaced = replaced or {}
         first = min(replaced) if replaced else len(self.model.model.layers)
         blocks = self.model.model.layers
         saved = {}
         with torch.no_grad():
-            for layer, (k, v) in replaced.items():
+            for layer, weights in replaced.items():
                 attn = blocks[layer].self_attn
-                saved[layer] = (attn.k_proj.weight.clone(), attn.v_proj.weight.clone())
-                attn.k_proj.weight.copy_(torch.tensor(k, dtype=torch.float32))
-                attn.v_proj.weight.copy_(torch.tensor(v, dtype=torch.float32))
+                names = ("k_proj", "v_proj") if len(weights) == 2 else ("q_proj", "k_proj", "v_proj", "o_proj")
+                saved[layer] = [(n, getattr(attn, n).weight.clone()) for n in names]
+                for n, w in zip(names, weights):
+                    getattr(attn, n).weight.copy_(torch.tensor(w, dtype=torch.float32))
             h = self.stream(first)
             for block in blocks[first:]:
                 h = block(h)
             logits = self.model.model.norm(h) @ self.model.model.embed_tokens.weight.t()
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, tt.VOCAB), self.y.reshape(-1)).item()
-            for layer, (k, v) in saved.items():
-                blocks[layer].self_attn.k_proj.weight.copy_(k)
-                blocks[layer].self_attn.v_proj.weight.copy_(v)
+            for layer, weights in saved.items():
+                for n, w in weights:
+                    getattr(blocks[layer].self_attn, n).weight.copy_(w)
         return loss
 
 
@@ -272,6 +284,78 @@ def latent_experiment(ev, layers, energies):
     return out
 
 
+def refit_whole(ev, layers, result):
+    """Whole-model rows with the refit: each rule's groups (from the sweeps' picks) converted with
+    the maps refitted on the aligned mean-pool ("mean"), and with the form-fitted pool ("fit", what
+    `kvrank plan --refit` writes); the GQA paper's init with maps refitted on the plain mean."""
+    out = {}
+    for g, whole in result["whole"].items():
+        rows = {}
+        for name, entry in whole.items():
+            if "groups" not in entry or name == "none_criterion_unaligned":
+                continue
+            pools = ("plain",) if name == "gqa_paper_init" else ("mean", "fit")
+            for pool in pools:
+                replaced = {l["layer"]: refit_weights(l, p, pool) for l, p in zip(layers, entry["groups"])}
+                rows.setdefault(name, {})[pool] = ev.loss(replaced)
+            print(f"G={g} {name}: refit {rows[name]}", flush=True)
+        out[g] = rows
+    return out
+
+
+def refit_sweep(ev, layer, size, base):
+    """Every partition of one layer with the refit conversion: its loss increase and criteria
+    (qk_error of the refit conversion; merge and qk of the aligned mean-pool)."""
+    kg, vg = gauges(layer, True)
+    rows = []
+    for part in ref.partitions(list(range(len(layer["k"]))), size):
+        plain = ref.score(part, layer, kg, vg, eranks=False)
+        rows.append({"groups": part, "merge": plain["key_error"] + plain["value_error"],
+                     "qk": plain["qk_error"], "refit_qk": ref.refit_score(part, layer, kg, plain)["qk_error"],
+                     "loss_refit": ev.loss({layer["layer"]: refit_weights(layer, part)}) - base})
+    return rows
+
+
+def refit_main(args):
+    """--refit: adds the refit's whole-model rows and, per layer, its sweep to an existing --out."""
+    import torch
+    torch.set_num_threads(1)
+    _, layers, _, kvh = ref.load_layers(args.model, None)
+    with open(args.out) as f:
+        result = json.load(f)
+    final = Evaluator(args.model, result["final_windows"])
+    refit = result.setdefault("refit", {})
+    refit["whole"] = refit_whole(final, layers, result)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    if args.refit != "sweep":
+        return
+    ev = Evaluator(args.model, result["windows"])
+    refit["layers"] = []
+    for g in (int(x) for x in args.groups.split(",")):
+        picks = []
+        for layer in layers:
+            rows = refit_sweep(ev, layer, kvh // g, result["base_loss"])
+            entry = {"layer": layer["layer"], "kv_heads_after": g, "rows": rows}
+            for crit in ("merge", "qk", "refit_qk"):
+                entry[crit] = criterion_summary(rows, crit, "loss_refit")
+            entry["contiguous"] = rows[0]["loss_refit"]
+            refit["layers"].append(entry)
+            picks.append(rows)
+            print(f"G={g} layer {layer['layer']} refit: " + ", ".join(
+                f"{c} rho {entry[c]['spearman']:.2f} pick pct {entry[c]['pick_percentile']:.0f}"
+                for c in ("merge", "qk", "refit_qk")), flush=True)
+            with open(args.out, "w") as f:
+                json.dump(result, f, indent=1)
+        for crit in ("refit_qk", "loss_refit"):
+            parts = [min(rows, key=lambda r: r[crit])["groups"] for rows in picks]
+            loss = final.loss({l["layer"]: refit_weights(l, p) for l, p in zip(layers, parts)})
+            refit["whole"][str(g)][f"pick_{crit}"] = {"fit": loss, "groups": parts}
+            print(f"G={g} whole model, refit, groups picked by {crit}: {loss:.4f}", flush=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
 def report(path):
     """Markdown tables of a result file (what docs/plan.md shows)."""
     with open(path) as f:
@@ -322,8 +406,13 @@ def main():
     p.add_argument("--groups", default="4,2", help="KV heads after, in the order run")
     p.add_argument("--latent", default="", help="energies P for the latent-rank experiment only, "
                    "added to an existing --out file")
+    p.add_argument("--refit", default="", choices=["", "whole", "sweep"],
+                   help="add the refit's whole-model rows (and with sweep its per-layer sweeps) "
+                   "to an existing --out file")
     p.add_argument("--out", required=True)
     args = p.parse_args()
+    if args.refit:
+        return refit_main(args)
     if args.latent:
         import torch
         torch.set_num_threads(1)

@@ -54,6 +54,7 @@ json model_json(const PlanModel& model) {
           {"objective", std::string(plan_objective_name(model.objective))},
           {"random_partitions", model.random_partitions},
           {"latent_energy", model.latent_energy ? json(*model.latent_energy) : json(nullptr)},
+          {"refit", model.refit},
           {"layers", layers}};
 }
 
