@@ -269,7 +269,7 @@ def main():
     p.add_argument("--layers", default=None)
     p.add_argument("--latent-energy", type=float, default=None)
     p.add_argument("--refit", action="store_true",
-                   help="score the chosen groups with the refit conversion (chosen as without)")
+                   help="score with the refit conversion; qk then picks by the refit's qk_error")
     args = p.parse_args()
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
     config, data, d, kvh = load_layers(args.path, layers)
@@ -281,6 +281,8 @@ def main():
     for layer in data:
         every = [score(part, layer, kgauge, vgauge, eranks=False)
                  for part in partitions(list(range(kvh)), size)]
+        for s in every if args.refit else []:
+            s["refit_qk"] = refit_score(s["groups"], layer, kgauge, s)["qk_error"]
         def scored(part):
             plain = score(part, layer, kgauge, vgauge)
             return refit_score(part, layer, kgauge, plain) if args.refit else plain
@@ -291,12 +293,11 @@ def main():
             "layer": layer["layer"],
             "erank_qk_before": layer_metrics(0, forms)["erank"],
             "merge": best(lambda s: s["key_error"] + s["value_error"]),
-            "qk": best(lambda s: s["qk_error"]),
+            # with --refit, qk picks by the refit's own qk_error (merge keeps its criterion)
+            "qk": best(lambda s: s["refit_qk"] if args.refit else s["qk_error"]),
             "contiguous": scored([list(range(g * size, (g + 1) * size)) for g in range(args.kv_heads)]),
             "all": every,
         }
-        if args.refit:  # the refit's qk_error of every partition (the random median's range)
-            entry["all_refit_qk"] = [refit_score(s["groups"], layer, kgauge, s)["qk_error"] for s in every]
         if args.latent_energy:
             entry["latent_rank"], entry["latent_rank_forms"] = latent_ranks(layer, args.latent_energy)
         result.append(entry)

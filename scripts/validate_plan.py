@@ -194,6 +194,21 @@ def gqa_state(tensors, layers, parts, align, d):
     return state
 
 
+def gqa_refit_state(tensors, layers, parts, d):
+    """The --refit conversion as a stock GQA state dict (query heads reordered group by group)."""
+    state = dict(tensors)
+    for layer, part in zip(layers, parts):
+        kg, _ = gauges(layer, True)
+        kbar, vbar, qmap, omap = ref.refit_conversion(layer, part, kg)
+        base = f"model.layers.{layer['layer']}.self_attn."
+        q, o = tensors[base + "q_proj.weight"], tensors[base + "o_proj.weight"]
+        state[base + "k_proj.weight"] = np.vstack([kbar[g[0]] for g in part])
+        state[base + "v_proj.weight"] = np.vstack([vbar[g[0]] for g in part])
+        state[base + "q_proj.weight"] = np.vstack([qmap[i] @ q[i * d:(i + 1) * d] for g in part for i in g])
+        state[base + "o_proj.weight"] = np.hstack([o[:, i * d:(i + 1) * d] @ omap[i] for g in part for i in g])
+    return state
+
+
 def train_further(ev, state, g, steps, seed=0, lr=1e-3, batch=32):
     """AdamW on the training split from `state` (a GQA model with g KV heads); the validation
     loss after each of `steps`."""
@@ -320,11 +335,22 @@ def refit_main(args):
     """--refit: adds the refit's whole-model rows and, per layer, its sweep to an existing --out."""
     import torch
     torch.set_num_threads(1)
-    _, layers, _, kvh = ref.load_layers(args.model, None)
+    _, layers, d, kvh = ref.load_layers(args.model, None)
     with open(args.out) as f:
         result = json.load(f)
     final = Evaluator(args.model, result["final_windows"])
     refit = result.setdefault("refit", {})
+    if args.refit == "train":  # the refit's conversions trained further, as the rows above
+        steps = [int(x) for x in args.steps.split(",")]
+        for g, rows in refit["whole"].items():
+            for name in ("pick_refit_qk", "contiguous_aligned"):
+                parts = rows[name].get("groups") or result["whole"][g][name]["groups"]
+                trained = train_further(final, gqa_refit_state(final.tensors, layers, parts, d), int(g), steps)
+                rows[name]["trained"] = trained
+                print(f"G={g} {name} refit trained: {trained}", flush=True)
+                with open(args.out, "w") as f:
+                    json.dump(result, f, indent=1)
+        return
     refit["whole"] = refit_whole(final, layers, result)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
@@ -406,9 +432,9 @@ def main():
     p.add_argument("--groups", default="4,2", help="KV heads after, in the order run")
     p.add_argument("--latent", default="", help="energies P for the latent-rank experiment only, "
                    "added to an existing --out file")
-    p.add_argument("--refit", default="", choices=["", "whole", "sweep"],
-                   help="add the refit's whole-model rows (and with sweep its per-layer sweeps) "
-                   "to an existing --out file")
+    p.add_argument("--refit", default="", choices=["", "whole", "sweep", "train"],
+                   help="add the refit's whole-model rows (and with sweep its per-layer sweeps; "
+                   "with train and --steps, further training of its conversions) to an existing --out")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     if args.refit:

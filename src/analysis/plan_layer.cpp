@@ -318,6 +318,8 @@ PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool ali
   const LayerTotals totals = layer_totals(grams);
   const bool qk = options.objective == PlanObjective::qk && !totals.query_sum.empty();
   const detail::GroupCost cost = [&](const std::vector<int>& group) {
+    if (qk && options.refit)  // the objective is the qk_error of the conversion written
+      return ratio(detail::refit_qk_residual(grams, totals.query_sum, group, keys), totals.forms);
     const GroupFit k = detail::align_group(grams.keys, grams.head_dim, group, keys);
     if (qk) return ratio(qk_residual(grams, totals, group, k), totals.forms);
     const GroupFit v = detail::align_group(grams.values, grams.head_dim, group, values);

@@ -164,29 +164,69 @@ double form_residual(const MatrixD& p, const MatrixD& own, const MatrixD& m, con
 
 }  // namespace
 
-Refit refit_partition(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
-                      const Partition& partition, const KeyGauge& keys) {
+namespace {
+
+void check_refit_inputs(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
+                        const KeyGauge& keys) {
   if (keys.kind == KeyGauge::Kind::none)
-    throw Error("", "--refit fits queries within the RoPE layout: it needs --gauge auto");
+    throw Error("", "--refit fits queries within the RoPE layout, which --gauge none turns off");
   if (query_sum.empty() || grams.outputs.size() == 0)
     throw Error("", "--refit needs the layer's query and output projections");
+}
+
+std::vector<int> all_entries(int d) {
+  std::vector<int> all(d);
+  for (int e = 0; e < d; ++e) all[e] = e;
+  return all;
+}
+
+/// The entries whose keys take a least-squares map: partial rotary's free ones, or all.
+std::vector<int> key_entries(const KeyGauge& keys, int d) {
+  return keys.kind == KeyGauge::Kind::rope_planes ? keys.free_entries : all_entries(d);
+}
+
+/// One group's key pool (per member, in the group's order).
+std::vector<MatrixD> key_pool_of(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
+                                 const std::vector<int>& group, const KeyGauge& keys) {
+  const int d = grams.head_dim;
+  std::vector<MatrixD> pool(group.size(), MatrixD::Zero(d, d));
+  for (const auto& [a, b] : keys.planes) pool_plane(grams.keys, d, group, query_sum, a, b, pool);
+  const std::vector<int> entries = key_entries(keys, d);
+  if (!entries.empty()) pool_subspace(grams.keys, d, group, query_sum, entries, pool);
+  return pool;
+}
+
+}  // namespace
+
+double refit_qk_residual(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
+                         const std::vector<int>& group, const KeyGauge& keys) {
+  check_refit_inputs(grams, query_sum, keys);
+  const int d = grams.head_dim;
+  const std::vector<MatrixD> pool = key_pool_of(grams, query_sum, group, keys);
+  const GroupCross k = group_cross(grams.keys, d, group, pool);
+  const std::vector<int> entries = key_entries(keys, d);
+  double sum = 0;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    sum += form_residual(query_sum[group[i]], head_block(grams.keys, d, group[i], group[i]),
+                         query_map(k.cross[i], k.pooled, keys, entries), k.cross[i], k.pooled);
+  return std::max(0.0, sum);
+}
+
+Refit refit_partition(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
+                      const Partition& partition, const KeyGauge& keys) {
+  check_refit_inputs(grams, query_sum, keys);
   const int d = grams.head_dim, kv = grams.kv_heads();
   std::vector<MatrixD> output_sum(kv, MatrixD::Zero(d, d));
   for (std::size_t h = 0; h < grams.kv_of_head.size(); ++h)
     output_sum[grams.kv_of_head[h]] += grams.outputs.middleRows(Index(h) * d, d);
-  std::vector<int> all(d);
-  for (int e = 0; e < d; ++e) all[e] = e;
-  const std::vector<int>& key_entries =
-      keys.kind == KeyGauge::Kind::rope_planes ? keys.free_entries : all;
+  const std::vector<int> entries = key_entries(keys, d);
   Refit refit;
   refit.key_pool.assign(kv, MatrixD::Zero(d, d));
   refit.value_pool = refit.query_maps = refit.output_maps = refit.key_pool;
   for (const auto& group : partition) {
-    std::vector<MatrixD> key_pool(group.size(), MatrixD::Zero(d, d)), value_pool = key_pool;
-    for (const auto& [a, b] : keys.planes)
-      pool_plane(grams.keys, d, group, query_sum, a, b, key_pool);
-    if (!key_entries.empty()) pool_subspace(grams.keys, d, group, query_sum, key_entries, key_pool);
-    pool_subspace(grams.values, d, group, output_sum, all, value_pool);
+    const std::vector<MatrixD> key_pool = key_pool_of(grams, query_sum, group, keys);
+    std::vector<MatrixD> value_pool(group.size(), MatrixD::Zero(d, d));
+    pool_subspace(grams.values, d, group, output_sum, all_entries(d), value_pool);
     const GroupCross k = group_cross(grams.keys, d, group, key_pool);
     const GroupCross v = group_cross(grams.values, d, group, value_pool);
     const MatrixD value_inverse = psd_pseudo_inverse(v.pooled);
@@ -194,7 +234,7 @@ Refit refit_partition(const PlanLayerGrams& grams, const std::vector<MatrixD>& q
       const int head = group[i];
       refit.key_pool[head] = key_pool[i];
       refit.value_pool[head] = value_pool[i];
-      refit.query_maps[head] = query_map(k.cross[i], k.pooled, keys, key_entries);
+      refit.query_maps[head] = query_map(k.cross[i], k.pooled, keys, entries);
       refit.output_maps[head] = (value_inverse * v.cross[i]).transpose();  // V_i V̄ᵀ (V̄V̄ᵀ)⁺
       refit.qk_residual += form_residual(query_sum[head], head_block(grams.keys, d, head, head),
                                          refit.query_maps[head], k.cross[i], k.pooled);

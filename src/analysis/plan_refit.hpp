@@ -22,6 +22,11 @@ struct Refit {
 Refit refit_partition(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
                       const Partition& partition, const KeyGauge& keys);
 
+/// Σ_{h→k, k∈group} ‖A_h − Â_h‖² of one group's refit (keys only): the qk objective's group cost
+/// under --refit.
+double refit_qk_residual(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
+                         const std::vector<int>& group, const KeyGauge& keys);
+
 /// K̄_g K̄_g'ᵀ for every pair of groups (blocks d_h × d_h) of a refit's pooled keys.
 MatrixD refit_pooled_keys(const PlanLayerGrams& grams, const Partition& partition,
                           const std::vector<MatrixD>& key_pool);
