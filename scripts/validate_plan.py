@@ -382,6 +382,30 @@ def refit_main(args):
             json.dump(result, f, indent=1)
 
 
+def refit_report(r):
+    """The refit's tables (docs/plan.md, "Validation", "Refit")."""
+    base = r["base_loss_final"]
+    print("\n| G | layer | criterion (refit loss) | Spearman ρ | pick's loss increase | percentile | best | median | contiguous |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for e in r["refit"].get("layers", []):
+        for crit in ("merge", "qk", "refit_qk"):
+            c = e[crit]
+            print(f"| {e['kv_heads_after']} | {e['layer']} | {crit} | {c['spearman']:.2f} | {c['pick_loss']:+.4f} | "
+                  f"{c['pick_percentile']:.0f} | {c['best_loss']:+.4f} | {c['median_loss']:+.4f} | {e['contiguous']:+.4f} |")
+    for g, rows in r["refit"]["whole"].items():
+        print(f"\nWhole model with the refit, G = {g} (increase over {base:.4f}; trained: loss after 50 / 200 steps):\n")
+        print("| groups | aligned mean-pool | maps refitted on it | form-fitted pool + refit (--refit) | trained |")
+        print("|---|---|---|---|---|")
+        for name, v in rows.items():
+            old = r["whole"][g].get(name, {}).get("loss")
+            t = v.get("trained", {})
+            cells = [f"{old - base:+.4f}" if old else "", f"{v['mean'] - base:+.4f}" if "mean" in v else
+                     (f"{v['plain'] - base:+.4f} (plain mean)" if "plain" in v else ""),
+                     f"{v['fit'] - base:+.4f}" if "fit" in v else "",
+                     f"{t['50']:.4f} / {t['200']:.4f}" if t else ""]
+            print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def report(path):
     """Markdown tables of a result file (what docs/plan.md shows)."""
     with open(path) as f:
@@ -410,6 +434,8 @@ def report(path):
             print(f"| {e['energy']} | {e['layer']} | {e['rank_stacked']} | {e['rank_forms']} | "
                   f"{e['stacked_at_stacked_rank']:+.4f} | {e['stacked_at_forms_rank']:+.4f} | "
                   f"{e['forms_at_stacked_rank']:+.4f} | {e['forms_at_forms_rank']:+.4f} |")
+    if r.get("refit"):
+        refit_report(r)
     for g, whole in r["whole"].items():
         print(f"\nWhole model, G = {g} (loss on {r['final_windows']} windows; base {r['base_loss_final']:.4f}):\n")
         print("| conversion | loss | increase | after 50 steps | after 200 steps |")

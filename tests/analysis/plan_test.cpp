@@ -373,7 +373,7 @@ double explicit_refit_qk_error(const Heads& heads, const PlanLayer& layer) {
 
 }  // namespace
 
-TEST_CASE("plan: --refit's written maps give its qk_error; groups of one are exact", "[plan]") {
+TEST_CASE("plan: --refit's written maps give its qk_error, and a head alone is exact", "[plan]") {
   std::mt19937 rng(11);
   const int kv = 6, d = 6, width = 14;
   const Heads heads = random_heads(kv, d, width, rng);
