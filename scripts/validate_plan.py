@@ -194,21 +194,6 @@ def gqa_state(tensors, layers, parts, align, d):
     return state
 
 
-def gqa_refit_state(tensors, layers, parts, d):
-    """The --refit conversion as a stock GQA state dict (query heads reordered group by group)."""
-    state = dict(tensors)
-    for layer, part in zip(layers, parts):
-        kg, _ = gauges(layer, True)
-        kbar, vbar, qmap, omap = ref.refit_conversion(layer, part, kg)
-        base = f"model.layers.{layer['layer']}.self_attn."
-        q, o = tensors[base + "q_proj.weight"], tensors[base + "o_proj.weight"]
-        state[base + "k_proj.weight"] = np.vstack([kbar[g[0]] for g in part])
-        state[base + "v_proj.weight"] = np.vstack([vbar[g[0]] for g in part])
-        state[base + "q_proj.weight"] = np.vstack([qmap[i] @ q[i * d:(i + 1) * d] for g in part for i in g])
-        state[base + "o_proj.weight"] = np.hstack([o[:, i * d:(i + 1) * d] @ omap[i] for g in part for i in g])
-    return state
-
-
 def train_further(ev, state, g, steps, seed=0, lr=1e-3, batch=32):
     """AdamW on the training split from `state` (a GQA model with g KV heads); the validation
     loss after each of `steps`."""
@@ -299,113 +284,6 @@ def latent_experiment(ev, layers, energies):
     return out
 
 
-def refit_whole(ev, layers, result):
-    """Whole-model rows with the refit: each rule's groups (from the sweeps' picks) converted with
-    the maps refitted on the aligned mean-pool ("mean"), and with the form-fitted pool ("fit", what
-    `kvrank plan --refit` writes); the GQA paper's init with maps refitted on the plain mean."""
-    out = {}
-    for g, whole in result["whole"].items():
-        rows = {}
-        for name, entry in whole.items():
-            if "groups" not in entry or name == "none_criterion_unaligned":
-                continue
-            pools = ("plain",) if name == "gqa_paper_init" else ("mean", "fit")
-            for pool in pools:
-                replaced = {l["layer"]: refit_weights(l, p, pool) for l, p in zip(layers, entry["groups"])}
-                rows.setdefault(name, {})[pool] = ev.loss(replaced)
-            print(f"G={g} {name}: refit {rows[name]}", flush=True)
-        out[g] = rows
-    return out
-
-
-def refit_sweep(ev, layer, size, base):
-    """Every partition of one layer with the refit conversion: its loss increase and criteria
-    (qk_error of the refit conversion; merge and qk of the aligned mean-pool)."""
-    kg, vg = gauges(layer, True)
-    rows = []
-    for part in ref.partitions(list(range(len(layer["k"]))), size):
-        plain = ref.score(part, layer, kg, vg, eranks=False)
-        rows.append({"groups": part, "merge": plain["key_error"] + plain["value_error"],
-                     "qk": plain["qk_error"], "refit_qk": ref.refit_score(part, layer, kg, plain)["qk_error"],
-                     "loss_refit": ev.loss({layer["layer"]: refit_weights(layer, part)}) - base})
-    return rows
-
-
-def refit_main(args):
-    """--refit: adds the refit's whole-model rows and, per layer, its sweep to an existing --out."""
-    import torch
-    torch.set_num_threads(1)
-    _, layers, d, kvh = ref.load_layers(args.model, None)
-    with open(args.out) as f:
-        result = json.load(f)
-    final = Evaluator(args.model, result["final_windows"])
-    refit = result.setdefault("refit", {})
-    if args.refit == "train":  # the refit's conversions trained further, as the rows above
-        steps = [int(x) for x in args.steps.split(",")]
-        for g, rows in refit["whole"].items():
-            for name in ("pick_refit_qk", "contiguous_aligned"):
-                parts = rows[name].get("groups") or result["whole"][g][name]["groups"]
-                trained = train_further(final, gqa_refit_state(final.tensors, layers, parts, d), int(g), steps)
-                rows[name]["trained"] = trained
-                print(f"G={g} {name} refit trained: {trained}", flush=True)
-                with open(args.out, "w") as f:
-                    json.dump(result, f, indent=1)
-        return
-    refit["whole"] = refit_whole(final, layers, result)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    if args.refit != "sweep":
-        return
-    ev = Evaluator(args.model, result["windows"])
-    refit["layers"] = []
-    for g in (int(x) for x in args.groups.split(",")):
-        picks = []
-        for layer in layers:
-            rows = refit_sweep(ev, layer, kvh // g, result["base_loss"])
-            entry = {"layer": layer["layer"], "kv_heads_after": g, "rows": rows}
-            for crit in ("merge", "qk", "refit_qk"):
-                entry[crit] = criterion_summary(rows, crit, "loss_refit")
-            entry["contiguous"] = rows[0]["loss_refit"]
-            refit["layers"].append(entry)
-            picks.append(rows)
-            print(f"G={g} layer {layer['layer']} refit: " + ", ".join(
-                f"{c} rho {entry[c]['spearman']:.2f} pick pct {entry[c]['pick_percentile']:.0f}"
-                for c in ("merge", "qk", "refit_qk")), flush=True)
-            with open(args.out, "w") as f:
-                json.dump(result, f, indent=1)
-        for crit in ("refit_qk", "loss_refit"):
-            parts = [min(rows, key=lambda r: r[crit])["groups"] for rows in picks]
-            loss = final.loss({l["layer"]: refit_weights(l, p) for l, p in zip(layers, parts)})
-            refit["whole"][str(g)][f"pick_{crit}"] = {"fit": loss, "groups": parts}
-            print(f"G={g} whole model, refit, groups picked by {crit}: {loss:.4f}", flush=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-
-
-def refit_report(r):
-    """The refit's tables (docs/plan.md, "Validation", "Refit")."""
-    base = r["base_loss_final"]
-    print("\n| G | layer | criterion (refit loss) | Spearman ρ | pick's loss increase | percentile | best | median | contiguous |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for e in r["refit"].get("layers", []):
-        for crit in ("merge", "qk", "refit_qk"):
-            c = e[crit]
-            print(f"| {e['kv_heads_after']} | {e['layer']} | {crit} | {c['spearman']:.2f} | {c['pick_loss']:+.4f} | "
-                  f"{c['pick_percentile']:.0f} | {c['best_loss']:+.4f} | {c['median_loss']:+.4f} | {e['contiguous']:+.4f} |")
-    for g, rows in r["refit"]["whole"].items():
-        print(f"\nWhole model with the refit, G = {g} (increase over {base:.4f}; trained: loss after 50 / 200 steps):\n")
-        print("| groups | aligned mean-pool | maps refitted on it | form-fitted pool + refit (--refit) | trained |")
-        print("|---|---|---|---|---|")
-        for name, v in rows.items():
-            old = r["whole"][g].get(name, {}).get("loss")
-            t = v.get("trained", {})
-            cells = [f"{old - base:+.4f}" if old else "", f"{v['mean'] - base:+.4f}" if "mean" in v else
-                     (f"{v['plain'] - base:+.4f} (plain mean)" if "plain" in v else ""),
-                     f"{v['fit'] - base:+.4f}" if "fit" in v else "",
-                     f"{t['50']:.4f} / {t['200']:.4f}" if t else ""]
-            print(f"| {name} | " + " | ".join(cells) + " |")
-
-
 def report(path):
     """Markdown tables of a result file (what docs/plan.md shows)."""
     with open(path) as f:
@@ -434,8 +312,6 @@ def report(path):
             print(f"| {e['energy']} | {e['layer']} | {e['rank_stacked']} | {e['rank_forms']} | "
                   f"{e['stacked_at_stacked_rank']:+.4f} | {e['stacked_at_forms_rank']:+.4f} | "
                   f"{e['forms_at_stacked_rank']:+.4f} | {e['forms_at_forms_rank']:+.4f} |")
-    if r.get("refit"):
-        refit_report(r)
     for g, whole in r["whole"].items():
         print(f"\nWhole model, G = {g} (loss on {r['final_windows']} windows; base {r['base_loss_final']:.4f}):\n")
         print("| conversion | loss | increase | after 50 steps | after 200 steps |")
@@ -458,13 +334,8 @@ def main():
     p.add_argument("--groups", default="4,2", help="KV heads after, in the order run")
     p.add_argument("--latent", default="", help="energies P for the latent-rank experiment only, "
                    "added to an existing --out file")
-    p.add_argument("--refit", default="", choices=["", "whole", "sweep", "train"],
-                   help="add the refit's whole-model rows (and with sweep its per-layer sweeps; "
-                   "with train and --steps, further training of its conversions) to an existing --out")
     p.add_argument("--out", required=True)
     args = p.parse_args()
-    if args.refit:
-        return refit_main(args)
     if args.latent:
         import torch
         torch.set_num_threads(1)
