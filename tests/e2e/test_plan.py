@@ -127,6 +127,30 @@ class PlanTest(harness.TestCase):
         self.check_against_reference(path, 2, "--refit", "--rope", "interleaved", objective="qk")
         self.check_against_reference(path, 2, "--refit", "--rope", "none", objective="qk")
 
+    def test_refit_checkpoint_of_gqa_has_the_reported_forms(self):
+        """--refit --write-checkpoint on a GQA input (two query heads per KV head, partial rotary):
+        the written heads' forms Q'_pᵀ K'_g against the original Q_hᵀ K_k give the plan's qk_error."""
+        import reference
+        path = random_llama(self.path("gqa-in"), 8, 4, 8, seed=7, partial_rotary_factor=0.5)
+        out = self.path("gqa-out")
+        proc = harness.run("plan", path, "--kv-heads", "2", "--rope", "interleaved", "--refit", "-q",
+                           "--format", "json", "--write-checkpoint", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        plan = json.loads(proc.stdout)["models"][0]
+        before = reference.read_safetensors(os.path.join(path, "model.safetensors"))
+        after = reference.read_safetensors(os.path.join(out, "model.safetensors"))
+        rows = lambda w, i: w[i * 8:(i + 1) * 8]  # noqa: E731  (head_dim 8)
+        for layer in plan["layers"]:
+            name = f"model.layers.{layer['layer']}.self_attn."
+            order = [h for group in layer["groups"] for k in group for h in (2 * k, 2 * k + 1)]
+            error = total = 0.0
+            for p, h in enumerate(order):
+                form = rows(before[name + "q_proj.weight"], h).T @ rows(before[name + "k_proj.weight"], h // 2)
+                written = rows(after[name + "q_proj.weight"], p).T @ rows(after[name + "k_proj.weight"], p // 4)
+                error += float(np.sum((form - written) ** 2))
+                total += float(np.sum(form ** 2))
+            self.assert_close(error / total, layer["qk_error"], f"layer {layer['layer']}")
+
     def test_random_gqa_interleaved_partial_rotary(self):
         path = random_llama(self.path("gqa"), 8, 4, 8, seed=1, partial_rotary_factor=0.5)
         model = self.check_against_reference(path, 2, "--rope", "interleaved")
