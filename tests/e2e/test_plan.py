@@ -262,6 +262,8 @@ class PlanTest(harness.TestCase):
         plan = json.loads(proc.stdout)["models"][0]
         self.assertTrue(plan["refit"])
         self.assertEqual(harness.analyze_json(out, "-q")["models"][0]["kv_heads"], 4)
+        table = harness.run("plan", MHA, "--kv-heads", "4", "--refit", "--layers", "0", "-q")
+        self.assertIn("objective qk with refit,", table.stdout.splitlines()[0])
         script = os.path.join(harness.ROOT, "tests", "e2e", "plan_torch_check.py")
         check = subprocess.run([harness.PYTHON, script, MHA, out, json.dumps(plan["layers"]), "--refit"],
                                capture_output=True, text=True, cwd=harness.ROOT)
