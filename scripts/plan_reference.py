@@ -7,7 +7,7 @@ equal groups by brute force. Prints JSON: per layer the best partition for each 
 contiguous partition and the scores of every partition.
 
     python3 scripts/plan_reference.py data/tiny/mha --kv-heads 4 [--gauge none] [--rope interleaved]
-        [--layers 0,2] [--latent-energy 0.9]
+        [--layers 0,2] [--latent-energy 0.9] [--refit]
 """
 import argparse
 import json
@@ -132,6 +132,98 @@ def score(part, layer, kgauge, vgauge, eranks=True):
     return out
 
 
+def top_rows(xs, weights, count, energy):
+    """`count` orthonormal rows spanning the top eigenvectors of Σ X_iᵀ W_i X_i (explicit d × d),
+    scaled so that each row holds energy / count: the shared rows minimising Σ ‖W_i^½ (X_i − T_i X̄)‖²
+    over the row space of X̄ (the maps T_i free)."""
+    m = sum(x.T @ w @ x for x, w in zip(xs, weights))
+    _, vecs = np.linalg.eigh(m)
+    return np.sqrt(energy / count) * vecs[:, ::-1][:, :count].T
+
+
+def refit_pool(ks, query_grams, gauge):
+    """The form-fitted shared key of a group: per RoPE plane the best complex rank-one fit of the
+    members' planes weighted by their queries' norms (explicit complex SVD), scaled to the
+    members' mean energy of that plane, phase set so its inner product with the first member is
+    real and positive; non-rotated entries (partial rotary, or no RoPE) from top_rows."""
+    d = ks[0].shape[0]
+    kbar = np.zeros_like(ks[0])
+    planes, free = (gauge[1], gauge[2]) if gauge[0] == "planes" else ([], list(range(d)))
+    for a, b in planes:
+        z = [k[a] + 1j * k[b] for k in ks]
+        w = [np.sqrt(p[a, a] + p[b, b]) for p in query_grams]
+        energy = np.mean([np.vdot(x, x).real for x in z])
+        if energy == 0:
+            continue
+        row = np.linalg.svd(np.array([wi * x for wi, x in zip(w, z)]))[2][0]
+        phase = np.vdot(z[0], row)  # Σ row · conj(z_0)
+        row = row * (np.conj(phase) / abs(phase) if abs(phase) > 0 else 1) * np.sqrt(energy)
+        kbar[a], kbar[b] = row.real, row.imag
+    if free:
+        kbar[free] = top_rows([k[free] for k in ks], [p[np.ix_(free, free)] for p in query_grams],
+                              len(free), np.mean([np.sum(k[free] ** 2) for k in ks]))
+    return kbar
+
+
+def refit_query_map(k, kbar, gauge):
+    """M with query M Q: per RoPE plane the scaled rotation M_p minimising ‖K_p − M_pᵀ K̄_p‖
+    (explicit 2-parameter least squares); elsewhere the least-squares map Mᵀ = K K̄ᵀ (K̄K̄ᵀ)⁺."""
+    d = k.shape[0]
+    m = np.zeros((d, d))
+    planes, free = (gauge[1], gauge[2]) if gauge[0] == "planes" else ([], list(range(d)))
+    for a, b in planes:
+        kb = kbar[[a, b]]
+        basis = [kb, np.array([[0.0, 1.0], [-1.0, 0.0]]) @ kb]  # M_pᵀ = x I + y J
+        x, y = np.linalg.lstsq(np.array([v.ravel() for v in basis]).T, k[[a, b]].ravel(), rcond=None)[0]
+        mt = np.array([[x, y], [-y, x]])
+        m[np.ix_([a, b], [a, b])] = mt.T
+    if free:
+        # M_fᵀ K̄_f ≈ K_f, transposed: K̄_fᵀ M_f ≈ K_fᵀ
+        m[np.ix_(free, free)] = np.linalg.lstsq(kbar[free].T, k[free].T, rcond=None)[0]
+    return m
+
+
+def refit_conversion(layer, part, kgauge, pool="fit"):
+    """--refit: every group's form-fitted K̄, V̄ and, per KV head, the query map M_k and the
+    output map T_k (O → O T_k = least squares of V_k ≈ T_k V̄). pool="mean" keeps the aligned
+    mean-pool K̄, V̄ and refits only the maps, "plain" the same without alignment (both measured in
+    the validation, not offered by kvrank)."""
+    k, v, q, o, kv_of = layer["k"], layer["v"], layer["q"], layer["o"], layer["kv_of"]
+    d = k[0].shape[0]
+    pq = [sum(q[h] @ q[h].T for h in range(len(q)) if kv_of[h] == i) for i in range(len(k))]
+    po = [sum(o[h].T @ o[h] for h in range(len(q)) if kv_of[h] == i) for i in range(len(k))]
+    kbar, vbar, qmap, omap = {}, {}, {}, {}
+    for group in part:
+        if pool in ("mean", "plain"):
+            kb = align([k[i] for i in group], kgauge if pool == "mean" else ("none",))[1]
+            vb = align([v[i] for i in group], ("orthogonal",) if pool == "mean" else ("none",))[1]
+        else:
+            kb = refit_pool([k[i] for i in group], [pq[i] for i in group], kgauge)
+            vb = top_rows([v[i] for i in group], [po[i] for i in group], d,
+                          np.mean([np.sum(v[i] ** 2) for i in group]))
+        for i in group:
+            kbar[i], vbar[i] = kb, vb
+            qmap[i] = refit_query_map(k[i], kb, kgauge)
+            omap[i] = np.linalg.lstsq(vb.T, v[i].T, rcond=None)[0].T
+    return kbar, vbar, qmap, omap
+
+
+def refit_score(part, layer, kgauge, base):
+    """`base` (score()'s dict of the same partition) with qk_error, erank_qk_after and
+    erank_k_after of the refit conversion (key_error and value_error keep their definitions)."""
+    k, q, kv_of = layer["k"], layer["q"], layer["kv_of"]
+    kbar, _, qmap, _ = refit_conversion(layer, part, kgauge)
+    forms = [q[h].T @ k[kv_of[h]] for h in range(len(q))]
+    merged = [(qmap[kv_of[h]] @ q[h]).T @ kbar[kv_of[h]] for h in range(len(q))]
+    out = dict(base)
+    out["qk_error"] = sum(float(np.sum((a - b) ** 2)) for a, b in zip(forms, merged)) / sum(
+        float(np.sum(a * a)) for a in forms)
+    if "erank_qk_after" in base:
+        out["erank_qk_after"] = layer_metrics(0, merged)["erank"]
+        out["erank_k_after"] = layer_metrics(0, [kbar[g[0]].T @ kbar[g[0]] for g in part])["erank"]
+    return out
+
+
 def energy_rank(values, energy):
     values = np.sort(np.clip(values, 0, None))[::-1]
     values[values <= len(values) * np.finfo(float).eps * values[0]] = 0
@@ -176,6 +268,8 @@ def main():
     p.add_argument("--rope", default="rotate_half", choices=["rotate_half", "interleaved", "none"])
     p.add_argument("--layers", default=None)
     p.add_argument("--latent-energy", type=float, default=None)
+    p.add_argument("--refit", action="store_true",
+                   help="score with the refit conversion; qk then picks by the refit's qk_error")
     args = p.parse_args()
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
     config, data, d, kvh = load_layers(args.path, layers)
@@ -187,15 +281,21 @@ def main():
     for layer in data:
         every = [score(part, layer, kgauge, vgauge, eranks=False)
                  for part in partitions(list(range(kvh)), size)]
-        best = lambda key: score(min(every, key=key)["groups"], layer, kgauge, vgauge)  # noqa: E731
+        for s in every if args.refit else []:
+            s["refit_qk"] = refit_score(s["groups"], layer, kgauge, s)["qk_error"]
+        def scored(part):
+            plain = score(part, layer, kgauge, vgauge)
+            return refit_score(part, layer, kgauge, plain) if args.refit else plain
+
+        best = lambda key: scored(min(every, key=key)["groups"])  # noqa: E731
         forms = [layer["q"][h].T @ layer["k"][layer["kv_of"][h]] for h in range(len(layer["q"]))]
         entry = {
             "layer": layer["layer"],
             "erank_qk_before": layer_metrics(0, forms)["erank"],
             "merge": best(lambda s: s["key_error"] + s["value_error"]),
-            "qk": best(lambda s: s["qk_error"]),
-            "contiguous": score([list(range(g * size, (g + 1) * size)) for g in range(args.kv_heads)],
-                                layer, kgauge, vgauge),
+            # with --refit, qk picks by the refit's own qk_error (merge keeps its criterion)
+            "qk": best(lambda s: s["refit_qk"] if args.refit else s["qk_error"]),
+            "contiguous": scored([list(range(g * size, (g + 1) * size)) for g in range(args.kv_heads)]),
             "all": every,
         }
         if args.latent_energy:

@@ -70,6 +70,16 @@ def conversion(layer, part, align):
     return np.vstack(keys), np.vstack(values), {"kv_error": errors, "qk_error": qk}
 
 
+def refit_weights(layer, part, pool="fit"):
+    """The --refit conversion in MHA form: head i keeps its place, reads its group's K̄, V̄ (the
+    same rows for every member: what the GQA model computes) with query M_i Q_i and output O_i T_i."""
+    kg, _ = gauges(layer, True)
+    kbar, vbar, qmap, omap = ref.refit_conversion(layer, part, kg, pool)
+    n = len(layer["k"])
+    return (np.vstack([qmap[i] @ layer["q"][i] for i in range(n)]), np.vstack([kbar[i] for i in range(n)]),
+            np.vstack([vbar[i] for i in range(n)]), np.hstack([layer["o"][i] @ omap[i] for i in range(n)]))
+
+
 def kv_weights(layer, part, align):
     k, v, _ = conversion(layer, part, align)
     return k, v
@@ -106,26 +116,28 @@ class Evaluator:
         return self.cache[layer]
 
     def loss(self, replaced=None):
-        """replaced: {layer: (k_proj, v_proj)} float64 arrays; the weights are put back after."""
+        """replaced: {layer: (k_proj, v_proj)} or {layer: (q_proj, k_proj, v_proj, o_proj)} float64
+        arrays; the weights are put back after."""
         torch = self.torch
         replaced = replaced or {}
         first = min(replaced) if replaced else len(self.model.model.layers)
         blocks = self.model.model.layers
         saved = {}
         with torch.no_grad():
-            for layer, (k, v) in replaced.items():
+            for layer, weights in replaced.items():
                 attn = blocks[layer].self_attn
-                saved[layer] = (attn.k_proj.weight.clone(), attn.v_proj.weight.clone())
-                attn.k_proj.weight.copy_(torch.tensor(k, dtype=torch.float32))
-                attn.v_proj.weight.copy_(torch.tensor(v, dtype=torch.float32))
+                names = ("k_proj", "v_proj") if len(weights) == 2 else ("q_proj", "k_proj", "v_proj", "o_proj")
+                saved[layer] = [(n, getattr(attn, n).weight.clone()) for n in names]
+                for n, w in zip(names, weights):
+                    getattr(attn, n).weight.copy_(torch.tensor(w, dtype=torch.float32))
             h = self.stream(first)
             for block in blocks[first:]:
                 h = block(h)
             logits = self.model.model.norm(h) @ self.model.model.embed_tokens.weight.t()
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, tt.VOCAB), self.y.reshape(-1)).item()
-            for layer, (k, v) in saved.items():
-                blocks[layer].self_attn.k_proj.weight.copy_(k)
-                blocks[layer].self_attn.v_proj.weight.copy_(v)
+            for layer, weights in saved.items():
+                for n, w in weights:
+                    getattr(blocks[layer].self_attn, n).weight.copy_(w)
         return loss
 
 

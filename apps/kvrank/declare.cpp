@@ -347,6 +347,9 @@ void declare_plan(CLI::App& command, app::PlanRequest& request) {
                      "Also write the converted model (safetensors, G key/value heads) to DIR");
   command.add_option("--latent-energy", options.latent_energy,
                      "Also give latent_rank and latent_rank_forms at this energy, in (0, 1]");
+  command.add_flag("--refit", options.refit,
+                   "Pool each group into the head that best keeps its members' attention and "
+                   "output forms, and refit queries and o_proj columns to it (docs/plan.md)");
   add_integer(command, "--random", options.random_partitions,
               "Random partitions for the baseline median", true);
   add_integer(command, "--seed", options.seed, "Seed of the random partitions and the local search",

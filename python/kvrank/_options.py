@@ -21,7 +21,8 @@ _FLAGS = {"similarity", "with-baseline", "activations", "fold-input-norm", "shar
           "keep-going"}
 # Options whose value is a name ("--family gemma3", "--repr k,v"); other values are numbers or
 # placeholders ("--heads N", "--map FILE", "--threads 0").
-_NAMED = {"family", "repr", "npy-dtype", "attention", "legend", "size", "over-steps", "metric"}
+_NAMED = {"family", "repr", "npy-dtype", "attention", "legend", "size", "over-steps", "metric",
+          "gauge"}
 _NOT_VALUES = {"and", "or", "is", "needs", "must", "lists", "chose", "draws", "gives", "wins"}
 _GIVEN = re.compile(r"--([a-z][a-z0-9-]*) given ([0-9]+) times for")
 _OPTION = re.compile(r"--([a-z][a-z0-9-]*)(?:( )(\"[^\"]*\"|[A-Za-z0-9_.,/-]*[A-Za-z0-9_]))?")

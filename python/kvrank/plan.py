@@ -45,7 +45,7 @@ class PlanResult:
 
 
 def plan(paths, kv_heads, gauge="auto", objective="qk", rope=None, layers=None,
-         labels=None, latent_energy=None, random=32, seed=0):
+         labels=None, latent_energy=None, random=32, seed=0, refit=False):
     """Plans the conversion of each checkpoint to `kv_heads` KV heads (see `kvrank plan --help`).
     Raises kvrank.Error with the command line's message, in Python's words, on bad input: the
     arguments are only converted here; the request checks their values."""
@@ -57,5 +57,6 @@ def plan(paths, kv_heads, gauge="auto", objective="qk", rope=None, layers=None,
                             options.layers(layers) or "",
                             options.optional_number("latent_energy", latent_energy),
                             options.integer("random", random),
-                            options.integer("seed", seed, 0, options.UINT64_MAX))
+                            options.integer("seed", seed, 0, options.UINT64_MAX),
+                            bool(refit))
     return PlanResult(text)

@@ -22,7 +22,8 @@ std::string plan_json_text(const std::vector<std::string>& paths,
                            const std::vector<std::string>& labels, int kv_heads,
                            const std::string& gauge, const std::string& objective,
                            const std::string& rope, const std::string& layers,
-                           std::optional<double> latent_energy, int random, std::uint64_t seed) {
+                           std::optional<double> latent_energy, int random, std::uint64_t seed,
+                           bool refit) {
   app::PlanRequest request;
   request.inputs = paths;
   request.labels = labels;
@@ -35,6 +36,7 @@ std::string plan_json_text(const std::vector<std::string>& paths,
   request.options.latent_energy = latent_energy;
   request.options.random_partitions = random;
   request.options.seed = seed;
+  request.options.refit = refit;
   py::gil_scoped_release release;
   return app::plan_text(request, {});
 }
@@ -44,7 +46,7 @@ std::string plan_json_text(const std::vector<std::string>& paths,
 void add_plan_bindings(py::module_& m) {
   m.def("plan", &plan_json_text, py::arg("paths"), py::arg("labels"), py::arg("kv_heads"),
         py::arg("gauge"), py::arg("objective"), py::arg("rope"), py::arg("layers"),
-        py::arg("latent_energy"), py::arg("random"), py::arg("seed"));
+        py::arg("latent_energy"), py::arg("random"), py::arg("seed"), py::arg("refit"));
 }
 
 }  // namespace kvrank::python

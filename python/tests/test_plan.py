@@ -26,6 +26,15 @@ class PlanTest(harness.TestCase):
         want = json.loads(proc.stdout)
         self.assertEqual(got["models"], want["models"])
 
+    def test_refit_is_the_command_lines(self):
+        got = kvrank.plan(MHA, kv_heads=4, layers="1", refit=True).to_dict()
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "--layers", "1", "--refit",
+                           "--format", "json", "-q")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(got["models"], json.loads(proc.stdout)["models"])
+        self.assertTrue(got["models"][0]["refit"])
+        self.assertFalse(kvrank.plan(MHA, kv_heads=4, layers="1").to_dict()["models"][0]["refit"])
+
     def test_rows(self):
         rows = kvrank.plan([MHA], kv_heads=2, objective="qk", labels=["tiny"]).rows()
         self.assertEqual(len(rows), 4)
@@ -53,6 +62,8 @@ class PlanTest(harness.TestCase):
             (dict(random=0), "random: must be 1 to 100000, found 0"),
             (dict(seed=-1), "seed: -1 is out of range (at least 0)"),
             (dict(latent_energy=float("nan")), "latent_energy: must lie in (0, 1]"),
+            (dict(refit=True, gauge="none"),
+             'refit: fits queries within the RoPE layout, which gauge="none" turns off'),
         )
         for arguments, message in cases:
             with self.subTest(**arguments):

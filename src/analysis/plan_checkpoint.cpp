@@ -77,12 +77,17 @@ std::map<std::string, RowMatrixF> converted_layer(const Checkpoint& checkpoint,
   MatrixD new_v = MatrixD::Zero(Index(groups) * d, v.cols());
   for (std::size_t g = 0; g < groups; ++g) {
     const auto& members = layer.plan.groups[g];
+    // Without --refit the pool of member m is R_m / n; with it, the refit's coefficients.
+    const bool refit = !layer.key_pool.empty();
     for (int m : members) {
-      new_k.middleRows(Index(g) * d, d) += layer.key_rotations[m] * k.middleRows(Index(m) * d, d);
-      new_v.middleRows(Index(g) * d, d) += layer.value_rotations[m] * v.middleRows(Index(m) * d, d);
+      const MatrixD& key_pool = refit ? layer.key_pool[m] : layer.key_rotations[m];
+      const MatrixD& value_pool = refit ? layer.value_pool[m] : layer.value_rotations[m];
+      new_k.middleRows(Index(g) * d, d) += key_pool * k.middleRows(Index(m) * d, d);
+      new_v.middleRows(Index(g) * d, d) += value_pool * v.middleRows(Index(m) * d, d);
     }
-    new_k.middleRows(Index(g) * d, d) /= static_cast<double>(members.size());
-    new_v.middleRows(Index(g) * d, d) /= static_cast<double>(members.size());
+    const double count = refit ? 1.0 : static_cast<double>(members.size());
+    new_k.middleRows(Index(g) * d, d) /= count;
+    new_v.middleRows(Index(g) * d, d) /= count;
   }
   MatrixD new_q(q.rows(), q.cols()), new_o(o.rows(), o.cols());
   const std::vector<int> order = query_order(layer, kv_of_head);

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "analysis/plan_detail.hpp"
+#include "analysis/plan_refit.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
 #include "metric/side_gram.hpp"
@@ -102,7 +103,21 @@ double qk_residual(const PlanLayerGrams& g, const LayerTotals& totals,
 struct PartitionFit {
   std::vector<MatrixD> keys, values;
   double key_residual = 0, value_residual = 0, qk_residual = 0;
+  std::vector<MatrixD> key_pool, value_pool;  ///< --refit (then keys, values: the query and
+                                              ///< output maps, and qk_residual the refit's)
 };
+
+/// --refit: the conversion becomes the refit's (plan_refit.hpp); key/value residuals are kept.
+void apply_refit(const PlanLayerGrams& g, const LayerTotals& totals, const Partition& partition,
+                 const KeyGauge& key_gauge, PartitionFit& fit) {
+  detail::Refit refit = detail::refit_partition(g, totals.query_sum, partition, key_gauge);
+  fit.qk_residual = refit.qk_residual;
+  fit.keys = std::move(refit.query_maps);
+  fit.values.clear();
+  for (const MatrixD& t : refit.output_maps) fit.values.push_back(t.transpose());  // O → O Rᵀ
+  fit.key_pool = std::move(refit.key_pool);
+  fit.value_pool = std::move(refit.value_pool);
+}
 
 PartitionFit fit_partition(const PlanLayerGrams& g, const LayerTotals& totals,
                            const Partition& partition, const KeyGauge& key_gauge,
@@ -194,7 +209,9 @@ GroupingScore score_partition(const PlanLayerGrams& g, const LayerTotals& totals
   score.groups = partition;
   score.key_error = ratio(fit.key_residual, totals.keys);
   score.value_error = ratio(fit.value_residual, totals.values);
-  const MatrixD pooled = pooled_key_gram(g, partition, fit.keys);
+  const MatrixD pooled = fit.key_pool.empty()
+                             ? pooled_key_gram(g, partition, fit.keys)
+                             : detail::refit_pooled_keys(g, partition, fit.key_pool);
   score.erank_k_after = erank_k(pooled, g.head_dim, static_cast<int>(partition.size()));
   if (totals.query_sum.empty()) {
     score.qk_error = score.erank_qk_after = kNaN;
@@ -301,6 +318,8 @@ PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool ali
   const LayerTotals totals = layer_totals(grams);
   const bool qk = options.objective == PlanObjective::qk && !totals.query_sum.empty();
   const detail::GroupCost cost = [&](const std::vector<int>& group) {
+    if (qk && options.refit)  // the objective is the qk_error of the conversion written
+      return ratio(detail::refit_qk_residual(grams, totals.query_sum, group, keys), totals.forms);
     const GroupFit k = detail::align_group(grams.keys, grams.head_dim, group, keys);
     if (qk) return ratio(qk_residual(grams, totals, group, k), totals.forms);
     const GroupFit v = detail::align_group(grams.values, grams.head_dim, group, values);
@@ -346,10 +365,13 @@ PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool ali
   for (Index i = 0; i < n; ++i)
     failure.run([&] {
       PartitionFit fit = fit_partition(grams, totals, scored[i], keys, values);
+      if (options.refit) apply_refit(grams, totals, scored[i], keys, fit);
       scores[i] = score_partition(grams, totals, scored[i], fit);
       if (i == 0) {
         layer.key_rotations = std::move(fit.keys);
         layer.value_rotations = std::move(fit.values);
+        layer.key_pool = std::move(fit.key_pool);
+        layer.value_pool = std::move(fit.value_pool);
       }
     });
   failure.rethrow();

@@ -161,9 +161,11 @@ PlanModel plan_checkpoint(const Checkpoint& checkpoint, const LayoutOverrides& o
   model.objective = options.objective;
   model.random_partitions = options.random_partitions;
   model.latent_energy = options.latent_energy;
+  model.refit = options.refit;
   const bool latent = options.latent_energy.has_value();
   for (int layer : layers) {
-    const PlanLayerGrams grams = plan_layer_grams(checkpoint, layout, layer, latent, latent);
+    const PlanLayerGrams grams =
+        plan_layer_grams(checkpoint, layout, layer, latent || options.refit, latent);
     model.layers.push_back(plan_layer(grams, keys, options.align, options));
     for (const std::string& name : layer_tensor_names(layout, layer))
       if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);

@@ -54,6 +54,7 @@ json model_json(const PlanModel& model) {
           {"objective", std::string(plan_objective_name(model.objective))},
           {"random_partitions", model.random_partitions},
           {"latent_energy", model.latent_energy ? json(*model.latent_energy) : json(nullptr)},
+          {"refit", model.refit},
           {"layers", layers}};
 }
 
@@ -104,8 +105,8 @@ std::string plan_table(const std::vector<PlanModel>& models) {
   for (const PlanModel& model : models) {
     out += model.label + ": " + std::to_string(model.kv_heads) + " -> " +
            std::to_string(model.kv_heads_after) + " KV heads, objective " +
-           std::string(plan_objective_name(model.objective)) + ", gauge keys " + model.key_gauge +
-           " / values " + model.value_gauge + "\n";
+           std::string(plan_objective_name(model.objective)) + (model.refit ? " with refit" : "") +
+           ", gauge keys " + model.key_gauge + " / values " + model.value_gauge + "\n";
     out += "layer  error(plan  contig  random)  qk_error  erank_qk(before  after)  exact  groups\n";
     for (const PlanLayer& layer : model.layers) {
       char row[256];

@@ -339,3 +339,94 @@ TEST_CASE("plan: a layer large enough for threads gives the numbers of one threa
   const MatrixD x = random_matrix(d, 5, rng);
   CHECK((detail::rotate(r, x) - r * x).cwiseAbs().maxCoeff() < 1e-12);
 }
+
+namespace {
+
+/// `heads` with random output columns (one query head per KV head) and their Grams O_hᵀ O_h.
+PlanLayerGrams with_outputs(const Heads& heads, std::vector<MatrixD>& outputs, std::mt19937& rng) {
+  PlanLayerGrams g = layer_grams(heads);
+  const Index d = g.head_dim, width = heads.k.front().cols();
+  g.outputs.resize(Index(heads.q.size()) * d, d);
+  outputs.clear();
+  for (std::size_t h = 0; h < heads.q.size(); ++h) {
+    outputs.push_back(random_matrix(width, d, rng));
+    g.outputs.middleRows(Index(h) * d, d) = outputs.back().transpose() * outputs.back();
+  }
+  return g;
+}
+
+/// Σ_h ‖A_h − Â_h‖² / Σ_h ‖A_h‖² built from explicit matrices with the layer's written maps:
+/// K̄_g = Σ key_pool[k] K_k, query key_rotations[k] Q_h.
+double explicit_refit_qk_error(const Heads& heads, const PlanLayer& layer) {
+  double error = 0, total = 0;
+  for (const auto& group : layer.plan.groups) {
+    MatrixD pooled = MatrixD::Zero(heads.k[0].rows(), heads.k[0].cols());
+    for (int k : group) pooled += layer.key_pool[k] * heads.k[k];
+    for (int k : group) {
+      const MatrixD form = heads.q[k].transpose() * heads.k[k];
+      error += (form - (layer.key_rotations[k] * heads.q[k]).transpose() * pooled).squaredNorm();
+      total += form.squaredNorm();
+    }
+  }
+  return error / total;
+}
+
+}  // namespace
+
+TEST_CASE("plan: --refit's written maps give its qk_error, and a head alone is exact", "[plan]") {
+  std::mt19937 rng(11);
+  const int kv = 6, d = 6, width = 14;
+  const Heads heads = random_heads(kv, d, width, rng);
+  std::vector<MatrixD> outputs;
+  const PlanLayerGrams g = with_outputs(heads, outputs, rng);
+  for (const RopeLayout rope : {RopeLayout{RopeConvention::rotate_half, d},
+                                RopeLayout{RopeConvention::interleaved, 4}, RopeLayout{}}) {
+    const KeyGauge gauge = key_gauge(rope, d, true);
+    PlanOptions options;
+    options.kv_heads_after = 3;
+    options.refit = true;
+    const PlanLayer layer = plan_layer(g, gauge, true, options);
+    CHECK(explicit_refit_qk_error(heads, layer) == Approx(layer.plan.qk_error).epsilon(1e-9));
+    options.refit = false;
+    CHECK(layer.plan.qk_error < plan_layer(g, gauge, true, options).plan.qk_error);
+    options.refit = true;
+    options.kv_heads_after = kv;  // a head pooled alone is refitted exactly
+    const PlanLayer alone = plan_layer(g, gauge, true, options);
+    CHECK(alone.plan.qk_error < 1e-12);
+    for (int k = 0; k < kv; ++k) {  // and so are its values: O T V̄ = O V
+      const MatrixD pooled = alone.value_pool[k] * heads.v[k];
+      const MatrixD refitted = outputs[k] * alone.value_rotations[k].transpose() * pooled;
+      CHECK((refitted - outputs[k] * heads.v[k]).norm() < 1e-9 * heads.v[k].norm());
+    }
+  }
+}
+
+TEST_CASE("plan: --refit is invariant under the model's gauge and needs queries", "[plan]") {
+  std::mt19937 rng(12);
+  const int kv = 4, d = 4, width = 10;
+  Heads heads = random_heads(kv, d, width, rng);
+  std::vector<MatrixD> outputs;
+  const PlanLayerGrams before_grams = with_outputs(heads, outputs, rng);
+  const KeyGauge gauge = key_gauge(RopeLayout{RopeConvention::rotate_half, d}, d, true);
+  PlanOptions options;
+  options.kv_heads_after = 2;
+  options.refit = true;
+  const PlanLayer before = plan_layer(before_grams, gauge, true, options);
+  for (int h = 0; h < kv; ++h) {  // RoPE planes on Q and K; an orthogonal map on V (and O)
+    const MatrixD r = plane_rotation(d, gauge, rng), s = random_orthogonal(d, rng);
+    heads.k[h] = r * heads.k[h], heads.q[h] = r * heads.q[h], heads.v[h] = s * heads.v[h];
+    outputs[h] = outputs[h] * s.transpose();
+  }
+  PlanLayerGrams after_grams = layer_grams(heads);
+  after_grams.outputs = before_grams.outputs;
+  for (int h = 0; h < kv; ++h)
+    after_grams.outputs.middleRows(Index(h) * d, d) = outputs[h].transpose() * outputs[h];
+  const PlanLayer after = plan_layer(after_grams, gauge, true, options);
+  CHECK(after.plan.groups == before.plan.groups);
+  CHECK(after.plan.qk_error == Approx(before.plan.qk_error).epsilon(1e-9));
+  CHECK(after.plan.erank_qk_after == Approx(before.plan.erank_qk_after).epsilon(1e-9));
+  CHECK(after.plan.erank_k_after == Approx(before.plan.erank_k_after).epsilon(1e-9));
+  after_grams.outputs.resize(0, 0);
+  CHECK_THROWS_WITH(plan_layer(after_grams, gauge, true, options),
+                    Catch::Contains("--refit needs the layer's query and output projections"));
+}

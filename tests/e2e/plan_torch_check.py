@@ -1,9 +1,10 @@
 """Helper of test_plan.py: loads a checkpoint written by `kvrank plan --write-checkpoint` into
 train_tiny.py's plain PyTorch GQA model and checks its validation loss is the loss the plan
 predicts — the original model with each layer's keys and values aligned and mean-pooled over the
-plan's groups (computed here with scripts/plan_reference.py's alignment, in MHA form).
+plan's groups (computed here with scripts/plan_reference.py's alignment, in MHA form), or with
+--refit the refit conversion of those groups (plan_reference.refit_conversion).
 
-    python3 tests/e2e/plan_torch_check.py ORIGINAL WRITTEN PLAN_LAYERS_JSON
+    python3 tests/e2e/plan_torch_check.py ORIGINAL WRITTEN PLAN_LAYERS_JSON [--refit]
 Exit 0 when they agree, 1 when not, 77 when torch is missing.
 """
 import json
@@ -27,12 +28,20 @@ import validate_plan as vp  # noqa: E402
 
 def main():
     original, written, layers_json = sys.argv[1:4]
+    refit = sys.argv[4:] == ["--refit"]
     plan_layers = json.loads(layers_json)
     torch.set_num_threads(1)
     ev = vp.Evaluator(original, 64)
     _, layers, _, _ = ref.load_layers(original, None)
-    replaced = {p["layer"]: vp.kv_weights(layers[p["layer"]], p["groups"], True) for p in plan_layers}
+    convert = (lambda layer, groups: vp.refit_weights(layer, groups)) if refit else (  # noqa: E731
+        lambda layer, groups: vp.kv_weights(layer, groups, True))
+    replaced = {p["layer"]: convert(layers[p["layer"]], p["groups"]) for p in plan_layers}
     predicted = ev.loss(replaced)
+    if refit:  # the refit must beat the aligned mean-pool of the same groups
+        plain = ev.loss({p["layer"]: vp.kv_weights(layers[p["layer"]], p["groups"], True) for p in plan_layers})
+        print(f"aligned mean-pool of the same groups {plain:.4f}")
+        if not predicted < plain:
+            sys.exit(1)
     base = ev.loss()
     with open(os.path.join(written, "config.json")) as f:
         config = json.load(f)

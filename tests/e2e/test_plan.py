@@ -77,6 +77,7 @@ class PlanTest(harness.TestCase):
 
     def check_against_reference(self, path, kv_heads, *extra, objective="merge"):
         model = self.plan(path, "--kv-heads", kv_heads, "--objective", objective, *extra)
+        self.assertEqual(model["refit"], "--refit" in extra)
         ref_args = [a for a in extra if a != "--latent-energy" and not a.startswith("0.")]
         want_layers = self.reference(path, "--kv-heads", kv_heads, *ref_args,
                                      *(["--latent-energy", "0.9"] if "--latent-energy" in extra else []))
@@ -88,6 +89,8 @@ class PlanTest(harness.TestCase):
             self.assert_close(got["erank_qk_before"], want["erank_qk_before"], where + " before")
             crit = "qk_error" if objective == "qk" else None
             value = (lambda s: s[crit]) if crit else (lambda s: s["key_error"] + s["value_error"])
+            if crit and "--refit" in extra:  # the objective is the refit's qk_error
+                value = lambda s: s["refit_qk"] if "refit_qk" in s else s[crit]  # noqa: E731
             all_values = sorted(value(s) for s in want["all"])
             self.assertLessEqual(all_values[0], value(got["random_median"]) + 1e-9, where)
             self.assertLessEqual(value(got["random_median"]), all_values[-1] + 1e-9, where)
@@ -103,6 +106,50 @@ class PlanTest(harness.TestCase):
         self.check_against_reference(MHA, 2, "--layers", "3")
         self.check_against_reference(MHA, 4, "--layers", "2", objective="qk")
         self.check_against_reference(MHA, 4, "--layers", "1", "--gauge", "none")
+
+    def test_refit_matches_the_reference(self):
+        """--refit: the same groups, qk_error and erank_*_after of the refit conversion (the
+        reference fits it from explicit weights: complex SVDs per RoPE plane, d × d eigenproblems),
+        on the tiny model, on GQA with partial rotary (the free entries' subspace fit) and without
+        RoPE; the refit keeps less error than the aligned mean-pool of the same groups."""
+        for objective in ("qk", "merge"):
+            model = self.check_against_reference(MHA, 4, "--refit", objective=objective)
+            plain = self.plan(MHA, "--kv-heads", "4", "--objective", objective)
+            for got, base in zip(model["layers"], plain["layers"], strict=True):
+                self.assertLess(got["qk_error"], base["qk_error"])
+                self.assertLess(got["contiguous"]["qk_error"], base["contiguous"]["qk_error"])
+                if objective == "merge":  # the same groups and errors: only the conversion differs
+                    self.assertEqual(got["groups"], base["groups"])
+                    self.assertEqual((got["key_error"], got["value_error"]),
+                                     (base["key_error"], base["value_error"]))
+        self.check_against_reference(MHA, 2, "--refit", "--layers", "1")
+        path = random_llama(self.path("partial"), 8, 4, 8, 5, partial_rotary_factor=0.5)
+        self.check_against_reference(path, 2, "--refit", "--rope", "interleaved", objective="qk")
+        self.check_against_reference(path, 2, "--refit", "--rope", "none", objective="qk")
+
+    def test_refit_checkpoint_of_gqa_has_the_reported_forms(self):
+        """--refit --write-checkpoint on a GQA input (two query heads per KV head, partial rotary):
+        the written heads' forms Q'_pᵀ K'_g against the original Q_hᵀ K_k give the plan's qk_error."""
+        import reference
+        path = random_llama(self.path("gqa-in"), 8, 4, 8, seed=7, partial_rotary_factor=0.5)
+        out = self.path("gqa-out")
+        proc = harness.run("plan", path, "--kv-heads", "2", "--rope", "interleaved", "--refit", "-q",
+                           "--format", "json", "--write-checkpoint", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        plan = json.loads(proc.stdout)["models"][0]
+        before = reference.read_safetensors(os.path.join(path, "model.safetensors"))
+        after = reference.read_safetensors(os.path.join(out, "model.safetensors"))
+        rows = lambda w, i: w[i * 8:(i + 1) * 8]  # noqa: E731  (head_dim 8)
+        for layer in plan["layers"]:
+            name = f"model.layers.{layer['layer']}.self_attn."
+            order = [h for group in layer["groups"] for k in group for h in (2 * k, 2 * k + 1)]
+            error = total = 0.0
+            for p, h in enumerate(order):
+                form = rows(before[name + "q_proj.weight"], h).T @ rows(before[name + "k_proj.weight"], h // 2)
+                written = rows(after[name + "q_proj.weight"], p).T @ rows(after[name + "k_proj.weight"], p // 4)
+                error += float(np.sum((form - written) ** 2))
+                total += float(np.sum(form ** 2))
+            self.assert_close(error / total, layer["qk_error"], f"layer {layer['layer']}")
 
     def test_random_gqa_interleaved_partial_rotary(self):
         path = random_llama(self.path("gqa"), 8, 4, 8, seed=1, partial_rotary_factor=0.5)
@@ -151,6 +198,7 @@ class PlanTest(harness.TestCase):
             ((unknown, "--kv-heads", "2"), "RoPE convention"),
             ((MHA, "--kv-heads", "4", "--rope", "yarn"), "unknown RoPE convention"),
             ((MHA, "--kv-heads", "4", "--latent-energy", "1.5"), "--latent-energy"),
+            ((MHA, "--kv-heads", "4", "--refit", "--gauge", "none"), "--refit"),
         ]
         for args, message in cases:
             proc = harness.run("plan", *args)
@@ -204,6 +252,27 @@ class PlanTest(harness.TestCase):
         self.assertEqual(again.returncode, 2, "an existing non-empty folder is refused")
         script = os.path.join(harness.ROOT, "tests", "e2e", "plan_torch_check.py")
         check = subprocess.run([harness.PYTHON, script, MHA, out, json.dumps(plan["layers"])],
+                               capture_output=True, text=True, cwd=harness.ROOT)
+        if check.returncode == harness.SKIP:
+            print("torch check skipped:", check.stdout.strip())
+            return
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
+    def test_refit_checkpoint_has_the_predicted_loss(self):
+        """--refit --write-checkpoint: only q_proj rows, o_proj columns and the pooled K/V change
+        and the stock GQA model's loss is the refit conversion's (computed by the numpy reference),
+        lower than the aligned mean-pool's."""
+        out = self.path("refit")
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--format", "json", "--refit",
+                           "--write-checkpoint", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        plan = json.loads(proc.stdout)["models"][0]
+        self.assertTrue(plan["refit"])
+        self.assertEqual(harness.analyze_json(out, "-q")["models"][0]["kv_heads"], 4)
+        table = harness.run("plan", MHA, "--kv-heads", "4", "--refit", "--layers", "0", "-q")
+        self.assertIn("objective qk with refit,", table.stdout.splitlines()[0])
+        script = os.path.join(harness.ROOT, "tests", "e2e", "plan_torch_check.py")
+        check = subprocess.run([harness.PYTHON, script, MHA, out, json.dumps(plan["layers"]), "--refit"],
                                capture_output=True, text=True, cwd=harness.ROOT)
         if check.returncode == harness.SKIP:
             print("torch check skipped:", check.stdout.strip())

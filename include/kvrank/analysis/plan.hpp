@@ -94,6 +94,9 @@ struct PlanOptions {
   std::uint64_t seed = 0;
   long long exact_limit = 3'000'000;  ///< enumerate when the equal partitions number at most this
   int restarts = 8;                   ///< local search restarts beyond exact_limit
+  /// --refit: pool each group into the head that best keeps its members' forms and refit the
+  /// queries and output columns to it (docs/plan.md, "Refit"); the groups are chosen as without.
+  bool refit = false;
 };
 
 /// The scores of one grouping of one layer.
@@ -116,8 +119,13 @@ struct PlanLayer {
   std::optional<int> latent_rank;
   std::optional<int> latent_rank_forms;
   /// Per group and member, the rotations applied (R_i for keys, R'_i for values), row-major
-  /// d_h × d_h each: what --write-checkpoint applies.
+  /// d_h × d_h each: what --write-checkpoint applies. A query head reading KV head k gets
+  /// key_rotations[k] Q_h, its output columns O_h value_rotations[k]ᵀ (with --refit: the
+  /// refitted maps, not rotations).
   std::vector<MatrixD> key_rotations, value_rotations;  ///< indexed by original KV head
+  /// --refit only (else empty): K̄_g = Σ_{k∈g} key_pool[k] K_k, V̄_g likewise; without it
+  /// K̄_g is the mean of the rotated R_k K_k.
+  std::vector<MatrixD> key_pool, value_pool;
 };
 
 struct PlanModel {
@@ -127,6 +135,7 @@ struct PlanModel {
   PlanObjective objective = PlanObjective::qk;
   int random_partitions = 0;
   std::optional<double> latent_energy;
+  bool refit = false;
   std::vector<PlanLayer> layers;
 };
 
