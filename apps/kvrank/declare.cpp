@@ -347,9 +347,17 @@ void declare_plan(CLI::App& command, app::PlanRequest& request) {
                      "Also write the converted model (safetensors, G key/value heads) to DIR");
   command.add_option("--latent-energy", options.latent_energy,
                      "Also give latent_rank and latent_rank_forms at this energy, in (0, 1]");
-  command.add_flag("--refit", options.refit,
-                   "Pool each group into the head that best keeps its members' attention and "
-                   "output forms, and refit queries and o_proj columns to it (docs/plan.md)");
+  auto* refit = command.add_flag_function(
+      "--refit", [&options](std::int64_t) { options.refit = true; },
+      "Pool each group into the head that best keeps its members' attention and output forms, "
+      "and refit queries and o_proj columns to it (docs/plan.md; the default, except with "
+      "--gauge none)");
+  command
+      .add_flag_function(
+          "--no-refit", [&options](std::int64_t) { options.refit = false; },
+          "Mean-pool each group's aligned heads instead, keeping each query head's own q_proj "
+          "rows and o_proj columns (rotated)")
+      ->excludes(refit);
   add_integer(command, "--random", options.random_partitions,
               "Random partitions for the baseline median", true);
   add_integer(command, "--seed", options.seed, "Seed of the random partitions and the local search",

@@ -29,7 +29,7 @@ _OPTION = re.compile(r"--([a-z][a-z0-9-]*)(?:( )(\"[^\"]*\"|[A-Za-z0-9_.,/-]*[A-
 
 
 # The command line's words for what Python calls otherwise.
-_PHRASES = {"nor a flag gives": "nor a keyword gives"}
+_PHRASES = {"nor a flag gives": "nor a keyword gives", "--no-refit": "refit=False"}
 # In memory there is no config.json: there is the config= argument.
 _IN_MEMORY_PHRASES = {"config.json": "the config"}
 
@@ -115,6 +115,13 @@ def optional_number(name, value):
 def text(name, value):
     if not isinstance(value, str):
         raise Error(f"{name}: expected text, found {_shown(value)}")
+    return value
+
+
+def optional_flag(name, value):
+    """None (the option's default), True or False; 0, 1 and text are not flags."""
+    if value is not None and not isinstance(value, bool):
+        raise Error(f"{name}: expected True, False or None, found {_shown(value)}")
     return value
 
 

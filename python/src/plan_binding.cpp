@@ -23,7 +23,7 @@ std::string plan_json_text(const std::vector<std::string>& paths,
                            const std::string& gauge, const std::string& objective,
                            const std::string& rope, const std::string& layers,
                            std::optional<double> latent_energy, int random, std::uint64_t seed,
-                           bool refit) {
+                           std::optional<bool> refit) {
   app::PlanRequest request;
   request.inputs = paths;
   request.labels = labels;

@@ -33,7 +33,14 @@ class PlanTest(harness.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(got["models"], json.loads(proc.stdout)["models"])
         self.assertTrue(got["models"][0]["refit"])
-        self.assertFalse(kvrank.plan(MHA, kv_heads=4, layers="1").to_dict()["models"][0]["refit"])
+        self.assertEqual(kvrank.plan(MHA, kv_heads=4, layers="1").to_dict()["models"], got["models"])
+        plain = kvrank.plan(MHA, kv_heads=4, layers="1", refit=False).to_dict()["models"][0]
+        self.assertFalse(plain["refit"])
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "--layers", "1", "--no-refit",
+                           "--format", "json", "-q")
+        self.assertEqual([plain], json.loads(proc.stdout)["models"])
+        none = kvrank.plan(MHA, kv_heads=4, layers="1", gauge="none").to_dict()["models"][0]
+        self.assertFalse(none["refit"])  # gauge="none": the plain mean-pool by default
 
     def test_rows(self):
         rows = kvrank.plan([MHA], kv_heads=2, objective="qk", labels=["tiny"]).rows()
@@ -64,6 +71,7 @@ class PlanTest(harness.TestCase):
             (dict(latent_energy=float("nan")), "latent_energy: must lie in (0, 1]"),
             (dict(refit=True, gauge="none"),
              'refit: fits queries within the RoPE layout, which gauge="none" turns off'),
+            (dict(refit=1), "refit: expected True, False or None, found 1"),
         )
         for arguments, message in cases:
             with self.subTest(**arguments):

@@ -318,7 +318,7 @@ PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool ali
   const LayerTotals totals = layer_totals(grams);
   const bool qk = options.objective == PlanObjective::qk && !totals.query_sum.empty();
   const detail::GroupCost cost = [&](const std::vector<int>& group) {
-    if (qk && options.refit)  // the objective is the qk_error of the conversion written
+    if (qk && plan_refits(options))  // the objective is the qk_error of the conversion written
       return ratio(detail::refit_qk_residual(grams, totals.query_sum, group, keys), totals.forms);
     const GroupFit k = detail::align_group(grams.keys, grams.head_dim, group, keys);
     if (qk) return ratio(qk_residual(grams, totals, group, k), totals.forms);
@@ -365,7 +365,7 @@ PlanLayer plan_layer(const PlanLayerGrams& grams, const KeyGauge& keys, bool ali
   for (Index i = 0; i < n; ++i)
     failure.run([&] {
       PartitionFit fit = fit_partition(grams, totals, scored[i], keys, values);
-      if (options.refit) apply_refit(grams, totals, scored[i], keys, fit);
+      if (plan_refits(options)) apply_refit(grams, totals, scored[i], keys, fit);
       scores[i] = score_partition(grams, totals, scored[i], fit);
       if (i == 0) {
         layer.key_rotations = std::move(fit.keys);

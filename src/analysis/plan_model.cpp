@@ -119,6 +119,14 @@ void check_plannable(const Checkpoint& checkpoint, const ModelLayout& layout,
   if (g < 1 || g > layout.kv_heads || layout.kv_heads % g != 0)
     throw Error(path, "--kv-heads " + std::to_string(g) + " must divide the model's " +
                           std::to_string(layout.kv_heads) + " key/value heads");
+  if (!plan_refits(options)) return;
+  if (!options.align)
+    throw Error(path, "--refit fits queries within the RoPE layout, which --gauge none turns off");
+  if (!layout.has_queries || !layout.has_outputs)  // before any layer: no partial output
+    throw Error(path, std::string("plan refits q_proj rows and o_proj columns by default; this "
+                                  "checkpoint has no ") +
+                          (layout.has_queries ? "output" : "query") +
+                          " projections: give --no-refit for the mean-pool conversion");
 }
 
 namespace {
@@ -161,11 +169,11 @@ PlanModel plan_checkpoint(const Checkpoint& checkpoint, const LayoutOverrides& o
   model.objective = options.objective;
   model.random_partitions = options.random_partitions;
   model.latent_energy = options.latent_energy;
-  model.refit = options.refit;
+  model.refit = plan_refits(options);
   const bool latent = options.latent_energy.has_value();
   for (int layer : layers) {
     const PlanLayerGrams grams =
-        plan_layer_grams(checkpoint, layout, layer, latent || options.refit, latent);
+        plan_layer_grams(checkpoint, layout, layer, latent || model.refit, latent);
     model.layers.push_back(plan_layer(grams, keys, options.align, options));
     for (const std::string& name : layer_tensor_names(layout, layer))
       if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);

@@ -105,8 +105,9 @@ std::string plan_table(const std::vector<PlanModel>& models) {
   for (const PlanModel& model : models) {
     out += model.label + ": " + std::to_string(model.kv_heads) + " -> " +
            std::to_string(model.kv_heads_after) + " KV heads, objective " +
-           std::string(plan_objective_name(model.objective)) + (model.refit ? " with refit" : "") +
-           ", gauge keys " + model.key_gauge + " / values " + model.value_gauge + "\n";
+           std::string(plan_objective_name(model.objective)) +
+           (model.refit ? " with refit" : " with mean-pool") + ", gauge keys " + model.key_gauge +
+           " / values " + model.value_gauge + "\n";
     out += "layer  error(plan  contig  random)  qk_error  erank_qk(before  after)  exact  groups\n";
     for (const PlanLayer& layer : model.layers) {
       char row[256];
@@ -127,7 +128,8 @@ std::string plan_table(const std::vector<PlanModel>& models) {
 
 std::string plan_csv(const std::vector<PlanModel>& models) {
   std::string out =
-      "label,layer,kv_heads,kv_heads_after,objective,exact,groups,key_error,value_error,qk_error,"
+      "label,layer,kv_heads,kv_heads_after,objective,refit,exact,groups,key_error,value_error,qk_"
+      "error,"
       "erank_qk_before,erank_qk_after,erank_k_after,contiguous_key_error,contiguous_value_error,"
       "contiguous_qk_error,contiguous_erank_qk_after,random_key_error,random_value_error,"
       "random_qk_error,random_erank_qk_after,latent_rank,latent_rank_forms\n";
@@ -138,7 +140,8 @@ std::string plan_csv(const std::vector<PlanModel>& models) {
       out += quoted(model.label) + "," + std::to_string(layer.layer) + "," +
              std::to_string(model.kv_heads) + "," + std::to_string(model.kv_heads_after) + "," +
              std::string(plan_objective_name(model.objective)) + "," +
-             (layer.exact ? "true" : "false") + ",\"" + groups + "\"";
+             (model.refit ? "true," : "false,") + (layer.exact ? "true" : "false") + ",\"" +
+             groups + "\"";
       for (const GroupingScore* score : {&layer.plan, &layer.contiguous, &layer.random_median}) {
         out += "," + cell(score->key_error) + "," + cell(score->value_error) + "," +
                cell(score->qk_error);

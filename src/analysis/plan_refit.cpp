@@ -171,7 +171,9 @@ void check_refit_inputs(const PlanLayerGrams& grams, const std::vector<MatrixD>&
   if (keys.kind == KeyGauge::Kind::none)
     throw Error("", "--refit fits queries within the RoPE layout, which --gauge none turns off");
   if (query_sum.empty() || grams.outputs.size() == 0)
-    throw Error("", "--refit needs the layer's query and output projections");
+    throw Error("",
+                "the refit needs the layer's query and output projections (--no-refit: the "
+                "mean-pool needs neither)");
 }
 
 std::vector<int> all_entries(int d) {

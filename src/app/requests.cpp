@@ -243,7 +243,7 @@ void PlanRequest::validate() const {
     invalid("--kv-heads", "the key/value heads after the conversion (1 or more) are required");
   if (options.latent_energy && !(*options.latent_energy > 0 && *options.latent_energy <= 1))
     invalid("--latent-energy", "must lie in (0, 1]");
-  if (options.refit && !options.align)
+  if (options.refit.value_or(false) && !options.align)
     invalid("--refit", "fits queries within the RoPE layout, which --gauge none turns off");
   if (options.random_partitions < 1 || options.random_partitions > kMaxRandomPartitions)
     invalid("--random", "must be 1 to " + std::to_string(kMaxRandomPartitions) + ", found " +

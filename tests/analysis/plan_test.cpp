@@ -214,6 +214,7 @@ TEST_CASE("plan: errors and groups are invariant under the model's gauge", "[pla
   PlanOptions options;
   options.kv_heads_after = 3;
   options.objective = PlanObjective::merge;
+  options.refit = false;  // the aligned mean-pool (the refit's test is below)
   const PlanLayer before = plan_layer(layer_of(k, v, q), gauge, true, options);
   for (int h = 0; h < kv; ++h) {  // the gauge: RoPE planes on Q and K, any orthogonal map on V
     const MatrixD r = plane_rotation(d, gauge, rng);
@@ -242,6 +243,7 @@ TEST_CASE("plan: identical heads merge without error", "[plan]") {
   g.keys = g.values = g.queries = gram_of(heads);
   PlanOptions options;
   options.kv_heads_after = 1;
+  options.refit = false;  // the aligned mean-pool: these Grams have no outputs
   const PlanLayer layer = plan_layer(g, KeyGauge{}, true, options);
   CHECK(layer.plan.key_error < 1e-10);
   CHECK(layer.plan.value_error < 1e-10);
@@ -258,6 +260,29 @@ TEST_CASE("plan: bad inputs are one-line errors", "[plan]") {
   const Checkpoint mla = Checkpoint::open(test::tiny_model("mla"));
   CHECK_THROWS_WITH(plan_checkpoint(mla, {}, options), Catch::Contains("shared latent"));
   CHECK_THROWS_WITH(parse_plan_objective("loss"), Catch::Contains("unknown objective"));
+  options.refit = true;
+  options.align = false;
+  CHECK_THROWS_WITH(plan_checkpoint(mha, {}, options), Catch::Contains("--gauge none"));
+}
+
+TEST_CASE("plan: the refit is the default, except with --gauge none", "[plan]") {
+  const Checkpoint mha = Checkpoint::open(test::tiny_model("mha"));
+  PlanOptions options;
+  options.kv_heads_after = 4;
+  options.layers = "1";
+  CHECK(plan_refits(options));
+  const PlanModel by_default = plan_checkpoint(mha, {}, options);
+  CHECK(by_default.refit);
+  CHECK_FALSE(by_default.layers[0].key_pool.empty());
+  options.refit = false;
+  const PlanModel mean_pool = plan_checkpoint(mha, {}, options);
+  CHECK_FALSE(mean_pool.refit);
+  CHECK(mean_pool.layers[0].key_pool.empty());
+  CHECK(by_default.layers[0].plan.qk_error < mean_pool.layers[0].plan.qk_error);
+  options.refit.reset();
+  options.align = false;  // --gauge none: the plain mean-pool
+  CHECK_FALSE(plan_refits(options));
+  CHECK_FALSE(plan_checkpoint(mha, {}, options).refit);
 }
 
 TEST_CASE("plan: erank_qk_before is analyze's erank on the real model", "[plan]") {
@@ -280,6 +305,7 @@ TEST_CASE("plan: beyond enumeration, groups of four are searched on the pairwise
   PlanOptions options;
   options.kv_heads_after = 2;
   options.objective = PlanObjective::merge;
+  options.refit = false;  // the aligned mean-pool: these Grams have no outputs
   const PlanLayer exact = plan_layer(g, KeyGauge{}, true, options);
   options.exact_limit = 0;
   const PlanLayer searched = plan_layer(g, KeyGauge{}, true, options);
@@ -314,6 +340,7 @@ TEST_CASE("plan: a layer large enough for threads gives the numbers of one threa
   const KeyGauge gauge = key_gauge({RopeConvention::rotate_half, d}, d, true);
   PlanOptions options;
   options.kv_heads_after = 2;
+  options.refit = false;  // the aligned mean-pool: these Grams have no outputs
   const int threads = detail::available_threads();
   detail::set_thread_count(1);
   const PlanLayer serial = plan_layer(g, gauge, true, options);
@@ -428,5 +455,5 @@ TEST_CASE("plan: --refit is invariant under the model's gauge and needs queries"
   CHECK(after.plan.erank_k_after == Approx(before.plan.erank_k_after).epsilon(1e-9));
   after_grams.outputs.resize(0, 0);
   CHECK_THROWS_WITH(plan_layer(after_grams, gauge, true, options),
-                    Catch::Contains("--refit needs the layer's query and output projections"));
+                    Catch::Contains("the refit needs the layer's query and output projections"));
 }

@@ -57,6 +57,17 @@ def random_llama(folder, heads, kv_heads, head_dim, seed, **config_extra):
     return folder
 
 
+def without(folder, *projections):
+    """The checkpoint at `folder` rewritten without the named projections (e.g. K/V only)."""
+    import reference
+    tensors = reference.read_safetensors(os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    kept = {n: t for n, t in tensors.items() if not any(p in n for p in projections)}
+    write_checkpoint(folder, config, kept)
+    return folder
+
+
 class PlanTest(harness.TestCase):
     def plan(self, *args):
         proc = harness.run("plan", *args, "--format", "json", "-q")
@@ -76,9 +87,15 @@ class PlanTest(harness.TestCase):
             self.assert_close(got[key], want[key], f"{where} {key}")
 
     def check_against_reference(self, path, kv_heads, *extra, objective="merge"):
+        """The plan of `extra` against the reference's: the refit unless --no-refit or --gauge
+        none (the default conversion; the reference takes --refit explicitly)."""
         model = self.plan(path, "--kv-heads", kv_heads, "--objective", objective, *extra)
-        self.assertEqual(model["refit"], "--refit" in extra)
-        ref_args = [a for a in extra if a != "--latent-energy" and not a.startswith("0.")]
+        plain = "--no-refit" in extra or any(a == "--gauge" and b == "none"
+                                             for a, b in zip(extra, extra[1:]))
+        refit = not plain
+        self.assertEqual(model["refit"], refit)
+        ref_args = [a for a in extra if a not in ("--latent-energy", "--no-refit", "--refit")
+                    and not a.startswith("0.")] + (["--refit"] if refit else [])
         want_layers = self.reference(path, "--kv-heads", kv_heads, *ref_args,
                                      *(["--latent-energy", "0.9"] if "--latent-energy" in extra else []))
         for got, want in zip(model["layers"], want_layers, strict=True):
@@ -89,7 +106,7 @@ class PlanTest(harness.TestCase):
             self.assert_close(got["erank_qk_before"], want["erank_qk_before"], where + " before")
             crit = "qk_error" if objective == "qk" else None
             value = (lambda s: s[crit]) if crit else (lambda s: s["key_error"] + s["value_error"])
-            if crit and "--refit" in extra:  # the objective is the refit's qk_error
+            if crit and refit:  # the objective is the refit's qk_error
                 value = lambda s: s["refit_qk"] if "refit_qk" in s else s[crit]  # noqa: E731
             all_values = sorted(value(s) for s in want["all"])
             self.assertLessEqual(all_values[0], value(got["random_median"]) + 1e-9, where)
@@ -100,12 +117,32 @@ class PlanTest(harness.TestCase):
         return model
 
     def test_tiny_mha_pairs_and_halvings(self):
-        model = self.check_against_reference(MHA, 4, "--latent-energy", "0.9")
+        """The aligned mean-pool (--no-refit), and --gauge none's plain mean-pool (no refit by
+        default there)."""
+        model = self.check_against_reference(MHA, 4, "--latent-energy", "0.9", "--no-refit")
         self.assertEqual((model["heads"], model["kv_heads"], model["kv_heads_after"]), (8, 8, 4))
         self.assertEqual(model["gauge"], {"keys": "rope_planes(rotate_half)", "values": "orthogonal"})
-        self.check_against_reference(MHA, 2, "--layers", "3")
-        self.check_against_reference(MHA, 4, "--layers", "2", objective="qk")
-        self.check_against_reference(MHA, 4, "--layers", "1", "--gauge", "none")
+        self.check_against_reference(MHA, 2, "--layers", "3", "--no-refit")
+        self.check_against_reference(MHA, 4, "--layers", "2", "--no-refit", objective="qk")
+        model = self.check_against_reference(MHA, 4, "--layers", "1", "--gauge", "none")
+        self.assertEqual(model["gauge"], {"keys": "none", "values": "none"})
+
+    def test_refit_is_the_default(self):
+        """No flag gives --refit's document (and the reference's refit numbers, with the latent
+        ranks); --no-refit the aligned mean-pool's, which differs."""
+        model = self.check_against_reference(MHA, 2, "--layers", "0,3", "--latent-energy", "0.9",
+                                             objective="qk")
+        args = (MHA, "--kv-heads", "2", "--layers", "0,3", "--latent-energy", "0.9")
+        self.assertEqual(model, self.plan(*args, "--refit"))
+        plain = self.plan(*args, "--no-refit")
+        self.assertFalse(plain["refit"])
+        self.assertNotEqual(model["layers"], plain["layers"])
+        proc = harness.run("plan", *args, "--refit", "--no-refit")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        table = harness.run("plan", *args, "-q").stdout.splitlines()[0]
+        self.assertIn("objective qk with refit,", table)
+        table = harness.run("plan", *args, "-q", "--no-refit").stdout.splitlines()[0]
+        self.assertIn("objective qk with mean-pool,", table)
 
     def test_refit_matches_the_reference(self):
         """--refit: the same groups, qk_error and erank_*_after of the refit conversion (the
@@ -114,7 +151,7 @@ class PlanTest(harness.TestCase):
         RoPE; the refit keeps less error than the aligned mean-pool of the same groups."""
         for objective in ("qk", "merge"):
             model = self.check_against_reference(MHA, 4, "--refit", objective=objective)
-            plain = self.plan(MHA, "--kv-heads", "4", "--objective", objective)
+            plain = self.plan(MHA, "--kv-heads", "4", "--objective", objective, "--no-refit")
             for got, base in zip(model["layers"], plain["layers"], strict=True):
                 self.assertLess(got["qk_error"], base["qk_error"])
                 self.assertLess(got["contiguous"]["qk_error"], base["contiguous"]["qk_error"])
@@ -153,11 +190,11 @@ class PlanTest(harness.TestCase):
 
     def test_random_gqa_interleaved_partial_rotary(self):
         path = random_llama(self.path("gqa"), 8, 4, 8, seed=1, partial_rotary_factor=0.5)
-        model = self.check_against_reference(path, 2, "--rope", "interleaved")
+        model = self.check_against_reference(path, 2, "--rope", "interleaved", "--no-refit")
         self.assertEqual(model["gauge"]["keys"], "rope_planes(interleaved, 4 of 8)")
         path = random_llama(self.path("mha6"), 6, 6, 4, seed=2, model_type="gpt2_like")
-        self.check_against_reference(path, 3, "--rope", "none")
-        self.check_against_reference(path, 2, "--rope", "rotate_half", objective="qk")
+        self.check_against_reference(path, 3, "--rope", "none", "--no-refit")
+        self.check_against_reference(path, 2, "--rope", "rotate_half", "--no-refit", objective="qk")
 
     def test_json_follows_the_schema(self):
         try:
@@ -182,15 +219,22 @@ class PlanTest(harness.TestCase):
         with open(out) as f:
             lines = f.read().splitlines()
         self.assertEqual(len(lines), 5)
+        rows = list(csv.DictReader(lines))
+        self.assertEqual({row["refit"] for row in rows}, {"true"})  # the default conversion
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--layers", "0", "--format", "csv",
+                           "--no-refit")
+        self.assertEqual(next(csv.DictReader(proc.stdout.splitlines()))["refit"], "false")
         proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--layers", "0", "--format", "csv",
                            "--label", 'a "quoted", label')
         self.assertEqual(proc.returncode, 0, proc.stderr)
         row = next(csv.reader(io.StringIO(proc.stdout.splitlines()[1])))
         self.assertEqual(row[0], 'a "quoted", label')
-        self.assertTrue(lines[0].startswith("label,layer,kv_heads,kv_heads_after,objective,exact"))
+        self.assertTrue(lines[0].startswith("label,layer,kv_heads,kv_heads_after,objective,refit,exact"))
 
     def test_bad_inputs_are_one_line_errors(self):
         unknown = random_llama(self.path("unknown"), 4, 4, 4, seed=3, model_type="zamba_like")
+        kv_only = without(random_llama(self.path("kv"), 4, 4, 4, seed=4), "q_proj", "o_proj")
+        no_outputs = without(random_llama(self.path("qkv"), 4, 4, 4, seed=4), "o_proj")
         cases = [
             ((MHA, "--kv-heads", "3"), "must divide the model's 8 key/value heads"),
             ((MHA, "--kv-heads", "0x4"), "expected a decimal integer"),
@@ -199,6 +243,8 @@ class PlanTest(harness.TestCase):
             ((MHA, "--kv-heads", "4", "--rope", "yarn"), "unknown RoPE convention"),
             ((MHA, "--kv-heads", "4", "--latent-energy", "1.5"), "--latent-energy"),
             ((MHA, "--kv-heads", "4", "--refit", "--gauge", "none"), "--refit"),
+            ((kv_only, "--kv-heads", "2"), "give --no-refit"),
+            ((no_outputs, "--kv-heads", "2"), "no output projections: give --no-refit"),
         ]
         for args, message in cases:
             proc = harness.run("plan", *args)
@@ -242,7 +288,7 @@ class PlanTest(harness.TestCase):
 
     def test_written_checkpoint_is_gqa_with_the_predicted_loss(self):
         out = self.path("converted")
-        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--format", "json",
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--format", "json", "--no-refit",
                            "--write-checkpoint", out)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         plan = json.loads(proc.stdout)["models"][0]
@@ -259,11 +305,11 @@ class PlanTest(harness.TestCase):
         self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
     def test_refit_checkpoint_has_the_predicted_loss(self):
-        """--refit --write-checkpoint: only q_proj rows, o_proj columns and the pooled K/V change
+        """--write-checkpoint (the default conversion, the refit): only q_proj rows, o_proj columns and the pooled K/V change
         and the stock GQA model's loss is the refit conversion's (computed by the numpy reference),
         lower than the aligned mean-pool's."""
         out = self.path("refit")
-        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--format", "json", "--refit",
+        proc = harness.run("plan", MHA, "--kv-heads", "4", "-q", "--format", "json",
                            "--write-checkpoint", out)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         plan = json.loads(proc.stdout)["models"][0]

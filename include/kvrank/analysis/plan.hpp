@@ -1,7 +1,7 @@
 // `kvrank plan`: a conversion plan from a checkpoint alone — which KV heads to merge into each of
-// G groups (MHA/GQA → GQA with G KV heads), how well an aligned mean-pool of each group keeps the
-// keys, values and attention forms, and the latent rank an MLA conversion would need
-// (docs/plan.md has the definitions).
+// G groups (MHA/GQA → GQA with G KV heads), how well the conversion (by default the refit, else an
+// aligned mean-pool of each group) keeps the keys, values and attention forms, and the latent rank
+// an MLA conversion would need (docs/plan.md has the definitions).
 //
 // Everything is computed from d_h × d_h cross-Grams of the heads' projections (K_i K_jᵀ, V_i V_jᵀ,
 // Q_h Q_h'ᵀ, O_hᵀ O_h), the blocks of the basis Grams of diversity.hpp: never a d × d matrix.
@@ -94,10 +94,18 @@ struct PlanOptions {
   std::uint64_t seed = 0;
   long long exact_limit = 3'000'000;  ///< enumerate when the equal partitions number at most this
   int restarts = 8;                   ///< local search restarts beyond exact_limit
-  /// --refit: pool each group into the head that best keeps its members' forms and refit the
+  /// Refit: pool each group into the head that best keeps its members' forms and refit the
   /// queries and output columns to it (docs/plan.md, "Refit"); the groups are chosen as without.
-  bool refit = false;
+  /// Unset: the default, plan_refits(); false: the (aligned) mean-pool; true with align false is
+  /// refused (the refit fits queries within the RoPE layout).
+  std::optional<bool> refit;
 };
+
+/// Whether a plan with these options refits: options.refit, by default true unless align is
+/// false (--gauge none: the plain mean-pool). The validation favours the refit (docs/plan.md).
+inline bool plan_refits(const PlanOptions& options) noexcept {
+  return options.refit.value_or(options.align);
+}
 
 /// The scores of one grouping of one layer.
 struct GroupingScore {
@@ -120,10 +128,10 @@ struct PlanLayer {
   std::optional<int> latent_rank_forms;
   /// Per group and member, the rotations applied (R_i for keys, R'_i for values), row-major
   /// d_h × d_h each: what --write-checkpoint applies. A query head reading KV head k gets
-  /// key_rotations[k] Q_h, its output columns O_h value_rotations[k]ᵀ (with --refit: the
+  /// key_rotations[k] Q_h, its output columns O_h value_rotations[k]ᵀ (with the refit: the
   /// refitted maps, not rotations).
   std::vector<MatrixD> key_rotations, value_rotations;  ///< indexed by original KV head
-  /// --refit only (else empty): K̄_g = Σ_{k∈g} key_pool[k] K_k, V̄_g likewise; without it
+  /// The refit only (else empty): K̄_g = Σ_{k∈g} key_pool[k] K_k, V̄_g likewise; without it
   /// K̄_g is the mean of the rotated R_k K_k.
   std::vector<MatrixD> key_pool, value_pool;
 };
