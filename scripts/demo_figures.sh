@@ -8,7 +8,7 @@
 #   OUT/training.json            the checkpoints of data/tiny-steps (two runs), --repr qk,k
 #   OUT/training-erank.svg       effective rank against training step, one line per layer
 #   OUT/training-heatmap.svg     the same as layers × steps maps
-#   OUT/plan-mha.json            `kvrank plan` of data/tiny/mha to 4 KV heads
+#   OUT/plan-mha.json            `kvrank plan` of data/tiny/mha to 4 KV heads (the default: refit)
 #   OUT/plan-mha.svg             its figure: the objective's error and erank_qk per layer
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +30,7 @@ labels=(--label "Standard MHA" --label "LRKV (r=2)" --label "LRKV (r=8)" --label
   -o "$out/training-erank.svg" --title "Effective rank over training"
 "$kvrank" plot "$out/training.json" --over-steps heatmap --cols 2 -o "$out/training-heatmap.svg"
 "$kvrank" plan data/tiny/mha --kv-heads 4 --format json -o "$out/plan-mha.json" -q
-"$kvrank" plot "$out/plan-mha.json" -o "$out/plan-mha.svg" --title "data/tiny/mha → 4 KV heads"
+"$kvrank" plot "$out/plan-mha.json" -o "$out/plan-mha.svg" \
+  --title "data/tiny/mha → 4 KV heads (refit)"
 echo "wrote $out/: tiny.json, effective-rank.svg, effective-rank.pdf, heatmap-mqa-layer3.svg," \
   "training.json, training-erank.svg, training-heatmap.svg, plan-mha.json, plan-mha.svg" >&2

@@ -49,8 +49,8 @@ def plan(paths, kv_heads, gauge="auto", objective="qk", rope=None, layers=None,
     """Plans the conversion of each checkpoint to `kv_heads` KV heads (see `kvrank plan --help`).
     Raises kvrank.Error with the command line's message, in Python's words, on bad input: the
     arguments are only converted here; the request checks their values. refit: None (the
-    default: the refit, or the plain mean-pool under gauge="none"), True or False (the aligned
-    mean-pool, the command line's --no-refit)."""
+    default: the refit, or the plain mean-pool under gauge="none"), True (the refit) or False (the
+    aligned mean-pool, the command line's --no-refit)."""
     with options.in_python_words({"label": "labels"}):
         text = _kvrank.plan(options.paths(paths), options.names("labels", labels),
                             options.integer("kv_heads", kv_heads), options.text("gauge", gauge),

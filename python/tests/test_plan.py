@@ -42,6 +42,18 @@ class PlanTest(harness.TestCase):
         none = kvrank.plan(MHA, kv_heads=4, layers="1", gauge="none").to_dict()["models"][0]
         self.assertFalse(none["refit"])  # gauge="none": the plain mean-pool by default
 
+    def test_kv_only_input_asks_for_refit_false(self):
+        """The default refit needs queries and outputs: without them, one line naming refit=False
+        (never a silent fallback to the mean-pool), which then plans."""
+        import test_plan  # tests/e2e's random checkpoints
+        path = test_plan.without(test_plan.random_llama(self.path("kv"), 4, 4, 4, seed=4),
+                                 "q_proj", "o_proj")
+        with self.assertRaises(kvrank.Error) as raised:
+            kvrank.plan(path, kv_heads=2)
+        self.assertTrue(str(raised.exception).endswith(
+            "no query projections: give refit=False for the mean-pool conversion"), raised.exception)
+        self.assertFalse(kvrank.plan(path, kv_heads=2, refit=False).to_dict()["models"][0]["refit"])
+
     def test_rows(self):
         rows = kvrank.plan([MHA], kv_heads=2, objective="qk", labels=["tiny"]).rows()
         self.assertEqual(len(rows), 4)
