@@ -81,17 +81,21 @@ shapes=(
 )
 
 # Fastest of $repeat runs of "$@" under /usr/bin/time: sets seconds (to the millisecond, where
-# time's own %e has 10 ms steps: a tenth of the 128M run) and rss_mb.
+# time's own %e has 10 ms steps: a tenth of the 128M run), rss_mb and cpu_s, the fewest CPU seconds
+# (user + system) of a run. On one thread CPU seconds do not count the time the process waited for
+# a core, so on a machine shared with other jobs they are the 1-thread number to compare with the
+# limit (whose rate is the fastest of 5 short runs, each likely to have had its core).
 timed() {
-  seconds="" rss_mb=0
+  seconds="" rss_mb=0 cpu_s=""
   for ((run = 0; run < repeat; run++)); do
-    local start_ns end_ns s kb
+    local start_ns end_ns s kb cpu
     start_ns=$(date +%s%N)
-    /usr/bin/time -f "%M" -o "$tmp/time.txt" "$@"
+    /usr/bin/time -f "%M %U %S" -o "$tmp/time.txt" "$@"
     end_ns=$(date +%s%N)
-    kb=$(tail -1 "$tmp/time.txt")
+    read -r kb cpu < <(tail -1 "$tmp/time.txt" | awk '{ printf "%d %.2f\n", $1, $2 + $3 }')
     s=$(awk -v a="$start_ns" -v b="$end_ns" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
     if [[ -z $seconds ]] || awk -v a="$s" -v b="$seconds" 'BEGIN { exit !(a < b) }'; then seconds=$s; fi
+    if [[ -z $cpu_s ]] || awk -v a="$cpu" -v b="$cpu_s" 'BEGIN { exit !(a < b) }'; then cpu_s=$cpu; fi
     if ((kb / 1024 > rss_mb)); then rss_mb=$((kb / 1024)); fi
   done
 }
@@ -138,7 +142,7 @@ for shape in "${shapes[@]}"; do
   timed "${analyze[@]}" --threads "$threads"
   kvrank_s=$seconds rss_all=$rss_mb
   timed "${analyze[@]}" --threads 1
-  kvrank_1=$seconds
+  kvrank_1=$seconds kvrank_cpu1=$cpu_s
   timed "${analyze[@]}" --threads "$threads" --layers 0
   rss_one=$rss_mb one_layer_s=$seconds
   # shellcheck disable=SC2086
@@ -178,33 +182,34 @@ for shape in "${shapes[@]}"; do
     gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×; a layer after the first $steady s, $(ratio "$steady" "$gemm_s")×"
   fi
   kernels_used=$(kernels "$ckpt")
-  rows+=("| $name, $dtype ($layers layers) | $kvrank_s ($per_layer/layer) | $limit_cell | **$(ratio "$kvrank_s" "$limit_s")** | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $limit_1 | $(ratio "$kvrank_1" "$limit_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
+  rows+=("| $name, $dtype ($layers layers) | $kvrank_s ($per_layer/layer) | $limit_cell | **$(ratio "$kvrank_s" "$limit_s")** | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $limit_1 | $(ratio "$kvrank_1" "$limit_1") | $kvrank_cpu1, $(ratio "$kvrank_cpu1" "$limit_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
   # A table (or CSV) holds no per-head ranks, so analyze skips their eigenproblems (diversity.hpp).
   echo "[$name] kvrank analyze, table output" >&2
   timed "$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt" --threads "$threads"
   table_s=$seconds
   timed "$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt" --threads 1
-  table_1=$seconds
+  table_1=$seconds table_cpu1=$cpu_s
   table_numpy="—"
   [[ $numpy_layers == "-" ]] || table_numpy="$(ratio "$numpy_s" "$table_s")×"
-  rows+=("| $name, table output (no per-head ranks) | $table_s | $limit_s | **$(ratio "$table_s" "$limit_s")** | $floor_s | $(ratio "$table_s" "$floor_s") | $table_1 | $limit_1 | $(ratio "$table_1" "$limit_1") | $(ratio "$table_1" "$table_s")× | — | — | $table_numpy | — | $path; $kernels_used |")
+  rows+=("| $name, table output (no per-head ranks) | $table_s | $limit_s | **$(ratio "$table_s" "$limit_s")** | $floor_s | $(ratio "$table_s" "$floor_s") | $table_1 | $limit_1 | $(ratio "$table_1" "$limit_1") | $table_cpu1, $(ratio "$table_cpu1" "$limit_1") | $(ratio "$table_1" "$table_s")× | — | — | $table_numpy | — | $path; $kernels_used |")
   # Progress only: the row itself is printed once, in the table on stdout.
   echo "[$name] $kvrank_s s, $(ratio "$kvrank_s" "$limit_s")× the limit, $(ratio "$kvrank_s" "$floor_s")× the f32 floor" >&2
   if [[ -n ${KVRANK_BENCH_CORETYPE:-} ]]; then  # the same run on the kernels OpenBLAS is told to use
     echo "[$name] kvrank analyze, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE" >&2
     OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE timed "${analyze[@]}" --threads "$threads"
-    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $limit_s | $(ratio "$seconds" "$limit_s") | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | — | $rss_mb MB | $path; $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
+    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $limit_s | $(ratio "$seconds" "$limit_s") | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | — | — | $rss_mb MB | $path; $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
   fi
   if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
     echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
     KVRANK_GRAM_BACKEND=f32 /usr/bin/time -f "%e %M" -o "$tmp/time.txt" "$build/kvrank" -q analyze \
       "$ckpt" --format json --threads "$threads" -o "$tmp/result.json"
     read -r f32_s f32_rss_kb <"$tmp/time.txt"
-    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $limit_s | $(ratio "$f32_s" "$limit_s") | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | $path; $(KVRANK_GRAM_BACKEND=f32 kernels "$ckpt") |")
+    rows+=("| $name, f32 Grams (KVRANK_GRAM_BACKEND=f32) | $f32_s | $limit_s | $(ratio "$f32_s" "$limit_s") | $floor_s | $(ratio "$f32_s" "$floor_s") | — | — | — | — | — | — | — | — | $((f32_rss_kb / 1024)) MB | $path; $(KVRANK_GRAM_BACKEND=f32 kernels "$ckpt") |")
   fi
   rm -rf "$ckpt"
 done
 
-echo "| shape | kvrank s, $threads thr | limit s, $threads thr (kernel, rate) | kvrank / limit | f32 floor s | kvrank / floor | kvrank s, 1 thr | limit s, 1 thr | kvrank / limit | speed-up | GEMM of a layer's MACs, $threads thr; layer / GEMM | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| shape | kvrank s, $threads thr | limit s, $threads thr (kernel, rate) | kvrank / limit | f32 floor s | kvrank / floor | kvrank s, 1 thr | limit s, 1 thr | kvrank / limit | kvrank CPU s, 1 thr; / limit | speed-up | GEMM of a layer's MACs, $threads thr; layer / GEMM | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 printf '%s\n' "${rows[@]}"

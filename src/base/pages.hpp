@@ -14,9 +14,9 @@
 
 namespace kvrank::detail {
 
-/// Maps the pages of a fresh buffer about to be written, with transparent huge pages where the
-/// kernel offers them on request (2 MiB pages: a 512th of the faults). A buffer whose first and
-/// last pages are mapped already (heap memory used before) is left as it is.
+/// Maps the pages of a fresh buffer about to be written (4 KiB pages: huge ones were slower to
+/// zero, pages.cpp). A buffer whose first and last whole pages are mapped already (heap memory
+/// used before) is left as it is.
 void prefault_for_write(void* data, std::size_t bytes) noexcept;
 
 /// Sizes a workspace buffer rows × cols: unchanged when it already has that size (the next layer

@@ -98,6 +98,27 @@ TEST_CASE("prefault_for_write leaves a buffer whose end pages are mapped as it i
   munmap(region, bytes);
 }
 
+TEST_CASE("prefault_for_write maps a fresh heap block whose end pages hold malloc's headers",
+          "[pages]") {
+  // malloc writes a block's header just before it and the next block's just after it: for a fresh
+  // block from the top of the heap the pages holding its first and last byte are mapped, every page
+  // between them is not. Such a block is fresh; it once counted as memory used before.
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = (std::size_t{3} << 20) + 100;
+  const std::size_t mapped = bytes + 2 * page;
+  void* region = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(region != MAP_FAILED);
+  madvise(region, mapped, MADV_NOHUGEPAGE);
+  auto* header = static_cast<unsigned char*>(region);
+  unsigned char* buffer = header + 16;
+  header[0] = buffer[bytes] = 1;  // this block's header, the next one's
+  const std::size_t pages = (16 + bytes + page - 1) / page;
+  REQUIRE(resident_pages(region, pages * page) == 2);
+  detail::prefault_for_write(buffer, bytes);
+  CHECK(resident_pages(region, pages * page) == (kernel_populates() ? pages : 2));
+  munmap(region, mapped);
+}
+
 TEST_CASE("prefault_for_write leaves a small buffer to its first touch", "[pages]") {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t bytes = 64 * page;  // below the 1 MiB where a call pays for itself
