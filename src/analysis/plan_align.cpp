@@ -130,6 +130,7 @@ namespace {
 class GroupAlignment {
  public:
   static constexpr double kTolerance = kDenseSweepTolerance;
+  static constexpr bool kPredictStop = true;
 
   GroupAlignment(const MatrixD& gram, int head_dim, const std::vector<int>& members)
       : gram_(gram), head_dim_(head_dim), members_(members) {
@@ -202,6 +203,7 @@ class GroupAlignment {
 class PlaneAlignment {
  public:
   static constexpr double kTolerance = kPlaneSweepTolerance;
+  static constexpr bool kPredictStop = false;
 
   PlaneAlignment(const MatrixD& gram, int head_dim, const std::vector<int>& members,
                  const KeyGauge& gauge)
@@ -324,15 +326,25 @@ double procrustes_sweeps(Group& group, std::size_t n, double traces, const KeyGa
   if (n <= 2) return energy;
   for (std::size_t i = 1; i < n; ++i) group.refresh(i, 0, i);  // the sweeps read these too
   auto accepted = group.rotations;
+  const double tolerance = Group::kTolerance * std::max(traces, 1e-300);
+  double gain = 0;  // the last accepted sweep's rise in energy
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
     for (std::size_t i = 0; i < n; ++i) {
       group.update(i, gauge);
       group.refresh(i, 0, n);
     }
     const double next_energy = traces / static_cast<double>(n) + group.cross_energy();
-    if (!(next_energy > energy + Group::kTolerance * std::max(traces, 1e-300))) break;
+    const double next_gain = next_energy - energy;
+    if (!(next_gain > tolerance)) break;
     accepted = group.rotations;
     energy = next_energy;
+    // The sweeps converge linearly: those still to come would add about g ρ / (1 − ρ), g this
+    // sweep's gain and ρ its ratio to the last one. Where that is below the tolerance the sweep
+    // that would only confirm it is skipped (dense sweeps: n SVDs each).
+    if (Group::kPredictStop && gain > 0 && next_gain < gain &&
+        next_gain * next_gain / (gain - next_gain) < tolerance)
+      break;
+    gain = next_gain;
   }
   group.rotations = std::move(accepted);
   return energy;
