@@ -45,10 +45,9 @@ inline RowPairs row_pairs(const MatrixD& r) {
   return pairs;
 }
 
-/// R · X for a gauge transform R (a dense product where R is not made of pairs).
+/// R · X for a gauge transform R whose rows are `p` (a dense product where R is not made of pairs).
 template <class X>
-MatrixD rotate(const MatrixD& r, const X& x) {
-  const RowPairs p = row_pairs(r);
+MatrixD rotate(const MatrixD& r, const RowPairs& p, const X& x) {
   if (p.dense) return product(r, x);
   MatrixD out(r.rows(), x.cols());
   for (Index c = 0; c < x.cols(); ++c)
@@ -58,16 +57,26 @@ MatrixD rotate(const MatrixD& r, const X& x) {
   return out;
 }
 
-/// X · Rᵀ for a gauge transform R: (R Xᵀ)ᵀ, entry for entry, without transposing X.
 template <class X>
-MatrixD rotate_columns(const X& x, const MatrixD& r) {
-  const RowPairs p = row_pairs(r);
+MatrixD rotate(const MatrixD& r, const X& x) {
+  return rotate(r, row_pairs(r), x);
+}
+
+/// X · Rᵀ for a gauge transform R whose rows are `p`: (R Xᵀ)ᵀ, entry for entry, without
+/// transposing X.
+template <class X>
+MatrixD rotate_columns(const X& x, const MatrixD& r, const RowPairs& p) {
   if (p.dense) return product(r, x.transpose()).transpose();
   MatrixD out(x.rows(), r.rows());
   for (Index i = 0; i < r.rows(); ++i)
     out.col(i) =
         p.value[2 * i] * x.col(p.column[2 * i]) + p.value[2 * i + 1] * x.col(p.column[2 * i + 1]);
   return out;
+}
+
+template <class X>
+MatrixD rotate_columns(const X& x, const MatrixD& r) {
+  return rotate_columns(x, r, row_pairs(r));
 }
 
 /// R in the gauge maximising tr(R M) (a polar factor, or one 2 × 2 rotation per RoPE plane).

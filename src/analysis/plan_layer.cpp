@@ -44,7 +44,10 @@ double erank_of_inner(const MatrixD& inner) {
   return similarity_metrics(similarity).erank;
 }
 
-double frobenius_inner(const MatrixD& x, const MatrixD& y) { return x.cwiseProduct(y).sum(); }
+template <class X, class Y>
+double frobenius_inner(const X& x, const Y& y) {
+  return x.cwiseProduct(y).sum();
+}
 
 /// The layer's fixed quantities: norms and the per-KV-head query Grams P_k.
 struct LayerTotals {
@@ -139,57 +142,59 @@ PartitionFit fit_partition(const PlanLayerGrams& g, const LayerTotals& totals,
   return fit;
 }
 
-/// K̄_g K̄_g'ᵀ for every pair of groups, each block d_h × d_h.
-/// R G Rᵀ with R = blockdiag(rotation of each d_h block): two passes of d_h × (n·d_h) products,
-/// which run at GEMM speed where the n² small triple products would not.
-MatrixD rotated_gram(const MatrixD& gram, int d, const std::vector<const MatrixD*>& rotations) {
-  MatrixD rotated(gram.rows(), gram.cols());
-  for (std::size_t h = 0; h < rotations.size(); ++h)
-    rotated.middleRows(Index(h) * d, d) =
-        detail::rotate(*rotations[h], gram.middleRows(Index(h) * d, d));
-  for (std::size_t h = 0; h < rotations.size(); ++h) {
-    auto columns = rotated.middleCols(Index(h) * d, d);
-    columns = detail::rotate_columns(columns, *rotations[h]);
-  }
-  return rotated;
+/// Each head's transform as row pairs (plan_detail.hpp), found once for all its blocks.
+std::vector<detail::RowPairs> pairs_of(const std::vector<MatrixD>& rotations) {
+  std::vector<detail::RowPairs> pairs;
+  pairs.reserve(rotations.size());
+  for (const MatrixD& r : rotations) pairs.push_back(detail::row_pairs(r));
+  return pairs;
 }
 
-/// K̄_g K̄_g'ᵀ for every pair of groups, each block d_h × d_h.
+/// K̄_a K̄_bᵀ = Σ_{i∈a} R_i (Σ_{j∈b} C_ij R_jᵀ) / (n_a n_b) for every pair of groups, each block
+/// d_h × d_h, formed block by block from the Gram (a rotated copy of the whole d × d Gram, as
+/// first written, cost more in memory traffic than in arithmetic); the blocks below the diagonal
+/// are the transposes of those above.
 MatrixD pooled_key_gram(const PlanLayerGrams& g, const Partition& partition,
                         const std::vector<MatrixD>& rotations) {
   const int d = g.head_dim;
-  std::vector<const MatrixD*> per_head;
-  for (const MatrixD& r : rotations) per_head.push_back(&r);
-  const MatrixD rotated = rotated_gram(g.keys, d, per_head);
+  const std::vector<detail::RowPairs> pairs = pairs_of(rotations);
   const int groups = static_cast<int>(partition.size());
-  MatrixD pooled = MatrixD::Zero(Index(groups) * d, Index(groups) * d);
+  MatrixD pooled(Index(groups) * d, Index(groups) * d);
+  MatrixD right(d, d);
   for (int a = 0; a < groups; ++a)
-    for (int b = 0; b < groups; ++b) {
-      auto block = head_block(pooled, d, a, b);
-      for (int i : partition[a])
-        for (int j : partition[b]) block += head_block(rotated, d, i, j);
-      block /= static_cast<double>(partition[a].size() * partition[b].size());
+    for (int b = a; b < groups; ++b) {
+      MatrixD sum = MatrixD::Zero(d, d);
+      for (int i : partition[a]) {
+        right.setZero();
+        for (int j : partition[b])
+          right += detail::rotate_columns(head_block(g.keys, d, i, j), rotations[j], pairs[j]);
+        sum += detail::rotate(rotations[i], pairs[i], right);
+      }
+      sum /= static_cast<double>(partition[a].size() * partition[b].size());
+      if (a != b) head_block(pooled, d, b, a) = sum.transpose();
+      head_block(pooled, d, a, b) = std::move(sum);
     }
   return pooled;
 }
 
-/// erank of the converted layer's qk forms (queries rotated with their KV head's transform).
+/// erank of the converted layer's qk forms (queries rotated with their KV head's transform):
+/// ⟨R_k Q_h Q_jᵀ R_lᵀ, K̄_g K̄_g'ᵀ⟩ block by block, as in pooled_key_gram.
 double erank_qk(const PlanLayerGrams& g, const Partition& partition,
                 const std::vector<MatrixD>& rotations, const MatrixD& pooled) {
   const int d = g.head_dim;
   std::vector<int> group_of(g.kv_heads());
   for (std::size_t a = 0; a < partition.size(); ++a)
     for (int k : partition[a]) group_of[k] = static_cast<int>(a);
+  const std::vector<detail::RowPairs> pairs = pairs_of(rotations);
   const int heads = static_cast<int>(g.kv_of_head.size());
-  std::vector<const MatrixD*> per_query;
-  for (int kv : g.kv_of_head) per_query.push_back(&rotations[kv]);
-  const MatrixD queries = rotated_gram(g.queries, d, per_query);
   MatrixD inner(heads, heads);
   for (int h = 0; h < heads; ++h)
     for (int j = h; j < heads; ++j) {
-      const int gh = group_of[g.kv_of_head[h]], gj = group_of[g.kv_of_head[j]];
+      const int kh = g.kv_of_head[h], kj = g.kv_of_head[j];
+      const MatrixD left = detail::rotate(rotations[kh], pairs[kh], head_block(g.queries, d, h, j));
       inner(h, j) = inner(j, h) =
-          frobenius_inner(head_block(queries, d, h, j), head_block(pooled, d, gh, gj));
+          frobenius_inner(detail::rotate_columns(left, rotations[kj], pairs[kj]),
+                          head_block(pooled, d, group_of[kh], group_of[kj]));
     }
   return erank_of_inner(inner);
 }

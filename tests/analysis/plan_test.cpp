@@ -162,6 +162,55 @@ TEST_CASE("plan: generalised Procrustes never does worse than aligning to the fi
   CHECK(fit.residual <= explicit_residual(heads, first) + 1e-9);
 }
 
+/// Generalised Procrustes on whole d_h × d_h matrices, as plan_align.cpp first did it: the start
+/// aligned to the first member, then sweeps of best transforms against the others' pooled rows
+/// until one raises the energy by less than `tolerance` of Σ‖X_i‖².
+std::vector<MatrixD> dense_sweeps(const std::vector<MatrixD>& heads, const KeyGauge& gauge,
+                                  double tolerance) {
+  const std::size_t n = heads.size();
+  const Index d = heads[0].rows();
+  double own = 0;
+  for (const MatrixD& x : heads) own += x.squaredNorm();
+  std::vector<MatrixD> maps{MatrixD::Identity(d, d)};
+  for (std::size_t i = 1; i < n; ++i)
+    maps.push_back(detail::best_transform(heads[i] * heads[0].transpose(), gauge));
+  double residual = explicit_residual(heads, maps);
+  for (int sweep = 0; sweep < 50; ++sweep) {
+    std::vector<MatrixD> next = maps;
+    for (std::size_t i = 0; i < n; ++i) {
+      MatrixD others = MatrixD::Zero(d, heads[0].cols());
+      for (std::size_t j = 0; j < n; ++j)
+        if (j != i) others += next[j] * heads[j];
+      next[i] = detail::best_transform(heads[i] * others.transpose(), gauge);
+    }
+    const double next_residual = explicit_residual(heads, next);
+    if (!(next_residual < residual - tolerance * own)) break;
+    maps = std::move(next);
+    residual = next_residual;
+  }
+  return maps;
+}
+
+TEST_CASE("plan: RoPE-plane sweeps on 2 x 2 blocks are the sweeps on whole matrices", "[plan]") {
+  std::mt19937 rng(11);
+  for (const RopeLayout rope :
+       {RopeLayout{RopeConvention::rotate_half, 6}, RopeLayout{RopeConvention::interleaved, 8}}) {
+    const KeyGauge gauge = key_gauge(rope, 8, true);  // 3 planes and 2 free entries, or 4 planes
+    std::vector<MatrixD> heads;
+    for (int h = 0; h < 4; ++h) heads.push_back(random_matrix(8, 20, rng));
+    const detail::GroupFit fit = align_group(gram_of(heads), 8, {0, 1, 2, 3}, gauge);
+    const std::vector<MatrixD> want = dense_sweeps(heads, gauge, 1e-9);
+    for (int h = 0; h < 4; ++h) CHECK((fit.rotations[h] - want[h]).cwiseAbs().maxCoeff() < 1e-6);
+    CHECK(fit.residual == Approx(explicit_residual(heads, want)).epsilon(1e-9));
+    CHECK(fit.residual == Approx(explicit_residual(heads, fit.rotations)).epsilon(1e-10));
+    const MatrixD rope_step = plane_rotation(8, gauge, rng);
+    for (const MatrixD& r : fit.rotations) {
+      CHECK((r * r.transpose() - MatrixD::Identity(8, 8)).norm() < 1e-12);
+      CHECK((r * rope_step - rope_step * r).norm() < 1e-12);
+    }
+  }
+}
+
 TEST_CASE("plan: partition counts and the exact search against enumeration", "[plan]") {
   CHECK(equal_partition_count(8, 2) == 105);
   CHECK(equal_partition_count(8, 4) == 35);
