@@ -428,8 +428,8 @@ bool lapack_eigenpairs(const MatrixD& symmetric, int il, int iu, VectorD& values
 
 void top_symmetric_eigenpairs(const MatrixD& symmetric, int count, VectorD& values,
                               MatrixD& vectors) {
-  const int n = static_cast<int>(symmetric.rows());
 #ifdef KVRANK_HAVE_OPENBLAS
+  const int n = static_cast<int>(symmetric.rows());
   if (lapack_eigenpairs(symmetric, n - count + 1, n, values, vectors)) return;
     // No convergence (never seen on these matrices): Eigen's solver below.
 #endif
