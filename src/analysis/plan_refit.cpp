@@ -21,6 +21,7 @@
 #include <complex>
 
 #include "kvrank/base/error.hpp"
+#include "metric/blas.hpp"
 
 namespace kvrank::detail {
 namespace {
@@ -43,13 +44,15 @@ MatrixD submatrix(const MatrixD& m, const std::vector<int>& entries) {
 
 /// The pseudo-inverse of a positive semi-definite matrix (eigenvalues below round-off dropped).
 MatrixD psd_pseudo_inverse(const MatrixD& m) {
-  Eigen::SelfAdjointEigenSolver<MatrixD> solver(m);
-  const VectorD values = solver.eigenvalues();
+  if (m.rows() == 0) return m;
+  VectorD values;
+  MatrixD vectors;
+  top_symmetric_eigenpairs(m, static_cast<int>(m.rows()), values, vectors);
   const double floor = values.cwiseAbs().maxCoeff() * 1e-12 * static_cast<double>(m.rows());
   VectorD inverse = VectorD::Zero(values.size());
   for (Index i = 0; i < values.size(); ++i)
     if (values(i) > floor) inverse(i) = 1 / values(i);
-  return solver.eigenvectors() * inverse.asDiagonal() * solver.eigenvectors().transpose();
+  return vectors * inverse.asDiagonal() * vectors.transpose();
 }
 
 /// Rows a, b of each member's key pool: the weighted complex rank-one fit (file comment), with
@@ -102,15 +105,23 @@ void pool_subspace(const MatrixD& gram, int d, const std::vector<int>& members,
     for (Index j = 0; j < n; ++j)
       stacked.block(i * f, j * f, f, f) =
           root[i] * submatrix(head_block(gram, d, members[i], members[j]), entries) * root[j];
-  const Eigen::SelfAdjointEigenSolver<MatrixD> solver(stacked);
-  const double top = solver.eigenvalues()(n * f - 1);
+  // Only the top f eigenpairs are used: LAPACK computes just those (most of the refit's time).
+  VectorD values;
+  MatrixD vectors;
+  top_symmetric_eigenpairs(stacked, static_cast<int>(f), values, vectors);
+  const double top = values(f - 1);
   for (Index r = 0; r < f; ++r) {
-    const Index column = n * f - 1 - r;
-    const double lambda = solver.eigenvalues()(column);
+    const Index column = f - 1 - r;
+    const double lambda = values(column);
     if (!(lambda > top * 1e-12 * static_cast<double>(n * f))) continue;  // no such direction
-    const double scale = std::sqrt(energy / static_cast<double>(n * f) / lambda);
+    // An eigenvector's sign is the solver's choice (LAPACK's and Eigen's differ): its largest entry
+    // is made positive so that the written rows do not depend on which one ran.
+    Index peak = 0;
+    vectors.col(column).cwiseAbs().maxCoeff(&peak);
+    const double sign = vectors(peak, column) < 0 ? -1.0 : 1.0;
+    const double scale = sign * std::sqrt(energy / static_cast<double>(n * f) / lambda);
     for (Index i = 0; i < n; ++i) {
-      const VectorD row = root[i] * solver.eigenvectors().col(column).segment(i * f, f);
+      const VectorD row = root[i] * vectors.col(column).segment(i * f, f);
       for (Index c = 0; c < f; ++c) pool[i](entries[r], entries[c]) = scale * row(c);
     }
   }

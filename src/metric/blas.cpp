@@ -28,6 +28,11 @@ void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const i
 void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, double* a,
             const int* lda, double* b, const int* ldb, double* w, double* work, const int* lwork,
             int* info, std::size_t jobz_len, std::size_t uplo_len);
+void dsyevr_(const char* jobz, const char* range, const char* uplo, const int* n, double* a,
+             const int* lda, const double* vl, const double* vu, const int* il, const int* iu,
+             const double* abstol, int* m, double* w, double* z, const int* ldz, int* isuppz,
+             double* work, const int* lwork, int* iwork, const int* liwork, int* info,
+             std::size_t jobz_len, std::size_t range_len, std::size_t uplo_len);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info,
              std::size_t uplo_len);
 // OpenBLAS's pool of work buffers (memory.c; exported by its shared library, weak so that a build
@@ -384,6 +389,53 @@ std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric) {
 #endif
   Eigen::SelfAdjointEigenSolver<MatrixD> solver(symmetric, Eigen::EigenvaluesOnly);
   return {solver.eigenvalues().begin(), solver.eigenvalues().end()};
+}
+
+#ifdef KVRANK_HAVE_OPENBLAS
+namespace {
+
+/// dsyevr's eigenpairs il..iu (1-based, ascending); false when it did not converge.
+bool lapack_eigenpairs(const MatrixD& symmetric, int il, int iu, VectorD& values,
+                       MatrixD& vectors) {
+  const int n = static_cast<int>(symmetric.rows());
+  const CallingThreadScope small(n < kThreadedEigensolverOrder);
+  MatrixD a = symmetric;
+  const int count = iu - il + 1;
+  VectorD w(n);
+  vectors.resize(n, count);
+  std::vector<int> support(2 * static_cast<std::size_t>(count));
+  const double unused = 0, abstol = 0;
+  int found = 0, info = 0;
+  auto call = [&](double* work, const int* lwork, int* iwork, const int* liwork) {
+    dsyevr_("V", "I", "U", &n, a.data(), &n, &unused, &unused, &il, &iu, &abstol, &found, w.data(),
+            vectors.data(), &n, support.data(), work, lwork, iwork, liwork, &info, 1, 1, 1);
+  };
+  double work_size = 0;
+  int iwork_size = 0;
+  const int query = -1;
+  call(&work_size, &query, &iwork_size, &query);
+  std::vector<double> work(static_cast<std::size_t>(std::max(1.0, work_size)));
+  std::vector<int> iwork(static_cast<std::size_t>(std::max(1, iwork_size)));
+  const int lwork = static_cast<int>(work.size()), liwork = static_cast<int>(iwork.size());
+  call(work.data(), &lwork, iwork.data(), &liwork);
+  if (info != 0 || found != count) return false;
+  values = w.head(count);
+  return true;
+}
+
+}  // namespace
+#endif
+
+void top_symmetric_eigenpairs(const MatrixD& symmetric, int count, VectorD& values,
+                              MatrixD& vectors) {
+#ifdef KVRANK_HAVE_OPENBLAS
+  const int n = static_cast<int>(symmetric.rows());
+  if (lapack_eigenpairs(symmetric, n - count + 1, n, values, vectors)) return;
+    // No convergence (never seen on these matrices): Eigen's solver below.
+#endif
+  const Eigen::SelfAdjointEigenSolver<MatrixD> solver(symmetric);
+  values = solver.eigenvalues().tail(count);
+  vectors = solver.eigenvectors().rightCols(count);
 }
 
 bool cholesky_lower(MatrixD& matrix) {

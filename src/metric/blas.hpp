@@ -122,6 +122,12 @@ MatrixD product(const MatrixD& a, const Eigen::Ref<const MatrixD>& b);
 /// Eigenvalues of a symmetric matrix, ascending.
 std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric);
 
+/// The `count` largest eigenvalues of a symmetric matrix (ascending, into `values`) and their
+/// eigenvectors (the columns of `vectors`, same order): LAPACK's dsyevr with OpenBLAS, which
+/// computes only those eigenpairs, else all of Eigen's solver's. 0 < count ≤ the order.
+void top_symmetric_eigenpairs(const MatrixD& symmetric, int count, VectorD& values,
+                              MatrixD& vectors);
+
 /// Eigenvalues of Fᵀ Q F where P = F Fᵀ, ascending, or nullopt when P is not positive definite
 /// (its Cholesky factor does not exist). P and Q symmetric k × k.
 std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const MatrixD& q);

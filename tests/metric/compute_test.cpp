@@ -155,6 +155,35 @@ TEST_CASE("a small eigensolver runs on the calling thread and gives the threads 
   set_compute_threads(0);
 }
 
+TEST_CASE("top_symmetric_eigenpairs gives Eigen's top eigenvalues and their subspace",
+          "[compute]") {
+  // dsyevr (with OpenBLAS) computes only the top `count` eigenpairs: against Eigen's full solver,
+  // the values and the spanned subspace (its projector; the vectors' signs are the solver's).
+  std::mt19937 rng(21);
+  std::normal_distribution<double> normal;
+  for (const Index n : {Index(1), Index(12), Index(200)}) {
+    MatrixD random(n, n + 3);
+    for (Index i = 0; i < random.size(); ++i) random.data()[i] = normal(rng);
+    const MatrixD symmetric =
+        random * random.transpose() - 0.5 * static_cast<double>(n) * MatrixD::Identity(n, n);
+    const Eigen::SelfAdjointEigenSolver<MatrixD> eigen(symmetric);
+    for (const Index count : {Index(1), (n + 1) / 2, n}) {
+      INFO("order " << n << ", top " << count);
+      VectorD values;
+      MatrixD vectors;
+      detail::top_symmetric_eigenpairs(symmetric, static_cast<int>(count), values, vectors);
+      REQUIRE(values.size() == count);
+      REQUIRE(vectors.rows() == n);
+      REQUIRE(vectors.cols() == count);
+      const double scale = symmetric.norm();
+      CHECK((values - eigen.eigenvalues().tail(count)).cwiseAbs().maxCoeff() < 1e-12 * scale);
+      const MatrixD expected = eigen.eigenvectors().rightCols(count);
+      CHECK((vectors * vectors.transpose() - expected * expected.transpose()).norm() < 1e-10);
+      CHECK((symmetric * vectors - vectors * values.asDiagonal()).norm() < 1e-12 * scale);
+    }
+  }
+}
+
 TEST_CASE("CallingThreadOnly holds the calling thread to itself and gives the threads back",
           "[compute]") {
   set_compute_threads(2);
