@@ -45,7 +45,7 @@ class PlanResult:
 
 
 def plan(paths, kv_heads, gauge="auto", objective="qk", rope=None, layers=None,
-         labels=None, latent_energy=None, random=32, seed=0, refit=None):
+         labels=None, latent_energy=None, random=8, seed=0, refit=None):
     """Plans the conversion of each checkpoint to `kv_heads` KV heads (see `kvrank plan --help`).
     Raises kvrank.Error with the command line's message, in Python's words, on bad input: the
     arguments are only converted here; the request checks their values. refit: None (the

@@ -90,7 +90,7 @@ struct PlanOptions {
   std::optional<RopeConvention> rope;           ///< --rope: wins over the model type's table
   std::string layers;                           ///< --layers, "" for all
   std::optional<double> latent_energy;
-  int random_partitions = 32;
+  int random_partitions = 8;
   std::uint64_t seed = 0;
   long long exact_limit = 3'000'000;  ///< enumerate when the equal partitions number at most this
   int restarts = 8;                   ///< local search restarts beyond exact_limit
