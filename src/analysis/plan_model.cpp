@@ -120,8 +120,7 @@ void check_plannable(const Checkpoint& checkpoint, const ModelLayout& layout,
     throw Error(path, "--kv-heads " + std::to_string(g) + " must divide the model's " +
                           std::to_string(layout.kv_heads) + " key/value heads");
   if (!plan_refits(options)) return;
-  if (!options.align)
-    throw Error(path, "--refit fits queries within the RoPE layout, which --gauge none turns off");
+  if (!options.align) throw Error(path, "--refit " + std::string(kRefitNeedsAlignment));
   if (!layout.has_queries || !layout.has_outputs)  // before any layer: no partial output
     throw Error(path, std::string("plan refits q_proj rows and o_proj columns by default; this "
                                   "checkpoint has no ") +

@@ -180,7 +180,7 @@ namespace {
 void check_refit_inputs(const PlanLayerGrams& grams, const std::vector<MatrixD>& query_sum,
                         const KeyGauge& keys) {
   if (keys.kind == KeyGauge::Kind::none)
-    throw Error("", "--refit fits queries within the RoPE layout, which --gauge none turns off");
+    throw Error("", "--refit " + std::string(kRefitNeedsAlignment));
   if (query_sum.empty() || grams.outputs.size() == 0)
     throw Error("",
                 "the refit needs the layer's query and output projections (--no-refit: the "

@@ -244,7 +244,7 @@ void PlanRequest::validate() const {
   if (options.latent_energy && !(*options.latent_energy > 0 && *options.latent_energy <= 1))
     invalid("--latent-energy", "must lie in (0, 1]");
   if (options.refit.value_or(false) && !options.align)
-    invalid("--refit", "fits queries within the RoPE layout, which --gauge none turns off");
+    invalid("--refit", std::string(kRefitNeedsAlignment));
   if (options.random_partitions < 1 || options.random_partitions > kMaxRandomPartitions)
     invalid("--random", "must be 1 to " + std::to_string(kMaxRandomPartitions) + ", found " +
                             std::to_string(options.random_partitions));

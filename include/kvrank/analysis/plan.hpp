@@ -107,6 +107,11 @@ inline bool plan_refits(const PlanOptions& options) noexcept {
   return options.refit.value_or(options.align);
 }
 
+/// Why --refit is refused with --gauge none (align false): the request, the model and the layer
+/// each refuse it (for callers that skip the request), in these words after "--refit ".
+inline constexpr std::string_view kRefitNeedsAlignment =
+    "fits queries within the RoPE layout, which --gauge none turns off";
+
 /// The scores of one grouping of one layer.
 struct GroupingScore {
   std::vector<std::vector<int>> groups;  ///< original KV-head indices, each sorted
