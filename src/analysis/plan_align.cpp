@@ -110,10 +110,7 @@ MatrixD best_transform(const MatrixD& m, const KeyGauge& gauge) {
   }
   if (!gauge.free_entries.empty()) {
     const Index n = static_cast<Index>(gauge.free_entries.size());
-    MatrixD sub(n, n);
-    for (Index i = 0; i < n; ++i)
-      for (Index j = 0; j < n; ++j) sub(i, j) = m(gauge.free_entries[i], gauge.free_entries[j]);
-    const MatrixD free = polar_transform(sub);
+    const MatrixD free = polar_transform(submatrix(m, gauge.free_entries));
     for (Index i = 0; i < n; ++i)
       for (Index j = 0; j < n; ++j) r(gauge.free_entries[i], gauge.free_entries[j]) = free(i, j);
   }

@@ -79,6 +79,15 @@ MatrixD rotate_columns(const X& x, const MatrixD& r) {
   return rotate_columns(x, r, row_pairs(r));
 }
 
+/// The square submatrix of m on the given rows and columns (the same indices for both).
+inline MatrixD submatrix(const MatrixD& m, const std::vector<int>& entries) {
+  const Index f = static_cast<Index>(entries.size());
+  MatrixD out(f, f);
+  for (Index r = 0; r < f; ++r)
+    for (Index c = 0; c < f; ++c) out(r, c) = m(entries[r], entries[c]);
+  return out;
+}
+
 /// R in the gauge maximising tr(R M) (a polar factor, or one 2 × 2 rotation per RoPE plane).
 MatrixD best_transform(const MatrixD& m, const KeyGauge& gauge);
 

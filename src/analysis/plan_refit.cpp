@@ -34,14 +34,6 @@ Complex plane_inner(const MatrixD& c, int a, int b) {
   return {c(a, a) + c(b, b), c(b, a) - c(a, b)};
 }
 
-MatrixD submatrix(const MatrixD& m, const std::vector<int>& entries) {
-  const Index f = static_cast<Index>(entries.size());
-  MatrixD out(f, f);
-  for (Index r = 0; r < f; ++r)
-    for (Index c = 0; c < f; ++c) out(r, c) = m(entries[r], entries[c]);
-  return out;
-}
-
 /// The pseudo-inverse of a positive semi-definite matrix (eigenvalues below round-off dropped).
 MatrixD psd_pseudo_inverse(const MatrixD& m) {
   if (m.rows() == 0) return m;
