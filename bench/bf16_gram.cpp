@@ -1,7 +1,8 @@
 // kvrank_bench_bf16_gram — the bf16 Gram kernels side by side (docs/performance.md): the upper
 // triangle of G = B·Bᵀ of an m × d basis of bf16 values by
-//   onednn   the library's oneDNN path (gram_backend.cpp: 256-column tiles, depth slices of 256
-//            added into the tile by oneDNN's sum post-op, the tile's diagonal block in full)
+//   onednn   the library's oneDNN path (backend bf16-onednn, gram_backend.cpp: 256-column tiles,
+//            depth slices of 256 added into the tile by oneDNN's sum post-op, the tile's diagonal
+//            block in full)
 //   kernel   kvrank's AVX512-BF16 kernel (metric/bf16_gram_kernel.cpp)
 //   square   oneDNN's bf16 matmul of 2048 × 2048 × 2048: the rate that rates both (bench/limit.cpp)
 // in one process, interleaved round by round, each the fastest of --rounds calls (after one
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   kvrank_bench::set_threads(threads);
-  kvrank::set_gram_backend(kvrank::GramBackend::bf16);
+  kvrank::set_gram_backend(kvrank::GramBackend::bf16_onednn);  // bf16_gram_upper on oneDNN
   const RowMatrixF basis = bf16_basis(m, d);
   MatrixF onednn = MatrixF::Zero(m, m);
   MatrixF kernel = MatrixF::Zero(m, m);
