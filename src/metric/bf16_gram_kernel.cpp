@@ -41,8 +41,9 @@ constexpr Index kSlicePairs = 128;  // a depth slice of 256 values (docs/choices
 // 256 rows ended each row of register blocks with one of a single panel, 10 % of the time).
 constexpr Index kBlockColumns = 256;
 constexpr Index kBlockRows = 288;
-constexpr int kRows = 8;    // a register block's columns j (broadcasts)
-constexpr int kPanels = 3;  // a register block's panels of rows i (loads)
+constexpr int kRows = 8;              // a register block's columns j (broadcasts)
+constexpr int kPanels = 3;            // a register block's panels of rows i (loads)
+constexpr Index kPrefetchPairs = 16;  // how far ahead register_block asks for a panel's lines
 
 /// The packed basis: panel q, pair p, row r at words[q · stride + p · 16 + r].
 struct Panels {
@@ -157,7 +158,9 @@ bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Pa
   // L1 set.
   panels.stride = panels.pairs * kPanelRows + kPanelRows;
   panels.count = (m + kPanelRows - 1) / kPanelRows;
-  const auto words = static_cast<std::size_t>(panels.count * panels.stride + kPanelRows);
+  // Past the last panel: the 16 pairs register_block prefetches ahead, and the alignment's slack.
+  const auto words = static_cast<std::size_t>(panels.count * panels.stride +
+                                              kPrefetchPairs * kPanelRows + kPanelRows);
   if (buffer.capacity() < words) {
     buffer = std::vector<std::uint32_t>();
     buffer.reserve(words);
@@ -219,6 +222,11 @@ KVRANK_BF16_TARGET void register_block(const std::uint32_t* j_words, const std::
 #pragma GCC unroll 4
     for (int v = 0; v < Vecs; ++v) {
       panel[v] = _mm512_load_si512(i_words + v * stride + p * kPanelRows);
+      // Each panel's next lines asked for ahead of the hardware's prefetcher, which takes a few
+      // misses to find each new block's three streams (about 2 % of the time at 4096²).
+      _mm_prefetch(
+          reinterpret_cast<const char*>(i_words + v * stride + (p + kPrefetchPairs) * kPanelRows),
+          _MM_HINT_T0);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
