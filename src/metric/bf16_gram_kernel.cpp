@@ -11,9 +11,11 @@
 // zero, then is stored into G (first slice) or added to it: each entry of G is
 // ((s₁ + s₂) + s₃) + … of float32 chains of 256, as the oneDNN path's slices and sum post-op.
 //
-// Cache: a thread takes a 256 × 256 block of G (columns j, rows i ≤ j's tile), loops over the
-// depth slices, and in each over its 8-row j blocks and the panels of its rows i up to the
-// diagonal: one slice of the block's panels (256 KB) and its part of G (256 KB) stay in L2.
+// Cache: a thread takes a block of G of 256 columns j × 288 rows i (those up to the diagonal),
+// loops over the depth slices, and in each over its 8-column blocks and, for each, the panels of
+// its rows i up to the diagonal: one slice of the block's panels (272 KB) and its part of G
+// (288 KB) stay in L2 (1 MB on Zen 4), a register block's slice of its three panels (24 KB) in L1.
+// Nothing in the kernel depends on the thread count: each entry's sum is the same on any.
 #include "metric/bf16_gram_kernel.hpp"
 
 #include <algorithm>

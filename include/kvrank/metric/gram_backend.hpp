@@ -10,12 +10,13 @@
 //               exact in float32 and the sums accumulate in float32, so the Gram equals the f32
 //               path's up to summation order (about 1e-7 relative); bases built by products (MLA,
 //               LRKV) are not bf16 and take the f32 path. The kernels treat subnormal bf16 inputs
-//               (|x| < 1.2e-38) as 0. Two kernels, the same sums bit for bit (measured: 4096²,
-//               2304², 1024 × 4096):
+//               (|x| < 1.2e-38) as 0. Two kernels, the same sums bit for bit (the same float32
+//               chains in the same order; tests/metric/bf16_gram_kernel_test.cpp checks it):
 //                 kvrank's own (metric/bf16_gram_kernel.hpp) where the CPU has AVX512-BF16 and
 //                 oneDNN no AMX kernels: vdpbf16ps register blocks of 8 × 48 entries, only those
-//                 on or above the diagonal. On the Zen 4 EPYC it takes 0.82–0.92× the time of
-//                 oneDNN's tiles (1 thread, docs/performance.md).
+//                 on or above the diagonal. On the Zen 4 EPYC (1 thread, kvrank_bench_bf16_gram)
+//                 it takes 0.89–0.90× the time of oneDNN's tiles at 4096², 0.88–0.93× at 2304²,
+//                 0.81–0.83× for 1024 rows over 4096 columns (docs/performance.md).
 //                 oneDNN's matmul with AMX (its tile products), or when `bf16-onednn` asks: column
 //                 tiles of 256, the slices added into the tile by oneDNN's sum post-op, each
 //                 tile's diagonal block computed whole.
@@ -36,18 +37,19 @@
 //               (onednn_f32_in_auto()). bf16 Grams where the basis is bf16-exact, the Gram is not
 //               tiny and the CPU has AMX or is AMD's (bf16_gram_in_auto()), else f32. The bf16
 //               kernel beats the f32 SSYRK with AMX, and on AMD's AVX512-BF16 (Zen 4 EPYC: 1.65×
-//               OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2 one); on Intel's AVX512-BF16 without AMX
-//               it is 2–3× slower than OpenBLAS's AVX-512 SSYRK (5th-generation Xeon), so float32
-//               keeps it there (the measurements: docs/performance.md, docs/choices.md).
+//               OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2 one, measured on oneDNN's kernel); on
+//               Intel's AVX512-BF16 without AMX oneDNN's was 2–3× slower than OpenBLAS's AVX-512
+//               SSYRK (5th-generation Xeon; kvrank's own was not measured there), so float32 keeps
+//               it there (the measurements: docs/performance.md, docs/choices.md).
 //   f32         always f32 (the fallback, e.g. to compare the others with)
 //   bf16        bf16 for every bf16-exact basis, f32 for the others; an error when this build or
 //               CPU has no bf16 kernel
 //   bf16-onednn as bf16, on oneDNN's matmul even where kvrank's own kernel would run (to compare)
 //   onednn-f32  onednn-f32 for every float32 product; an error when this build has no oneDNN or
 //               oneDNN has no AVX2 kernels on this CPU
-// The oneDNN kernels run on oneDNN's OpenMP threads, i.e. on kvrank's own pool, so `--threads N`
-// (set_compute_threads) bounds them too; inside one of kvrank's parallel loops they run on the
-// calling thread alone.
+// The oneDNN kernels (and kvrank's bf16 kernel) run on OpenMP's threads, i.e. on kvrank's own pool,
+// so `--threads N` (set_compute_threads) bounds them too; inside one of kvrank's parallel loops
+// they run on the calling thread alone.
 #pragma once
 
 #include <string>
