@@ -124,3 +124,20 @@ TEST_CASE("bf16 kernel: a basis with a value that is not a bfloat16 is refused, 
     CHECK((gram.array() == 7.0f).all());
   }
 }
+
+TEST_CASE("bf16 kernel: subnormal bf16 values count as zeros, as documented", "[.bf16_kernel]") {
+  REQUIRE(detail::bf16_kernel_supported());
+  std::mt19937 rng(43);
+  RowMatrixF basis = bf16_basis(20, 70, rng);
+  basis.row(1) *= 0x1p60f;  // large enough that a subnormal's product with them would show
+  RowMatrixF zeroed = basis;
+  for (Index k = 0; k < basis.cols(); ++k) {  // row 0: subnormal bf16s, |x| from 9.2e-41 to 1.2e-38
+    const auto bits = static_cast<std::uint32_t>(((k * 37) % 0x7F + 1) << 16);
+    basis(0, k) = std::bit_cast<float>(bits | (k % 2 == 0 ? 0x80000000u : 0u));
+    zeroed(0, k) = 0.0f;
+  }
+  const MatrixF gram = kernel_gram(basis);
+  CHECK(gram(0, 0) == 0.0f);
+  CHECK(gram(0, 1) == 0.0f);  // 2⁻¹³³ · 2⁶⁰ and more, were they not zeros
+  CHECK(same_upper_bits(gram, kernel_gram(zeroed)));
+}
