@@ -26,12 +26,10 @@
 #include <vector>
 
 #include "bench_flags.hpp"
+#include "onednn_square.hpp"
 
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
-#endif
-#ifdef KVRANK_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -64,32 +62,9 @@ double fastest(const std::function<void()>& product) {
 /// Seconds of one n × n × n oneDNN matmul with inputs of `type` and a float32 result; negative when
 /// this oneDNN has no kernel for it here.
 double time_onednn(long n, dnnl::memory::data_type type) {
-  using dnnl::memory;
-  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(engine);
-  const memory::desc a_desc({n, n}, type, memory::format_tag::ab);
-  const memory::desc b_desc({n, n}, type, memory::format_tag::ab);
-  const memory::desc c_desc({n, n}, memory::data_type::f32, memory::format_tag::ab);
   try {
-#if DNNL_VERSION_MAJOR >= 3
-    const dnnl::matmul::primitive_desc descriptor(engine, a_desc, b_desc, c_desc);
-#else
-    const dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(a_desc, b_desc, c_desc),
-                                                  engine);
-#endif
-    // 0x3F80 (bf16) and 0x3C00 (f16) are 1.0: the values do not change the time.
-    const std::uint16_t one = type == memory::data_type::bf16 ? 0x3F80 : 0x3C00;
-    std::vector<std::uint16_t> a(static_cast<std::size_t>(n * n), one), b(a);
-    std::vector<float> c(static_cast<std::size_t>(n * n));
-    memory a_memory(a_desc, engine, a.data()), b_memory(b_desc, engine, b.data());
-    memory c_memory(c_desc, engine, c.data());
-    const dnnl::matmul product(descriptor);
-    return fastest([&] {
-      product.execute(
-          stream,
-          {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, c_memory}});
-      stream.wait();
-    });
+    kvrank_bench::OnednnSquare square(n, type);
+    return fastest([&] { square.seconds(); });
   } catch (const dnnl::error&) {
     return -1;
   }

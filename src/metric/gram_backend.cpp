@@ -22,6 +22,7 @@
 #include "base/pages.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/memory_limit.hpp"
+#include "metric/bf16_gram_kernel.hpp"
 #include "metric/blas.hpp"
 #include "metric/thread_pool.hpp"
 
@@ -45,10 +46,15 @@ constexpr double kMinAutoWork = 256.0 * 256.0 * 256.0;
 // -1: not chosen yet (read KVRANK_GRAM_BACKEND at the first use); else a GramBackend.
 std::atomic<int> chosen_backend{-1};
 
+/// The bf16 backends: bf16 Grams for bf16-exact bases (`bf16-onednn`: on oneDNN's matmul).
+bool is_bf16(GramBackend backend) {
+  return backend == GramBackend::bf16 || backend == GramBackend::bf16_onednn;
+}
+
 void require_supported(GramBackend backend, const std::string& origin) {
-  if (backend == GramBackend::bf16 && !bf16_gram_supported()) {
-    throw Error("", origin +
-                        "bf16: this kvrank has no bf16 Gram kernel (it needs oneDNN at build time "
+  if (is_bf16(backend) && !bf16_gram_supported()) {
+    throw Error("", origin + (backend == GramBackend::bf16 ? "bf16" : "bf16-onednn") +
+                        ": this kvrank has no bf16 Gram kernel (it needs oneDNN at build time "
                         "and a CPU with AVX512-BF16); use auto or f32");
   }
   if (backend == GramBackend::onednn_f32 && !onednn_f32_supported()) {
@@ -214,8 +220,13 @@ bool bf16_gram_chosen(Index m, Index d) {
   const GramBackend backend = gram_backend();
   if (backend == GramBackend::f32 || backend == GramBackend::onednn_f32 || !bf16_gram_supported())
     return false;
-  return backend == GramBackend::bf16 || (large_enough(m, d) && bf16_gram_in_auto());
+  return is_bf16(backend) || (large_enough(m, d) && bf16_gram_in_auto());
 }
+
+/// Whether the bf16 Grams run on kvrank's own kernel (bf16_gram_kernel.hpp) rather than oneDNN's
+/// matmul: where the CPU has AVX512-BF16 but oneDNN no AMX kernels (AMX's tile products are many
+/// times faster than any AVX-512 kernel), unless `bf16-onednn` asks for oneDNN.
+bool own_bf16_kernel();
 
 }  // namespace
 
@@ -223,10 +234,11 @@ GramBackend parse_gram_backend(std::string_view name) {
   if (name == "auto") return GramBackend::automatic;
   if (name == "f32") return GramBackend::f32;
   if (name == "bf16") return GramBackend::bf16;
+  if (name == "bf16-onednn") return GramBackend::bf16_onednn;
   if (name == "onednn-f32") return GramBackend::onednn_f32;
   throw Error("", std::string(kBackendVariable) +
-                      ": expected auto, f32, bf16 or onednn-f32, found \"" + std::string(name) +
-                      "\"");
+                      ": expected auto, f32, bf16, bf16-onednn or onednn-f32, found \"" +
+                      std::string(name) + "\"");
 }
 
 void set_gram_backend(GramBackend backend) {
@@ -279,6 +291,19 @@ bool bf16_gram_supported() {
 #endif
 }
 
+namespace {
+
+bool own_bf16_kernel() {
+#ifdef KVRANK_HAVE_DNNL
+  static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
+  return !amx && detail::bf16_kernel_supported() && gram_backend() != GramBackend::bf16_onednn;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
 bool bf16_gram_in_auto() {
 #ifdef KVRANK_HAVE_DNNL
   static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
@@ -309,7 +334,7 @@ bool float_products_on_onednn() {
 std::string gram_backend_description() {
   const GramBackend backend = gram_backend();
   const bool automatic = backend == GramBackend::automatic;
-  const bool bf16 = backend == GramBackend::bf16 || (automatic && bf16_gram_in_auto());
+  const bool bf16 = is_bf16(backend) || (automatic && bf16_gram_in_auto());
   // Whether a model's Grams take bf16 depends on its weights: gram_kernel_description() says.
   if (float_products_on_onednn()) {
     return automatic ? "float32 products on oneDNN (onednn-f32: the BLAS runs generic kernels here)"
@@ -323,11 +348,13 @@ std::string gram_backend_description() {
 
 std::string gram_kernel_description(Index m, Index d, bool bf16_values) {
   const bool bf16 = bf16_gram_chosen(m, d);
-  if (bf16 && bf16_values) return "bf16 Grams on oneDNN";
+  if (bf16 && bf16_values) {
+    return own_bf16_kernel() ? "bf16 Grams (kvrank's AVX512-BF16 kernel)" : "bf16 Grams on oneDNN";
+  }
   const std::string float32 = float_products_on_onednn() ? "float32 Grams on oneDNN (onednn-f32)"
                                                          : "float32 Grams (SYRK) on the BLAS";
   // A float32 basis whose every value is a bfloat16 still takes the bf16 kernel (is_bf16_exact).
-  return bf16 ? float32 + "; bf16 on oneDNN only for bases of bfloat16 values" : float32;
+  return bf16 ? float32 + "; bf16 only for bases of bfloat16 values" : float32;
 }
 
 bool is_bf16_exact(const RowMatrixF& rows) noexcept {
@@ -342,6 +369,7 @@ bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   const Index d = basis.cols();
   if (!bf16_gram_chosen(m, d)) return false;
 #ifdef KVRANK_HAVE_DNNL
+  if (own_bf16_kernel()) return detail::bf16_kernel_gram_upper(basis, gram);
   // Per-thread buffer, reused layer after layer (as diversity.cpp's Gram workspaces).
   thread_local std::vector<std::uint16_t> packed;
   if (!pack_bf16(basis, packed)) return false;
@@ -375,7 +403,7 @@ std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
 #ifdef KVRANK_HAVE_DNNL
   if (detail::available_threads() < 2 || m < 1 || d < 1) return {};
   const bool bf16 = bf16_values && bf16_gram_chosen(m, d);
-  if (!bf16 && !float_products_on_onednn()) return {};
+  if (bf16 ? own_bf16_kernel() : !float_products_on_onednn()) return {};  // nothing to compile
   // Under a memory limit the compute threads were sized to it (memory_limit.hpp), and this thread
   // takes more: a stack and a malloc arena (72 MiB), its first product's buffers, and what oneDNN
   // takes to compile (as much as diversity.cpp sets aside for oneDNN on a layer's first thread).

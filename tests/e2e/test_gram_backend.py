@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end: the Gram backends (include/kvrank/metric/gram_backend.hpp) on BF16 checkpoints of three dense
 layouts (llama GQA, gpt2's transposed fused c_attn, falcon's grouped fused query_key_value), written
-by tests/writers/write_family_checkpoints.py. KVRANK_GRAM_BACKEND=bf16 (the oneDNN kernel), =f32 (the
-OpenBLAS fallback) and =auto must each match scripts/reference.py, and bf16 must match f32 to 1e-5
-relative; a wrong value of the variable is a usage error. Where this build or CPU has no bf16 kernel,
+by tests/writers/write_family_checkpoints.py. KVRANK_GRAM_BACKEND=bf16 (kvrank's AVX512-BF16 kernel
+or, with AMX, oneDNN's), =f32 (the OpenBLAS fallback) and =auto must each match
+scripts/reference.py, bf16 must match f32 to 1e-5 relative, and =bf16-onednn (oneDNN's kernel) must
+give bf16's very results (the same float32 sums); a wrong value of the variable is a usage error. Where this build or CPU has no bf16 kernel,
 asking for it must fail with the documented message, and the comparison is reported as skipped.
 KVRANK_GRAM_BACKEND=onednn-f32 (every float32 product on oneDNN) must match f32 to 1e-6 relative on
 dense and latent (MLA, LRKV) checkpoints, and be what auto does where OpenBLAS runs generic kernels.
@@ -11,6 +12,7 @@ dense and latent (MLA, LRKV) checkpoints, and be what auto does where OpenBLAS r
 Run from the repository root: python3 tests/e2e/test_gram_backend.py path/to/kvrank
 """
 import collections
+import itertools
 import json
 import os
 import subprocess
@@ -127,6 +129,7 @@ class GramBackends(unittest.TestCase):
                     continue
                 bf16 = analyze(out, "bf16")
                 self.check_metrics(bf16, f32, f"{family} bf16 vs f32")
+                self.assertEqual(analyze(out, "bf16-onednn"), bf16, f"{family} bf16-onednn")
                 self.check_metrics(analyze(out, "bf16", threads=1), bf16, f"{family} bf16 1 thread")
                 if with_reference:
                     expected = [{"repr": r, "layers": reference.cmd_heads(os.path.join(ref, r + ".npz"))}
@@ -205,9 +208,11 @@ class GramBackends(unittest.TestCase):
         # product more than on one thread, the same implementation, shape and layouts as the
         # Gram's first (so its kernel is the one compiled); none on a latent model, whose bases are
         # float32 products that take the BLAS. ONEDNN_VERBOSE lists every product, on stdout.
-        def onednn_products(path, threads, tmp):
+        # bf16-onednn: the bf16 Grams on oneDNN even where kvrank's own kernel (nothing to compile,
+        # no oneDNN product at all) would take them.
+        def onednn_products(path, threads, tmp, backend="bf16-onednn"):
             result = run(["analyze", path, "--format", "json", "-o", os.path.join(tmp, "r.json")],
-                         "bf16", threads, ONEDNN_VERBOSE="1")
+                         backend, threads, ONEDNN_VERBOSE="1")
             self.assertEqual(result.returncode, 0, result.stderr)
             fields = [line.split(",") for line in result.stdout.splitlines()
                       if line.startswith("onednn_verbose,")]
@@ -226,32 +231,41 @@ class GramBackends(unittest.TestCase):
             self.assertEqual(collections.Counter(two_threads),
                              collections.Counter(one_thread + one_thread[:1]))
             self.assertEqual(onednn_products(os.path.join(harness.TINY, "mla"), 2, tmp), [])
+            own = "kvrank's" in run(["-v", "analyze", dense, "--format", "json", "-o",
+                                     os.path.join(tmp, "r.json")], "bf16").stderr
+            self.assertEqual(onednn_products(dense, 2, tmp, "bf16") == [], own)
 
     def test_verbose_names_the_kernel_that_forms_the_grams(self):
         # -v names each model's Gram kernel from its weights: bf16 Grams only for BF16 weights; F16
         # and F32 values are not bfloat16s and take the float32 SYRK on the BLAS, as oneDNN's own
-        # log confirms (no product on oneDNN). It once said "bf16 Grams" for every model.
+        # log confirms (no product on oneDNN). It once said "bf16 Grams" for every model. bf16
+        # names its kernel, oneDNN's or kvrank's own (no oneDNN product); bf16-onednn is oneDNN's.
         with tempfile.TemporaryDirectory() as tmp:
             paths = {}
             for dtype in ("BF16", "F16", "F32"):
                 paths[dtype] = os.path.join(tmp, dtype)
                 writer.write_family("llama", paths[dtype], paths[dtype] + "_ref", dtype=dtype,
                                     seed=5, layers=1, heads=4, head_dim=40, d_model=320)
-            backend = "bf16" if bf16_kernel_available(paths["BF16"]) else "f32"
-            for dtype, path in paths.items():
+            kernel = bf16_kernel_available(paths["BF16"])
+            for backend, dtype in itertools.product(["bf16-onednn", "bf16"] if kernel else ["f32"],
+                                                    paths):
+                path = paths[dtype]
                 result = run(["-v", "analyze", path, "--format", "json", "-o",
                               os.path.join(tmp, "r.json")], backend, 1, ONEDNN_VERBOSE="1")
                 self.assertEqual(result.returncode, 0, result.stderr)
-                on_bf16 = backend == "bf16" and dtype == "BF16"
+                on_bf16 = backend != "f32" and dtype == "BF16"
                 said = [line for line in result.stderr.splitlines() if "Grams" in line]
-                want = f"kvrank: debug: {path}: {dtype} weights: " + (
-                    "bf16 Grams on oneDNN" if on_bf16 else "float32 Grams (SYRK) on the BLAS")
                 self.assertEqual(len(said), 1, result.stderr)
+                own = said[0].endswith("bf16 Grams (kvrank's AVX512-BF16 kernel)")
+                self.assertFalse(own and backend != "bf16", said)
+                want = f"kvrank: debug: {path}: {dtype} weights: " + (
+                    "float32 Grams (SYRK) on the BLAS" if not on_bf16 else
+                    "bf16 Grams (kvrank's" if own else "bf16 Grams on oneDNN")
                 self.assertTrue(said[0].startswith(want), (said, want))
                 self.assertEqual(result.stderr.count("bf16 Grams"), int(on_bf16), result.stderr)
                 products = [line for line in result.stdout.splitlines()
                             if line.startswith("onednn_verbose,") and ",exec," in line]
-                self.assertEqual(bool(products), on_bf16, (dtype, products[:2]))
+                self.assertEqual(bool(products), on_bf16 and not own, (dtype, products[:2]))
 
     def test_wrong_backend_name_is_a_usage_error(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -261,7 +275,7 @@ class GramBackends(unittest.TestCase):
             self.assertEqual(result.returncode, 2, result.stderr)
             self.assertEqual(result.stdout, "")
             self.assertEqual(result.stderr, "kvrank: error: KVRANK_GRAM_BACKEND: expected auto, f32, "
-                                            "bf16 or onednn-f32, found \"fast\"\n")
+                                            "bf16, bf16-onednn or onednn-f32, found \"fast\"\n")
 
 
 if __name__ == "__main__":

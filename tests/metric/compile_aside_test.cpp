@@ -28,9 +28,14 @@ bool starts_aside() {
 TEST_CASE("the kernels are compiled aside under a memory limit with room, not without",
           "[memory_limit]") {
   set_compute_threads(2);
+  const GramBackend saved_backend = gram_backend();
+  // oneDNN's bf16 kernels to compile, where kvrank's own bf16 kernel (nothing to compile) would
+  // run.
+  if (bf16_gram_supported()) set_gram_backend(GramBackend::bf16_onednn);
   const bool unlimited = starts_aside();
   if (!unlimited) {
     set_compute_threads(0);
+    set_gram_backend(saved_backend);
     SUCCEED("no oneDNN Gram kernel to compile here (no oneDNN, no bf16 kernel, or one thread)");
     return;
   }
@@ -50,5 +55,6 @@ TEST_CASE("the kernels are compiled aside under a memory limit with room, not wi
   const bool without_room = starts_aside();
   ::unsetenv(kMemoryLimitVariable);
   set_compute_threads(0);
+  set_gram_backend(saved_backend);
   CHECK_FALSE(without_room);
 }

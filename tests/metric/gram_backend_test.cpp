@@ -97,11 +97,11 @@ TEST_CASE("gram backend: names, and the message for a wrong one", "[gram]") {
   CHECK(parse_gram_backend("auto") == GramBackend::automatic);
   CHECK(parse_gram_backend("f32") == GramBackend::f32);
   CHECK(parse_gram_backend("bf16") == GramBackend::bf16);
+  CHECK(parse_gram_backend("bf16-onednn") == GramBackend::bf16_onednn);
   CHECK(parse_gram_backend("onednn-f32") == GramBackend::onednn_f32);
-  CHECK_THROWS_MATCHES(
-      parse_gram_backend("fp16"), Error,
-      Catch::Matchers::Message("KVRANK_GRAM_BACKEND: expected auto, f32, bf16 or onednn-f32, "
-                               "found \"fp16\""));
+  CHECK_THROWS_MATCHES(parse_gram_backend("fp16"), Error,
+                       Catch::Matchers::Message("KVRANK_GRAM_BACKEND: expected auto, f32, bf16, "
+                                                "bf16-onednn or onednn-f32, found \"fp16\""));
 }
 
 TEST_CASE("gram backend: bf16-exact means every low half is zero", "[gram]") {
@@ -213,7 +213,7 @@ TEST_CASE("gram backend: a bf16 Gram formed while its kernels are compiled aside
   const RowMatrixF basis =
       bf16_rows(600, 300, rng);  // a depth slice of a longer row: as in a model
   const MatrixD f32 = gram_with(GramBackend::f32, basis);
-  set_gram_backend(GramBackend::bf16);
+  set_gram_backend(GramBackend::bf16_onednn);  // kvrank's own bf16 kernel compiles nothing
   std::jthread kernels = compile_gram_kernels_aside(basis.rows(), basis.cols(), true);
   CHECK(kernels.joinable());
   const MatrixD bf16 = basis_gram(basis);  // while the kernels may still be compiled
@@ -231,6 +231,10 @@ TEST_CASE("gram backend: no thread compiles kernels that no Gram will run or wit
   CHECK_FALSE(compile_gram_kernels_aside(768, 768, false).joinable());
   if (!bf16_gram_supported()) return;
   set_gram_backend(GramBackend::bf16);
+  const bool own_kernel =
+      gram_kernel_description(768, 768, true).find("kvrank's") != std::string::npos;
+  CHECK(compile_gram_kernels_aside(768, 768, true).joinable() == !own_kernel);  // own: compiled
+  set_gram_backend(GramBackend::bf16_onednn);
   CHECK_FALSE(compile_gram_kernels_aside(768, 768, false).joinable());  // float32 values: the BLAS
   CHECK(compile_gram_kernels_aside(768, 768, true).joinable());
   set_compute_threads(1);

@@ -2,15 +2,24 @@
 //
 //   f32         OpenBLAS SSYRK on the float32 rows (Eigen's product without OpenBLAS). Always
 //               available.
-//   bf16        oneDNN matmul bf16 × bf16 → f32 (AVX512-BF16 or AMX kernels), only the upper
-//               triangle, in column tiles, the depth in slices of 256 added into the tile (one
-//               float32 chain over all of d was 4× the SSYRK's error over 2304 columns). Used for a
-//               basis whose every value is exactly a bfloat16 — rows read from BF16 or FP8 (E4M3,
-//               E5M2) tensors without scaling, which covers the dense families of bf16 checkpoints.
-//               Products of two bf16 values are exact in float32 and the sums accumulate in
-//               float32, so the Gram equals the f32 path's up to summation order (about 1e-7
-//               relative); bases built by products (MLA, LRKV) are not bf16 and take the f32 path.
-//               The kernels treat subnormal bf16 inputs (|x| < 1.2e-38) as 0.
+//   bf16        bf16 × bf16 → f32 products, only the upper triangle, the depth in slices of 256
+//               each summed from zero and added into G (one float32 chain over all of d was 4× the
+//               SSYRK's error over 2304 columns). Used for a basis whose every value is exactly a
+//               bfloat16 — rows read from BF16 or FP8 (E4M3, E5M2) tensors without scaling, which
+//               covers the dense families of bf16 checkpoints. Products of two bf16 values are
+//               exact in float32 and the sums accumulate in float32, so the Gram equals the f32
+//               path's up to summation order (about 1e-7 relative); bases built by products (MLA,
+//               LRKV) are not bf16 and take the f32 path. The kernels treat subnormal bf16 inputs
+//               (|x| < 1.2e-38) as 0. Two kernels, the same sums bit for bit (the same float32
+//               chains in the same order; tests/metric/bf16_gram_kernel_test.cpp checks it):
+//                 kvrank's own (metric/bf16_gram_kernel.hpp) where the CPU has AVX512-BF16 and
+//                 oneDNN no AMX kernels: vdpbf16ps register blocks of 8 × 48 entries, only those
+//                 on or above the diagonal. On the Zen 4 EPYC (1 thread, kvrank_bench_bf16_gram)
+//                 it takes 0.89–0.90× the time of oneDNN's tiles at 4096², 0.88–0.93× at 2304²,
+//                 0.81–0.83× for 1024 rows over 4096 columns (docs/performance.md).
+//                 oneDNN's matmul with AMX (its tile products), or when `bf16-onednn` asks: column
+//                 tiles of 256, the slices added into the tile by oneDNN's sum post-op, each
+//                 tile's diagonal block computed whole.
 //   onednn-f32  oneDNN's float32 GEMM (its own AVX2 / AVX-512 kernels, chosen from the CPU's
 //               feature bits) on the float32 rows, upper triangle in column tiles — the f32 path's
 //               products, summed in another order (about 1e-7 relative). It also takes the other
@@ -21,23 +30,26 @@
 //               double-precision LAPACK steps stay on OpenBLAS.
 //
 // Selection, for the whole process: set_gram_backend(), or the environment variable
-//   KVRANK_GRAM_BACKEND=auto|f32|bf16|onednn-f32   (read once, at the first Gram; default auto)
+//   KVRANK_GRAM_BACKEND=auto|f32|bf16|bf16-onednn|onednn-f32   (read once, at the first Gram;
+//   default auto)
 //   auto        where OpenBLAS runs generic kernels (or there is no OpenBLAS) and oneDNN has AVX2
 //               or better kernels here: every float32 product on onednn-f32
 //               (onednn_f32_in_auto()). bf16 Grams where the basis is bf16-exact, the Gram is not
 //               tiny and the CPU has AMX or is AMD's (bf16_gram_in_auto()), else f32. The bf16
 //               kernel beats the f32 SSYRK with AMX, and on AMD's AVX512-BF16 (Zen 4 EPYC: 1.65×
-//               OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2 one); on Intel's AVX512-BF16 without AMX
-//               it is 2–3× slower than OpenBLAS's AVX-512 SSYRK (5th-generation Xeon), so float32
-//               keeps it there (the measurements: docs/performance.md, docs/choices.md).
+//               OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2 one, measured on oneDNN's kernel); on
+//               Intel's AVX512-BF16 without AMX oneDNN's was 2–3× slower than OpenBLAS's AVX-512
+//               SSYRK (5th-generation Xeon; kvrank's own was not measured there), so float32 keeps
+//               it there (the measurements: docs/performance.md, docs/choices.md).
 //   f32         always f32 (the fallback, e.g. to compare the others with)
 //   bf16        bf16 for every bf16-exact basis, f32 for the others; an error when this build or
 //               CPU has no bf16 kernel
+//   bf16-onednn as bf16, on oneDNN's matmul even where kvrank's own kernel would run (to compare)
 //   onednn-f32  onednn-f32 for every float32 product; an error when this build has no oneDNN or
 //               oneDNN has no AVX2 kernels on this CPU
-// The oneDNN kernels run on oneDNN's OpenMP threads, i.e. on kvrank's own pool, so `--threads N`
-// (set_compute_threads) bounds them too; inside one of kvrank's parallel loops they run on the
-// calling thread alone.
+// The oneDNN kernels (and kvrank's bf16 kernel) run on OpenMP's threads, i.e. on kvrank's own pool,
+// so `--threads N` (set_compute_threads) bounds them too; inside one of kvrank's parallel loops
+// they run on the calling thread alone.
 #pragma once
 
 #include <string>
@@ -48,14 +60,15 @@
 
 namespace kvrank {
 
-enum class GramBackend { automatic, f32, bf16, onednn_f32 };
+enum class GramBackend { automatic, f32, bf16, onednn_f32, bf16_onednn };
 
-/// "auto", "f32", "bf16" or "onednn-f32"; anything else throws kvrank::Error naming
+/// "auto", "f32", "bf16", "bf16-onednn" or "onednn-f32"; anything else throws kvrank::Error naming
 /// KVRANK_GRAM_BACKEND.
 GramBackend parse_gram_backend(std::string_view name);
 
-/// Chooses the backend (overrides KVRANK_GRAM_BACKEND). Throws kvrank::Error for `bf16` when
-/// bf16_gram_supported() is false, for `onednn-f32` when onednn_f32_supported() is false.
+/// Chooses the backend (overrides KVRANK_GRAM_BACKEND). Throws kvrank::Error for `bf16` and
+/// `bf16-onednn` when bf16_gram_supported() is false, for `onednn-f32` when onednn_f32_supported()
+/// is false.
 void set_gram_backend(GramBackend backend);
 
 /// The backend in force: the last set_gram_backend(), else KVRANK_GRAM_BACKEND, else automatic.
@@ -63,7 +76,8 @@ void set_gram_backend(GramBackend backend);
 GramBackend gram_backend();
 
 /// True when kvrank was built with oneDNN and this CPU runs its bf16 kernels natively (oneDNN's
-/// effective ISA includes AVX512-BF16; ONEDNN_MAX_CPU_ISA can lower it).
+/// effective ISA includes AVX512-BF16; ONEDNN_MAX_CPU_ISA can lower it, for kvrank's own bf16
+/// kernel too).
 bool bf16_gram_supported();
 
 /// Whether `auto` takes the bf16 kernel for a large enough bf16-exact basis: bf16_gram_supported()
@@ -88,10 +102,11 @@ bool float_products_on_onednn();
 /// gram_kernel_description()'s.
 std::string gram_backend_description();
 
-/// What forms the Grams of an m × d basis under the backend in force, for `-v`: "bf16 Grams on
-/// oneDNN" where its values are bfloat16s (`bf16_values`: read from BF16 weights) and the bf16
-/// kernel takes that shape; else the float32 product that runs (the SYRK on the BLAS, or oneDNN's
-/// onednn-f32), noting where bf16 would take a basis of bfloat16 values.
+/// What forms the Grams of an m × d basis under the backend in force, for `-v`: "bf16 Grams
+/// (kvrank's AVX512-BF16 kernel)" or "bf16 Grams on oneDNN" where its values are bfloat16s
+/// (`bf16_values`: read from BF16 weights) and the bf16 kernel takes that shape; else the float32
+/// product that runs (the SYRK on the BLAS, or oneDNN's onednn-f32), noting where bf16 would take a
+/// basis of bfloat16 values.
 std::string gram_kernel_description(Index m, Index d, bool bf16_values);
 
 /// True when every value of `rows` is exactly representable in bfloat16 (low 16 bits zero).
@@ -118,9 +133,10 @@ bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 /// kernels in the first product of a process — 3.5 ms on the development machine, while the other
 /// threads wait — so the analysis starts this as it opens a checkpoint, and reads the first layer
 /// meanwhile. Returns an empty (not joinable) thread when there is nothing to gain: fewer than 2
-/// threads available, no oneDNN kernel for such a Gram under the backend in force, no oneDNN in
-/// this build; and where a memory limit leaves no room for the thread and what oneDNN takes to
-/// compile (memory_limit.hpp; the room is promised to it while it runs).
+/// threads available, no oneDNN kernel for such a Gram under the backend in force (the bf16 Grams
+/// on kvrank's own kernel: nothing to compile), no oneDNN in this build; and where a memory limit
+/// leaves no room for the thread and what oneDNN takes to compile (memory_limit.hpp; the room is
+/// promised to it while it runs).
 /// The thread gives up silently on any failure, which the Gram then meets itself. The caller keeps
 /// it until the analysis ends (std::jthread joins when destroyed).
 std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values);

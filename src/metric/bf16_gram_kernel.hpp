@@ -1,0 +1,32 @@
+// Private: kvrank's own AVX512-BF16 kernel for the upper triangle of the Gram G = B·Bᵀ of a basis
+// whose every value is a bfloat16 (gram_backend.hpp's bf16 path), beside oneDNN's.
+//
+// The rows are packed once into panels of 16 rows in the pair-interleaved layout vdpbf16ps reads
+// (each 32-bit word holds one row's values at depth 2p and 2p + 1), and register blocks of 8
+// columns × 48 rows of G are formed by `_mm512_dpbf16_ps`, one row's pair broadcast against three
+// panels' words. Blocks wholly below the diagonal are skipped, so the diagonal costs ~nothing
+// extra. For accuracy the float32 accumulators restart at every depth slice of 256 and are added
+// into G at its end: the same summation as the oneDNN path's slices (docs/choices.md).
+//
+// Compiled for AVX512-BF16 per function (a target attribute), run only where the CPU has it:
+// the binary still runs on any x86-64.
+#pragma once
+
+#include "kvrank/base/eigen.hpp"
+
+namespace kvrank::detail {
+
+/// True when this build has the kernel (x86-64, GCC or Clang) and the CPU runs AVX512-BF16 (with
+/// AVX512-F/BW/VL, and the OS saving their registers).
+bool bf16_kernel_supported() noexcept;
+
+/// When every value of `basis` is exactly a bfloat16 and bf16_kernel_supported(): writes the upper
+/// triangle (diagonal included) of basis·basisᵀ into the column-major `gram`, sized m × m by the
+/// caller, and returns true. Entries just below the diagonal (at most 15 rows below it) may be
+/// written too, with their true values (the mirror's very bits). Otherwise returns false and leaves
+/// `gram` untouched. The threads: the 256 × 288 blocks of the triangle over OpenMP's (one thread
+/// inside a parallel region); the same bits on any number. Precondition: basis has at least one row
+/// and one column.
+bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram);
+
+}  // namespace kvrank::detail

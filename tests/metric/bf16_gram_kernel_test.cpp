@@ -1,0 +1,143 @@
+// Tests of kvrank's own AVX512-BF16 Gram kernel (src/metric/bf16_gram_kernel.cpp), called
+// directly: its upper triangle against the Gram in double on bases of awkward sizes (rows not a
+// multiple of its 16-row panels, 8 × 48 register blocks or 256 × 288 thread blocks, depths not a
+// multiple of a pair, of 32 or of the 256-deep slice, a single row or column), bit for bit against
+// oneDNN's bf16 Gram (the same float32 sums), the same bits on 1 and 2 threads, and a basis of
+// other values refused. Tagged [.bf16_kernel]: run as the ctest test unit.bf16_gram_kernel where
+// the CPU has AVX512-BF16 (tests/CMakeLists.txt), a visible skip elsewhere.
+#include "metric/bf16_gram_kernel.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <utility>
+
+#include "kvrank/metric/compute.hpp"
+#include "kvrank/metric/gram_backend.hpp"
+#include "support/catch.hpp"
+
+using namespace kvrank;
+
+namespace {
+
+/// Random normal rows rounded to bfloat16, with a few exact zeros and large and small magnitudes.
+RowMatrixF bf16_basis(Index rows, Index cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  RowMatrixF basis(rows, cols);
+  for (Index i = 0; i < basis.size(); ++i) {
+    const float value = i % 7 == 3 ? 0.0f : std::ldexp(normal(rng), i % 5 == 0 ? exponent(rng) : 0);
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+    basis.data()[i] = std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+  }
+  return basis;
+}
+
+/// The kernel's Gram into a matrix first filled with NaN (to see which entries it writes).
+MatrixF kernel_gram(const RowMatrixF& basis) {
+  MatrixF gram =
+      MatrixF::Constant(basis.rows(), basis.rows(), std::numeric_limits<float>::quiet_NaN());
+  REQUIRE(detail::bf16_kernel_gram_upper(basis, gram));
+  return gram;
+}
+
+bool same_upper_bits(const MatrixF& a, const MatrixF& b) {
+  for (Index j = 0; j < a.cols(); ++j) {
+    for (Index i = 0; i <= j; ++i) {
+      if (std::bit_cast<std::uint32_t>(a(i, j)) != std::bit_cast<std::uint32_t>(b(i, j)))
+        return false;
+    }
+  }
+  return true;
+}
+
+const std::pair<Index, Index> kAwkwardShapes[] = {
+    {1, 1},    {1, 9},   {5, 3},     {15, 31},   {16, 32},   {17, 33},  {47, 255},
+    {49, 257}, {300, 1}, {290, 513}, {600, 200}, {545, 767}, {64, 1024}};
+
+}  // namespace
+
+TEST_CASE("bf16 kernel: this CPU runs kvrank's AVX512-BF16 kernel", "[.bf16_kernel_probe]") {
+  REQUIRE(detail::bf16_kernel_supported());
+}
+
+TEST_CASE("bf16 kernel: the upper triangle equals the Gram in double to float32 round-off",
+          "[.bf16_kernel]") {
+  REQUIRE(detail::bf16_kernel_supported());
+  std::mt19937 rng(40);
+  for (const auto& [m, d] : kAwkwardShapes) {
+    INFO("basis " << m << " × " << d);
+    const RowMatrixF basis = bf16_basis(m, d, rng);
+    const MatrixF gram = kernel_gram(basis);
+    const MatrixD exact = basis.cast<double>() * basis.cast<double>().transpose();
+    double worst = 0;
+    for (Index j = 0; j < m; ++j) {
+      for (Index i = 0; i <= j; ++i) {
+        const double scale = std::sqrt(exact(i, i) * exact(j, j));
+        const double error = std::abs(gram(i, j) - exact(i, j));
+        worst = std::max(worst, scale > 0 ? error / scale : error);
+      }
+      // Below the diagonal: untouched, or the entry's true value (the mirror's very bits).
+      for (Index i = j + 1; i < m; ++i) {
+        if (!std::isnan(gram(i, j))) CHECK(gram(i, j) == gram(j, i));
+      }
+    }
+    // Slices of 256 summed in float32: a few units of 2⁻²⁴ of the entries' scale.
+    CHECK(worst <= 1e-6);
+  }
+}
+
+TEST_CASE("bf16 kernel: the same bits as oneDNN's bf16 Gram, on 1 and 2 threads",
+          "[.bf16_kernel]") {
+  REQUIRE(detail::bf16_kernel_supported());
+  std::mt19937 rng(41);
+  const GramBackend saved = gram_backend();
+  for (const auto& [m, d] : kAwkwardShapes) {
+    INFO("basis " << m << " × " << d);
+    const RowMatrixF basis = bf16_basis(m, d, rng);
+    set_compute_threads(1);
+    const MatrixF one_thread = kernel_gram(basis);
+    set_compute_threads(2);
+    CHECK(same_upper_bits(kernel_gram(basis), one_thread));
+    if (bf16_gram_supported()) {  // oneDNN's kernel: the same float32 sums in the same order
+      set_gram_backend(GramBackend::bf16_onednn);
+      MatrixF onednn(m, m);
+      REQUIRE(bf16_gram_upper(basis, onednn));
+      CHECK(same_upper_bits(onednn, one_thread));
+    }
+  }
+  set_compute_threads(0);
+  set_gram_backend(saved);
+}
+
+TEST_CASE("bf16 kernel: a basis with a value that is not a bfloat16 is refused, untouched",
+          "[.bf16_kernel]") {
+  REQUIRE(detail::bf16_kernel_supported());
+  std::mt19937 rng(42);
+  for (const auto& [row, col] : {std::pair<Index, Index>{0, 5}, {40, 0}, {299, 199}}) {
+    RowMatrixF basis = bf16_basis(300, 200, rng);
+    basis(row, col) = 1.0f + 0x1p-20f;  // a float32 with a non-zero low half
+    MatrixF gram = MatrixF::Constant(300, 300, 7.0f);
+    CHECK_FALSE(detail::bf16_kernel_gram_upper(basis, gram));
+    CHECK((gram.array() == 7.0f).all());
+  }
+}
+
+TEST_CASE("bf16 kernel: subnormal bf16 values count as zeros, as documented", "[.bf16_kernel]") {
+  REQUIRE(detail::bf16_kernel_supported());
+  std::mt19937 rng(43);
+  RowMatrixF basis = bf16_basis(20, 70, rng);
+  basis.row(1) *= 0x1p60f;  // large enough that a subnormal's product with them would show
+  RowMatrixF zeroed = basis;
+  for (Index k = 0; k < basis.cols(); ++k) {  // row 0: subnormal bf16s, |x| from 9.2e-41 to 1.2e-38
+    const auto bits = static_cast<std::uint32_t>(((k * 37) % 0x7F + 1) << 16);
+    basis(0, k) = std::bit_cast<float>(bits | (k % 2 == 0 ? 0x80000000u : 0u));
+    zeroed(0, k) = 0.0f;
+  }
+  const MatrixF gram = kernel_gram(basis);
+  CHECK(gram(0, 0) == 0.0f);
+  CHECK(gram(0, 1) == 0.0f);  // 2⁻¹³³ · 2⁶⁰ and more, were they not zeros
+  CHECK(same_upper_bits(gram, kernel_gram(zeroed)));
+}
