@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 
