@@ -147,6 +147,23 @@ KVRANK_BF16_TARGET std::uint32_t pack_full_panel(const float* rows, Index d, std
   return rest | (bf16 ? 0u : 1u);
 }
 
+/// The panels' geometry for an m × d basis (no words yet).
+Panels panel_shape(Index m, Index d) {
+  Panels panels;
+  panels.pairs = (d + 1) / 2;
+  // One line more per panel: a stride of a multiple of 4 KiB put every panel's pair p in the same
+  // L1 set.
+  panels.stride = panels.pairs * kPanelRows + kPanelRows;
+  panels.count = (m + kPanelRows - 1) / kPanelRows;
+  return panels;
+}
+
+/// Words the buffer holds: the panels, then the 16 pairs register_block prefetches ahead past the
+/// last one, and the alignment's slack.
+Index panel_words(const Panels& panels) {
+  return panels.count * panels.stride + kPrefetchPairs * kPanelRows + kPanelRows;
+}
+
 /// Packs `basis` into panels in `buffer` (64-byte aligned words); false when some value is not a
 /// bf16 (a float32 basis is usually caught by its first row, before the full pass).
 bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Panels& panels) {
@@ -155,14 +172,8 @@ bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Pa
   for (Index k = 0; k < d; ++k) {
     if ((float_bits(basis(0, k)) & 0xFFFFu) != 0) return false;
   }
-  panels.pairs = (d + 1) / 2;
-  // One line more per panel: a stride of a multiple of 4 KiB put every panel's pair p in the same
-  // L1 set.
-  panels.stride = panels.pairs * kPanelRows + kPanelRows;
-  panels.count = (m + kPanelRows - 1) / kPanelRows;
-  // Past the last panel: the 16 pairs register_block prefetches ahead, and the alignment's slack.
-  const auto words = static_cast<std::size_t>(panels.count * panels.stride +
-                                              kPrefetchPairs * kPanelRows + kPanelRows);
+  panels = panel_shape(m, d);
+  const auto words = static_cast<std::size_t>(panel_words(panels));
   if (buffer.capacity() < words) {
     buffer = std::vector<std::uint32_t>();
     buffer.reserve(words);
@@ -323,6 +334,15 @@ void bf16_triangle(const Panels& panels, Index m, float* gram) {
 #endif  // KVRANK_BF16_KERNEL
 
 }  // namespace
+
+std::uint64_t bf16_kernel_buffer_bytes(Index m, Index d) noexcept {
+#ifdef KVRANK_BF16_KERNEL
+  return static_cast<std::uint64_t>(panel_words(panel_shape(m, d))) * sizeof(std::uint32_t);
+#else
+  (void)m, (void)d;
+  return 0;
+#endif
+}
 
 bool bf16_kernel_supported() noexcept {
 #ifdef KVRANK_BF16_KERNEL

@@ -20,6 +20,9 @@ namespace kvrank::detail {
 /// AVX512-F/BW/VL, and the OS saving their registers).
 bool bf16_kernel_supported() noexcept;
 
+/// Bytes of the packed panels bf16_kernel_gram_upper() keeps (per thread) for an m × d basis.
+std::uint64_t bf16_kernel_buffer_bytes(Index m, Index d) noexcept;
+
 /// When every value of `basis` is exactly a bfloat16 and bf16_kernel_supported(): writes the upper
 /// triangle (diagonal included) of basis·basisᵀ into the column-major `gram`, sized m × m by the
 /// caller, and returns true. Entries just below the diagonal (at most 15 rows below it) may be

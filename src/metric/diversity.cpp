@@ -171,10 +171,11 @@ detail::LayerKernels backend_kernels() {
 /// workspaces).
 constexpr std::uint64_t kLayerSlack = 16 * kMiB;
 
-/// Bytes of buffers a Gram of `basis` allocates beyond `held`, on the BLAS and on oneDNN.
+/// Bytes of buffers a Gram of `basis` allocates beyond `held`, on the BLAS and on the faster
+/// kernels.
 struct GramBytes {
-  std::uint64_t own = 0;     ///< the Gram, a scaled copy of the basis, G·C_h for the other heads
-  std::uint64_t onednn = 0;  ///< the bf16 copy of the basis and a column tile per thread
+  std::uint64_t own = 0;      ///< the Gram, a scaled copy of the basis, G·C_h for the other heads
+  std::uint64_t kernels = 0;  ///< the bf16 Gram's buffers (or oneDNN's float32 tiles)
 };
 
 GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& held,
@@ -188,14 +189,18 @@ GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& 
     if (identity_slice_row(blocks, side.head_cols) < 0)
       bytes.own += m * static_cast<std::uint64_t>(side.head_cols) * 8;
   }
-  // The bf16 Gram's threads each form their column tiles in a buffer of their own
+  // kvrank's own bf16 kernel packs the basis into panels and writes the Gram in place; oneDNN's
+  // threads each form their column tiles in a buffer of their own, from a bf16 copy
   // (gram_backend.cpp).
-  bytes.onednn = m * n * 2 + threads * std::min<std::uint64_t>(256, m) * m * 4;
+  bytes.kernels = bf16_grams_on_own_kernel() && !float_products_on_onednn()
+                      ? detail::bf16_kernel_buffer_bytes(side.basis.rows(), side.basis.cols())
+                      : m * n * 2 + threads * std::min<std::uint64_t>(256, m) * m * 4;
   return bytes;
 }
 
 /// What runs a layer's float32 products: the backend in force (gram_backend.hpp), as long as the
-/// room under a memory limit holds what the layer allocates and what oneDNN may take; else the BLAS
+/// room under a memory limit holds what the layer allocates and what the faster kernels (the bf16
+/// Grams, oneDNN) may take; else the BLAS
 /// (whose buffers were mapped with the threads, compute.hpp). Throws kvrank::Error, naming the need
 /// and the limit, when not even the BLAS path fits: no library meets the limit in the middle of a
 /// product (memory_limit.hpp).
@@ -206,7 +211,10 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
   const auto threads = static_cast<std::uint64_t>(detail::available_threads());
   std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
-  std::uint64_t onednn = detail::kOnednnReserve + threads * detail::kOnednnPerThread;
+  // What oneDNN takes itself (kernels, scratchpads), where it runs any of the layer's products.
+  const bool onednn_runs = float_products_on_onednn() || !bf16_grams_on_own_kernel();
+  std::uint64_t kernels =
+      onednn_runs ? detail::kOnednnReserve + threads * detail::kOnednnPerThread : 0;
   const GramBytes left = gram_bytes(factors.left, scales.first, workspace.left_gram, threads);
   const GramBytes right =
       factors.symmetric ? GramBytes{}
@@ -216,16 +224,16 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   } else {
     own += left.own + right.own;
   }
-  onednn += left.onednn + right.onednn;
+  kernels += left.kernels + right.kernels;
   const GramBackend backend = gram_backend();
-  const bool onednn_wanted =
+  const bool kernels_wanted =
       float_products_on_onednn() ||
       (bf16_gram_supported() && backend != GramBackend::f32 && backend != GramBackend::onednn_f32);
-  if (onednn_wanted && memory_fits(own + onednn)) return backend_kernels();
+  if (kernels_wanted && memory_fits(own + kernels)) return backend_kernels();
   require_memory(own, "one layer's products (" + std::to_string(heads) + " heads of width " +
                           std::to_string(k) + " over " + std::to_string(factors.left.basis.cols()) +
                           " columns)");
-  if (!onednn_wanted) return backend_kernels();
+  if (!kernels_wanted) return backend_kernels();
   return {false, detail::FloatKernels::blas};  // the BLAS's buffers are mapped already
 }
 

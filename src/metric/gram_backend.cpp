@@ -223,11 +223,6 @@ bool bf16_gram_chosen(Index m, Index d) {
   return is_bf16(backend) || (large_enough(m, d) && bf16_gram_in_auto());
 }
 
-/// Whether the bf16 Grams run on kvrank's own kernel (bf16_gram_kernel.hpp) rather than oneDNN's
-/// matmul: where the CPU has AVX512-BF16 but oneDNN no AMX kernels (AMX's tile products are many
-/// times faster than any AVX-512 kernel), unless `bf16-onednn` asks for oneDNN.
-bool own_bf16_kernel();
-
 }  // namespace
 
 GramBackend parse_gram_backend(std::string_view name) {
@@ -291,18 +286,15 @@ bool bf16_gram_supported() {
 #endif
 }
 
-namespace {
-
-bool own_bf16_kernel() {
+bool bf16_grams_on_own_kernel() {
 #ifdef KVRANK_HAVE_DNNL
   static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
-  return !amx && detail::bf16_kernel_supported() && gram_backend() != GramBackend::bf16_onednn;
+  return !amx && bf16_gram_supported() && detail::bf16_kernel_supported() &&
+         gram_backend() != GramBackend::bf16_onednn;
 #else
   return false;
 #endif
 }
-
-}  // namespace
 
 bool bf16_gram_in_auto() {
 #ifdef KVRANK_HAVE_DNNL
@@ -349,7 +341,8 @@ std::string gram_backend_description() {
 std::string gram_kernel_description(Index m, Index d, bool bf16_values) {
   const bool bf16 = bf16_gram_chosen(m, d);
   if (bf16 && bf16_values) {
-    return own_bf16_kernel() ? "bf16 Grams (kvrank's AVX512-BF16 kernel)" : "bf16 Grams on oneDNN";
+    return bf16_grams_on_own_kernel() ? "bf16 Grams (kvrank's AVX512-BF16 kernel)"
+                                      : "bf16 Grams on oneDNN";
   }
   const std::string float32 = float_products_on_onednn() ? "float32 Grams on oneDNN (onednn-f32)"
                                                          : "float32 Grams (SYRK) on the BLAS";
@@ -369,7 +362,7 @@ bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   const Index d = basis.cols();
   if (!bf16_gram_chosen(m, d)) return false;
 #ifdef KVRANK_HAVE_DNNL
-  if (own_bf16_kernel()) return detail::bf16_kernel_gram_upper(basis, gram);
+  if (bf16_grams_on_own_kernel()) return detail::bf16_kernel_gram_upper(basis, gram);
   // Per-thread buffer, reused layer after layer (as diversity.cpp's Gram workspaces).
   thread_local std::vector<std::uint16_t> packed;
   if (!pack_bf16(basis, packed)) return false;
@@ -403,7 +396,8 @@ std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
 #ifdef KVRANK_HAVE_DNNL
   if (detail::available_threads() < 2 || m < 1 || d < 1) return {};
   const bool bf16 = bf16_values && bf16_gram_chosen(m, d);
-  if (bf16 ? own_bf16_kernel() : !float_products_on_onednn()) return {};  // nothing to compile
+  if (bf16 ? bf16_grams_on_own_kernel() : !float_products_on_onednn())
+    return {};  // nothing to compile
   // Under a memory limit the compute threads were sized to it (memory_limit.hpp), and this thread
   // takes more: a stack and a malloc arena (72 MiB), its first product's buffers, and what oneDNN
   // takes to compile (as much as diversity.cpp sets aside for oneDNN on a layer's first thread).

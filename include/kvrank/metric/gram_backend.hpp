@@ -93,6 +93,11 @@ bool onednn_f32_supported();
 /// its generic kernels (or kvrank has no OpenBLAS).
 bool onednn_f32_in_auto();
 
+/// Whether the bf16 Grams run on kvrank's own AVX512-BF16 kernel rather than oneDNN's matmul:
+/// bf16_gram_supported(), no AMX kernels in oneDNN (AMX's tile products are many times faster than
+/// any AVX-512 kernel), the CPU has the instruction, and `bf16-onednn` is not asked for.
+bool bf16_grams_on_own_kernel();
+
 /// Whether the float32 products of the metric (Grams, and metric/blas.hpp's GEMM, TRMM and SYRK)
 /// run on oneDNN under the backend in force: `onednn-f32`, or `auto` and onednn_f32_in_auto().
 bool float_products_on_onednn();
