@@ -8,12 +8,14 @@
 //   UᵀU
 //              (dpotrf), so Fᵀ Q F = (U F)ᵀ(U F) with U F upper triangular (dtrmm); then dgebrd and
 //              dqds on the bidiagonal (dlasq1)
-// each the fastest of --rounds passes over the heads (interleaved, one thread), on random heads of
-// L, R: --rows × --d Gaussian values rounded to bf16 ("plain"), the same with 4 columns of L scaled
-// by 1e-3 ("scaled"), and with L's last column its first plus 1e-7 noise ("near-deficient").
-// Agreement: max relative difference of σ to dsygv's and to a long double reference (Cholesky and
-// U F in long double, then Eigen's one-sided Jacobi SVD, accurate to high relative accuracy), over
-// σ ≥ 1e-8 σ_max and over σ ≥ 1e-4 σ_max.
+//   trmm       dsygv's steps with dsygst's U Q Uᵀ as two level-3 dtrmm, then dsytrd and dsterf
+// and the last steps alone on the same heads (dsterf against dpttrf + dlasq2 on one tridiagonal;
+// dgebrd and dlasq1 of U F), each the fastest of --rounds passes over the heads (interleaved, one
+// thread), on random heads of L, R: --rows × --d Gaussian values rounded to bf16 ("plain"), the
+// same with 4 columns of L scaled by 1e-3 ("scaled"), and with L's last column its first plus 1e-7
+// noise ("near-deficient"). Agreement: max relative difference of σ to dsygv's and to a long double
+// reference (Cholesky and U F in long double, then Eigen's one-sided Jacobi SVD, accurate to high
+// relative accuracy), over σ ≥ 1e-8 σ_max and over σ ≥ 1e-4 σ_max.
 //
 //   kvrank_bench_eigs --heads 8 --rounds 20 --d 128 --rows 4096
 #include <Eigen/Cholesky>
@@ -156,6 +158,27 @@ Sigmas tridiagonal_dqds(const Head& head) {
   return roots_descending({z.begin(), z.begin() + n});
 }
 
+/// dsygv's steps with dsygst's U Q Uᵀ formed by two level-3 dtrmm instead, then dsytrd, dsterf.
+Sigmas trmm_reduction(const Head& head) {
+  static std::vector<double> work;
+  const int n = static_cast<int>(head.p.rows());
+  MatrixD a = head.q, u = head.p;
+  std::vector<double> d(n), e(n), tau(n);
+  int info = 0;
+  dpotrf_("U", &n, u.data(), &n, &info, 1);
+  if (info != 0) return {};
+  cblas_dtrmm(CblasColMajor, CblasRight, CblasUpper, CblasTrans, CblasNonUnit, n, n, 1.0, u.data(),
+              n, a.data(), n);
+  cblas_dtrmm(CblasColMajor, CblasLeft, CblasUpper, CblasNoTrans, CblasNonUnit, n, n, 1.0, u.data(),
+              n, a.data(), n);
+  if (work.empty()) work.resize(static_cast<std::size_t>(64 * n));
+  const int lwork = static_cast<int>(work.size());
+  dsytrd_("U", &n, a.data(), &n, d.data(), e.data(), tau.data(), work.data(), &lwork, &info, 1);
+  dsterf_(&n, d.data(), e.data(), &info);
+  if (info != 0) return {};
+  return roots_descending(d);
+}
+
 /// σ as the singular values of the upper triangular U F.
 Sigmas triangular_svd(const Head& head) {
   static std::vector<double> work;
@@ -285,8 +308,9 @@ struct Route {
 const Route kRoutes[] = {{"dsygv", library_route},
                          {"cached", cached_dsygv},
                          {"dqds", tridiagonal_dqds},
-                         {"svd", triangular_svd}};
-constexpr int kRouteCount = 4;
+                         {"svd", triangular_svd},
+                         {"trmm", trmm_reduction}};
+constexpr int kRouteCount = 5;
 
 void run_kind(Kind kind, int count, int rounds, Index rows, Index d, std::mt19937& rng) {
   const std::vector<Head> heads = make_heads(kind, count, rows, d, rng);
