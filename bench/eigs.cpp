@@ -4,10 +4,9 @@
 //   cached     the same dsygv, its workspace asked once instead of on every call
 //   dqds       dpotrf, dsygst, dsytrd as dsygv does, then the tridiagonal T = L D Lᵀ (dpttrf) and
 //              its eigenvalues by dqds (dlasq2 on the qd array D_i, D_i l_i²) in place of dsterf
-//   svd        σ as singular values: P = F Fᵀ with F upper (Cholesky of P in reversed order), Q =
-//   UᵀU
-//              (dpotrf), so Fᵀ Q F = (U F)ᵀ(U F) with U F upper triangular (dtrmm); then dgebrd and
-//              dqds on the bidiagonal (dlasq1)
+//   svd        σ as singular values: P = F Fᵀ with F upper (Cholesky of P in reversed order),
+//              Q = UᵀU (dpotrf), so Fᵀ Q F = (U F)ᵀ(U F) with U F upper triangular (dtrmm); then
+//              dgebrd and dqds on the bidiagonal (dlasq1)
 //   trmm       dsygv's steps with dsygst's U Q Uᵀ as two level-3 dtrmm, then dsytrd and dsterf
 // and the last steps alone on the same heads (dsterf against dpttrf + dlasq2 on one tridiagonal;
 // dgebrd and dlasq1 of U F), each the fastest of --rounds passes over the heads (interleaved, one
