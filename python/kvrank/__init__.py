@@ -184,7 +184,7 @@ def check(current, baseline, *, metric="erank,erank_centered", abs_tol=0.05, rel
 
 
 def _figure_settings(metric, title, size, width, height, font_size, dpi, cols, share_y, ylim,
-                     legend, style, colour_map=None):
+                     legend, style, colour_map=None, head_order=None):
     """The figure options of `kvrank plot`, checked by the library as the command line's are."""
     settings = _kvrank.FigureSettings()
     settings.metric, settings.title = options.text("metric", metric), options.text("title", title)
@@ -202,6 +202,7 @@ def _figure_settings(metric, title, size, width, height, font_size, dpi, cols, s
     settings.legend = options.text("legend", legend)
     settings.style_file = "" if style is None else options.path("style", style)
     settings.colour_map = options.optional_text("colour_map", colour_map) or ""
+    settings.head_order = options.optional_text("head_order", head_order) or ""
     return settings
 
 
@@ -236,7 +237,7 @@ def _steps_panel(panels):
 def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=None,
          over_steps=None, panel_titles=None, size=None, width=None, height=None, font_size=None,
          dpi=None, cols=None, share_y=False, ylim=None, legend="below", style=None,
-         colour_map=None):
+         colour_map=None, head_order=None):
     """`kvrank plot`: one panel per input (a Results, a Tracker, a result JSON path, or a (title,
     Results) pair); with over_steps="layers", "mean" or "heatmap", the metric against the
     training step of the models of all inputs, one panel ("layers", "heatmap") or line ("mean")
@@ -246,12 +247,13 @@ def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=N
     options are the command line's: panel_titles (a list), size ("column" or "page"),
     width/height (inches), font_size (points), dpi (PNG), cols, share_y, ylim ("LOW,HIGH" or a
     pair), legend ("below", "right", "inside", "none"), style (a style file), colour_map
-    (heatmaps: "viridis", "rdbu" or "greys"). Returns the
+    (heatmaps: "viridis", "rdbu" or "greys"), head_order (the similarity heatmap's heads: "index"
+    or "cluster", similar heads side by side). Returns the
     Figure (its SVG text, which a notebook displays); with `output`, also writes it there (PNG or
     PDF through rsvg-convert when the name ends in .png or .pdf)."""
     with in_python_words():
         settings = _figure_settings(metric, title, size, width, height, font_size, dpi, cols,
-                                    share_y, ylim, legend, style, colour_map)
+                                    share_y, ylim, legend, style, colour_map, head_order)
         titles = [options.text("panel_titles", panel_title)
                   for panel_title in options.sequence("panel_titles", panel_titles or [])]
         layer = options.optional_integer("heatmap", heatmap)

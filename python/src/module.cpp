@@ -279,7 +279,8 @@ PYBIND11_MODULE(_kvrank, m) {
       .def_readwrite("ylim", &kvrank::FigureSettings::ylim)
       .def_readwrite("legend", &kvrank::FigureSettings::legend)
       .def_readwrite("style_file", &kvrank::FigureSettings::style_file)
-      .def_readwrite("colour_map", &kvrank::FigureSettings::colour_map);
+      .def_readwrite("colour_map", &kvrank::FigureSettings::colour_map)
+      .def_readwrite("head_order", &kvrank::FigureSettings::head_order);
 
   m.def("analyze", &analyze, py::arg("arguments"), py::arg("labels"), py::arg("steps"),
         py::arg("runs"), py::arg("selection"), py::arg("similarity"), py::arg("with_baseline"),

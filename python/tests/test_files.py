@@ -369,7 +369,9 @@ class FilesTest(harness.TestCase):
         result.save(self.path("gqa.json"))
         for extra, keywords in (([], {}), (["--heatmap", "1"], dict(heatmap=1)),
                                 (["--heatmap", "1", "--colour-map", "greys"],
-                                 dict(heatmap=1, colour_map="greys"))):
+                                 dict(heatmap=1, colour_map="greys")),
+                                (["--heatmap", "1", "--head-order", "cluster"],
+                                 dict(heatmap=1, head_order="cluster"))):
             with self.subTest(extra=extra):
                 proc = harness.run("plot", self.path("gqa.json"), "-o", self.path("cli.svg"), *extra)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -378,6 +380,10 @@ class FilesTest(harness.TestCase):
                     self.assertEqual(svg, f.read())
                 with open(self.path("py.svg")) as f:
                     self.assertEqual(svg, f.read())
+        with self.assertRaises(kvrank.Error) as raised:
+            kvrank.plot(result, heatmap=1, head_order="random")
+        self.assertEqual(str(raised.exception),
+                         'head_order: expected index or cluster, found "random"')
 
     def plot_both(self, inputs, flags, **options):
         """`kvrank plot INPUTS FLAGS` and kvrank.plot(INPUTS, **options): both SVGs."""
