@@ -1,7 +1,8 @@
-// What the benchmark programs (floor.cpp, limit.cpp) share: their flags and their thread count.
+// What the benchmark programs share: their flags, their thread count and their clock.
 // Development tools run by scripts/bench.sh, not user input: a flag's value is read as strtol does.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -40,6 +41,12 @@ inline void set_threads(long threads) {
 #ifdef _OPENMP
   omp_set_num_threads(static_cast<int>(threads));
 #endif
+}
+
+/// Seconds from `start` to now, on the monotonic clock.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count();
 }
 
 }  // namespace kvrank_bench

@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "bench_flags.hpp"
+#include "io/safetensors_writer.hpp"
 #include "kvrank/base/eigen.hpp"
+#include "kvrank/io/dtype.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/bf16_gram_kernel.hpp"
 #include "onednn_square.hpp"
@@ -39,20 +41,13 @@ using kvrank::RowMatrixF;
 
 constexpr long kSquare = 2048;
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count();
-}
-
 /// An m × d basis of bf16 values (normal, rounded to bf16), seeded.
 RowMatrixF bf16_basis(Index m, Index d) {
   std::mt19937 rng(12345);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   RowMatrixF basis(m, d);
   for (Index i = 0; i < basis.size(); ++i) {
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(normal(rng));
-    const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-    basis.data()[i] = std::bit_cast<float>(rounded);
+    basis.data()[i] = kvrank::bf16_to_f32(kvrank::f32_to_bf16(normal(rng)));
   }
   return basis;
 }
@@ -113,10 +108,10 @@ int main(int argc, char** argv) {
   for (long round = -1; round < rounds; ++round) {  // round -1: untimed
     auto start = std::chrono::steady_clock::now();
     if (!kvrank::bf16_gram_upper(basis, onednn)) return 1;
-    const double onednn_s = seconds_since(start);
+    const double onednn_s = kvrank_bench::seconds_since(start);
     start = std::chrono::steady_clock::now();
     if (!kvrank::detail::bf16_kernel_gram_upper(basis, kernel)) return 1;
-    const double kernel_s = seconds_since(start);
+    const double kernel_s = kvrank_bench::seconds_since(start);
     const double square_s = square.seconds();
     if (round < 0) continue;
     best[0] = std::min(best[0], onednn_s);

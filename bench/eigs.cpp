@@ -20,7 +20,6 @@
 #include <Eigen/Cholesky>
 #include <Eigen/SVD>
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -31,7 +30,9 @@
 #include <vector>
 
 #include "bench_flags.hpp"
+#include "io/safetensors_writer.hpp"
 #include "kvrank/base/eigen.hpp"
+#include "kvrank/io/dtype.hpp"
 #include "metric/blas.hpp"
 
 #ifndef KVRANK_HAVE_OPENBLAS
@@ -76,8 +77,7 @@ MatrixD bf16_gaussian(Index rows, Index cols, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   MatrixD m(rows, cols);
   for (Index i = 0; i < m.size(); ++i) {
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(normal(rng));
-    m.data()[i] = std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+    m.data()[i] = kvrank::bf16_to_f32(kvrank::f32_to_bf16(normal(rng)));
   }
   return m;
 }
@@ -225,11 +225,6 @@ double max_relative(const Sigmas& a, const Sigmas& b, double floor) {
   return worst;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count();
-}
-
 /// A head reduced as far as both routes' last steps: dsygv's tridiagonal (d, e) and the upper
 /// triangular U F of triangular_svd.
 struct Reduced {
@@ -274,7 +269,7 @@ void time_steps(const std::vector<Head>& heads, int rounds) {
       d = r.d, e = r.e;
       auto start = std::chrono::steady_clock::now();
       dsterf_(&n, d.data(), e.data(), &info);
-      spent[0] += seconds_since(start);
+      spent[0] += kvrank_bench::seconds_since(start);
       d = r.d, e = r.e;
       start = std::chrono::steady_clock::now();
       dpttrf_(&n, d.data(), e.data(), &info);
@@ -283,15 +278,15 @@ void time_steps(const std::vector<Head>& heads, int rounds) {
         z[2 * i + 1] = i + 1 < n ? d[i] * e[i] * e[i] : 0.0;
       }
       dlasq2_(&n, z.data(), &info);
-      spent[1] += seconds_since(start);
+      spent[1] += kvrank_bench::seconds_since(start);
       MatrixD c = r.c;
       start = std::chrono::steady_clock::now();
       dgebrd_(&n, &n, c.data(), &n, d.data(), e.data(), tq.data(), tp.data(), work.data(), &lwork,
               &info);
-      spent[2] += seconds_since(start);
+      spent[2] += kvrank_bench::seconds_since(start);
       start = std::chrono::steady_clock::now();
       dlasq1_(&n, d.data(), e.data(), work.data(), &info);
-      spent[3] += seconds_since(start);
+      spent[3] += kvrank_bench::seconds_since(start);
     }
     for (int s = 0; round > 0 && s < 4; ++s)
       best[s] = std::min(best[s], spent[s] / static_cast<double>(heads.size()));
@@ -319,7 +314,7 @@ void run_kind(Kind kind, int count, int rounds, Index rows, Index d, std::mt1993
     for (int r = 0; r < kRouteCount; ++r) {
       const auto start = std::chrono::steady_clock::now();
       for (const Head& head : heads) kRoutes[r].solve(head);
-      if (round > 0) best[r] = std::min(best[r], seconds_since(start) / count);
+      if (round > 0) best[r] = std::min(best[r], kvrank_bench::seconds_since(start) / count);
     }
   }
   std::printf("%-15s", kKindNames[static_cast<int>(kind)]);

@@ -44,21 +44,22 @@ class PlanResult:
         return pandas.DataFrame(self.rows())
 
 
-def plan(paths, kv_heads, gauge="auto", objective="qk", rope=None, layers=None,
-         labels=None, latent_energy=None, random=8, seed=0, refit=None):
+def plan(paths, kv_heads, gauge=None, objective=None, rope=None, layers=None,
+         labels=None, latent_energy=None, random=None, seed=None, refit=None):
     """Plans the conversion of each checkpoint to `kv_heads` KV heads (see `kvrank plan --help`).
     Raises kvrank.Error with the command line's message, in Python's words, on bad input: the
-    arguments are only converted here; the request checks their values. refit: None (the
-    default: the refit, or the plain mean-pool under gauge="none"), True (the refit) or False (the
-    aligned mean-pool, the command line's --no-refit)."""
+    arguments are only converted here; the request checks their values. An argument left None
+    keeps the command line's default (gauge "auto", objective "qk", random 8, seed 0). refit:
+    None (the default: the refit, or the plain mean-pool under gauge="none"), True (the refit) or
+    False (the aligned mean-pool, the command line's --no-refit)."""
     with options.in_python_words({"label": "labels"}):
         text = _kvrank.plan(options.paths(paths), options.names("labels", labels),
-                            options.integer("kv_heads", kv_heads), options.text("gauge", gauge),
-                            options.text("objective", objective),
+                            options.integer("kv_heads", kv_heads), options.optional_text("gauge", gauge),
+                            options.optional_text("objective", objective),
                             "" if rope is None else options.text("rope", rope),
                             options.layers(layers) or "",
                             options.optional_number("latent_energy", latent_energy),
-                            options.integer("random", random),
-                            options.integer("seed", seed, 0, options.UINT64_MAX),
+                            options.optional_integer("random", random),
+                            options.optional_integer("seed", seed, 0, options.UINT64_MAX),
                             options.optional_flag("refit", refit))
     return PlanResult(text)

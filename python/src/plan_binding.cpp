@@ -17,25 +17,27 @@ namespace kvrank::python {
 
 namespace {
 
-/// `kvrank plan --format json`: the request's validate() and the parsers check every value.
+/// `kvrank plan --format json`: the request's validate() and the parsers check every value; an
+/// option left unset (None) keeps the request's default, as on the command line.
 std::string plan_json_text(const std::vector<std::string>& paths,
                            const std::vector<std::string>& labels, int kv_heads,
-                           const std::string& gauge, const std::string& objective,
-                           const std::string& rope, const std::string& layers,
-                           std::optional<double> latent_energy, int random, std::uint64_t seed,
+                           const std::optional<std::string>& gauge,
+                           const std::optional<std::string>& objective, const std::string& rope,
+                           const std::string& layers, std::optional<double> latent_energy,
+                           std::optional<int> random, std::optional<std::uint64_t> seed,
                            std::optional<bool> refit) {
   app::PlanRequest request;
   request.inputs = paths;
   request.labels = labels;
   request.format = app::ResultFormat::json;
   request.options.kv_heads_after = kv_heads;
-  request.options.align = app::parse_gauge(gauge);
-  request.options.objective = parse_plan_objective(objective);
+  if (gauge) request.options.align = app::parse_gauge(*gauge);
+  if (objective) request.options.objective = parse_plan_objective(*objective);
   if (!rope.empty()) request.options.rope = parse_rope_convention(rope);
   request.options.layers = layers;
   request.options.latent_energy = latent_energy;
-  request.options.random_partitions = random;
-  request.options.seed = seed;
+  if (random) request.options.random_partitions = *random;
+  if (seed) request.options.seed = *seed;
   request.options.refit = refit;
   py::gil_scoped_release release;
   return app::plan_text(request, {});

@@ -90,6 +90,9 @@ class PlanTest(harness.TestCase):
                 with self.assertRaises(kvrank.Error) as raised:
                     kvrank.plan(MHA, **dict(dict(kv_heads=4), **arguments))
                 self.assertEqual(str(raised.exception), message)
+        # None keeps the command line's default; an empty name is a name, and refused.
+        with self.assertRaisesRegex(kvrank.Error, "unknown objective ''"):
+            kvrank.plan(MHA, kv_heads=4, objective="")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/pages.hpp"
+#include "metric/thread_pool.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KVRANK_BF16_KERNEL 1
@@ -54,9 +55,6 @@ struct Panels {
   Index pairs = 0;   // ceil(d / 2)
   Index count = 0;   // ceil(m / 16)
 };
-
-/// Whether a loop over `count` values is worth a parallel region (as gram_backend.cpp's rule).
-[[maybe_unused]] bool pack_worth_threads(Index count) { return count >= (Index(1) << 20); }
 
 std::uint32_t float_bits(float value) noexcept { return std::bit_cast<std::uint32_t>(value); }
 
@@ -185,7 +183,7 @@ bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Pa
   panels.words = start;
   std::uint32_t low = 0;
   const Index count = panels.count;
-#pragma omp parallel for reduction(| : low) schedule(static) if (pack_worth_threads(m * d))
+#pragma omp parallel for reduction(| : low) schedule(static) if (copy_worth_threads(m * d))
   for (Index q = 0; q < count; ++q) {
     std::uint32_t* panel = start + q * panels.stride;
     if (q * kPanelRows + kPanelRows <= m) {

@@ -178,8 +178,9 @@ struct GramBytes {
   std::uint64_t kernels = 0;  ///< the bf16 Gram's buffers (or oneDNN's float32 tiles)
 };
 
+/// `own_bf16`: the bf16 Grams run on kvrank's own kernel and no float32 product on oneDNN.
 GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& held,
-                     std::uint64_t threads) {
+                     std::uint64_t threads, bool own_bf16) {
   const auto m = static_cast<std::uint64_t>(side.basis.rows());
   const auto n = static_cast<std::uint64_t>(side.basis.cols());
   GramBytes bytes;
@@ -192,9 +193,8 @@ GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& 
   // kvrank's own bf16 kernel packs the basis into panels and writes the Gram in place; oneDNN's
   // threads each form their column tiles in a buffer of their own, from a bf16 copy
   // (gram_backend.cpp).
-  bytes.kernels = bf16_grams_on_own_kernel() && !float_products_on_onednn()
-                      ? detail::bf16_kernel_buffer_bytes(side.basis.rows(), side.basis.cols())
-                      : m * n * 2 + threads * std::min<std::uint64_t>(256, m) * m * 4;
+  bytes.kernels = own_bf16 ? detail::bf16_kernel_buffer_bytes(side.basis.rows(), side.basis.cols())
+                           : m * n * 2 + threads * std::min<std::uint64_t>(256, m) * m * 4;
   return bytes;
 }
 
@@ -211,14 +211,16 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
   const auto threads = static_cast<std::uint64_t>(detail::available_threads());
   std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
-  // What oneDNN takes itself (kernels, scratchpads), where it runs any of the layer's products.
-  const bool onednn_runs = float_products_on_onednn() || !bf16_grams_on_own_kernel();
+  // Where oneDNN runs none of the layer's products, nothing for what it takes itself (kernels,
+  // scratchpads).
+  const bool own_bf16 = bf16_grams_on_own_kernel() && !float_products_on_onednn();
   std::uint64_t kernels =
-      onednn_runs ? detail::kOnednnReserve + threads * detail::kOnednnPerThread : 0;
-  const GramBytes left = gram_bytes(factors.left, scales.first, workspace.left_gram, threads);
-  const GramBytes right =
-      factors.symmetric ? GramBytes{}
-                        : gram_bytes(factors.right, scales.second, workspace.right_gram, threads);
+      own_bf16 ? 0 : detail::kOnednnReserve + threads * detail::kOnednnPerThread;
+  const GramBytes left =
+      gram_bytes(factors.left, scales.first, workspace.left_gram, threads, own_bf16);
+  const GramBytes right = factors.symmetric ? GramBytes{}
+                                            : gram_bytes(factors.right, scales.second,
+                                                         workspace.right_gram, threads, own_bf16);
   if (plan) {
     own += detail::contraction_bytes(factors, *plan, workspace);
   } else {

@@ -79,9 +79,6 @@ std::uint32_t bits_of(float value) noexcept { return std::bit_cast<std::uint32_t
 // few per cent of the best tile at every size, and keeps the redundant diagonal work at 256/m.
 constexpr Index kTile = 256;
 
-/// Whether a loop over `count` floats is worth a parallel region (as diversity.cpp's rule).
-bool long_enough_for_threads(Index count) { return count >= (Index(1) << 20); }
-
 /// The high halves of `rows` into `out` (row-major, same shape); false when some value has a
 /// non-zero low half (not a bf16), in which case `out` holds garbage. A float32 basis is usually
 /// caught by its first row, before the full pass.
@@ -100,7 +97,7 @@ bool pack_bf16(const RowMatrixF& rows, std::vector<std::uint16_t>& out) {
   }
   out.resize(static_cast<std::size_t>(count));
   std::uint16_t* packed = out.data();
-#pragma omp parallel for reduction(| : low) schedule(static) if (long_enough_for_threads(count))
+#pragma omp parallel for reduction(| : low) schedule(static) if (detail::copy_worth_threads(count))
   for (Index i = 0; i < count; ++i) {
     const std::uint32_t bits = bits_of(in[i]);
     low |= bits & kLowHalf;
@@ -274,6 +271,13 @@ bool amd_cpu() {
 #endif
 }
 
+/// Whether oneDNN runs AMX kernels here (its tile products are many times faster than any
+/// AVX-512 kernel).
+bool onednn_has_amx() {
+  static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
+  return amx;
+}
+
 }  // namespace
 #endif
 
@@ -288,8 +292,7 @@ bool bf16_gram_supported() {
 
 bool bf16_grams_on_own_kernel() {
 #ifdef KVRANK_HAVE_DNNL
-  static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
-  return !amx && bf16_gram_supported() && detail::bf16_kernel_supported() &&
+  return !onednn_has_amx() && bf16_gram_supported() && detail::bf16_kernel_supported() &&
          gram_backend() != GramBackend::bf16_onednn;
 #else
   return false;
@@ -298,9 +301,8 @@ bool bf16_grams_on_own_kernel() {
 
 bool bf16_gram_in_auto() {
 #ifdef KVRANK_HAVE_DNNL
-  static const bool amx = dnnl_isa_has(dnnl::cpu_isa::avx512_core_amx);
-  return bf16_gram_supported() &&
-         (amx || amd_cpu() || (detail::blas_kernels_are_generic() && !onednn_f32_supported()));
+  return bf16_gram_supported() && (onednn_has_amx() || amd_cpu() ||
+                                   (detail::blas_kernels_are_generic() && !onednn_f32_supported()));
 #else
   return false;
 #endif

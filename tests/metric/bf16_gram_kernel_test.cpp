@@ -15,6 +15,8 @@
 #include <random>
 #include <utility>
 
+#include "io/safetensors_writer.hpp"
+#include "kvrank/io/dtype.hpp"
 #include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "support/catch.hpp"
@@ -30,8 +32,7 @@ RowMatrixF bf16_basis(Index rows, Index cols, std::mt19937& rng) {
   RowMatrixF basis(rows, cols);
   for (Index i = 0; i < basis.size(); ++i) {
     const float value = i % 7 == 3 ? 0.0f : std::ldexp(normal(rng), i % 5 == 0 ? exponent(rng) : 0);
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-    basis.data()[i] = std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+    basis.data()[i] = bf16_to_f32(f32_to_bf16(value));
   }
   return basis;
 }
