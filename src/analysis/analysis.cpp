@@ -271,6 +271,9 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
   int done = 0;
   // One workspace per representation: its shapes repeat from layer to layer, so its buffers do.
   std::vector<ComputeWorkspace> workspaces;
+  // bf16 weights stay in the checkpoint where kvrank's own bf16 kernel reads them (no float32
+  // copy); elsewhere every path wants the copy, so the reader makes it.
+  const Bases bases = bf16_grams_on_own_kernel() ? Bases::stored_bf16 : Bases::float32;
   for (const Run& run : runs) {
     workspaces.resize(std::max(workspaces.size(), run.reprs.size()));
     for (int layer : run.layers) {
@@ -280,7 +283,7 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
       // Layer-major: each layer's tensors are read once for all representations, then released.
       for (std::size_t r = 0; r < run.reprs.size(); ++r) {
         LayerMetrics metrics =
-            analyze_layer(layer_factors(checkpoint, *run.layout, layer, run.reprs[r]),
+            analyze_layer(layer_factors(checkpoint, *run.layout, layer, run.reprs[r], bases),
                           workspaces[r], Contraction::automatic, options.head_ranks);
         metrics.layer = layer;
         reports[run.first_report + r].layers.push_back(std::move(metrics));

@@ -108,7 +108,8 @@ Dims dims_of(const ModelLayout& layout, const DenseTensors& tensors);
 void check_role_shape(const Checkpoint& checkpoint, const Dims& dims, const std::string& name,
                       ProjectionRole role);
 HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
-                          const DenseTensors& tensors, int layer, Repr repr);
+                          const DenseTensors& tensors, int layer, Repr repr,
+                          Bases bases = Bases::float32);
 /// The tensor names of one layer that dense_factors() reads.
 std::vector<std::string> dense_tensor_names(const DenseTensors& tensors, int layer);
 

@@ -164,6 +164,27 @@ class LayerProjections {
         dims_(dims_of(layout, tensors)),
         layer_(layer) {}
 
+  /// q, k or v as the checkpoint stores them, when that is the canonical form with no gain to fold
+  /// into it and the values are bf16: the rows as stored, and how to copy them (Bases).
+  std::optional<StoredBf16Rows> stored(ProjectionRole role) const {
+    const bool gains = tensors_.input_norm || (role == ProjectionRole::q && tensors_.q_norm) ||
+                       (role == ProjectionRole::k && tensors_.k_norm);
+    if (role == ProjectionRole::o || gains || tensors_.fused() ||
+        dims_.orientation != Orientation::out_in ||
+        (role == ProjectionRole::q && dims_.gated_query))
+      return std::nullopt;
+    const std::string tensor_name = name(role);
+    const TensorView& tensor = checkpoint_.at(tensor_name);
+    if (tensor.dtype != DType::BF16 || tensor.fortran_order) return std::nullopt;
+    const Index rows = role_rows(dims_, role);
+    const Index cols = role_cols(dims_, role);
+    detail::check_matrix_shape(tensor, rows, cols, shape_reason(dims_, role));
+    return StoredBf16Rows{tensor.data(), rows, cols,
+                          [&checkpoint = checkpoint_, dims = dims_, tensor_name, role] {
+                            return load_role(checkpoint, dims, tensor_name, role);
+                          }};
+  }
+
   /// q [H·d_h, d], k / v [H_kv·d_h, d], o [d, H·d_h]; q, k and v with the input norm's gain
   /// folded into their columns (--fold-input-norm).
   RowMatrixF get(ProjectionRole role) {
@@ -219,12 +240,16 @@ class LayerProjections {
 }  // namespace
 
 HeadFactors dense_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
-                          const DenseTensors& tensors, int layer, Repr repr) {
+                          const DenseTensors& tensors, int layer, Repr repr, Bases bases) {
   LayerProjections projections(checkpoint, layout, tensors, layer);
   // QK-norm gains scale the rows the dot product sees (norm_gains.cpp); the cached key is the
   // normalised one, so `k` sees them too.
   return projection_factors(
       repr, layout.heads, layout.kv_heads, layout.head_dim, [&](ProjectionRole role) {
+        if (bases == Bases::stored_bf16) {
+          if (std::optional<StoredBf16Rows> stored = projections.stored(role))
+            return FoldedRows{RowMatrixF(), 0, std::move(stored)};
+        }
         RowMatrixF rows = projections.get(role);
         if (role == ProjectionRole::q || role == ProjectionRole::k)
           return fold_qk_norm(checkpoint, layout, tensors, layer, role, std::move(rows));

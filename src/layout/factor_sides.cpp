@@ -50,6 +50,7 @@ FactorSide row_block_side(FoldedRows rows, int heads, Index head_cols, int heads
 void set_basis(FactorSide& side, FoldedRows rows) {
   side.basis = std::move(rows.rows);
   side.exponent = rows.exponent;
+  side.stored = std::move(rows.stored);
 }
 
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols) {

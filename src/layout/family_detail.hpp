@@ -61,6 +61,7 @@ struct Gain {
 struct FoldedRows {
   RowMatrixF rows;
   int exponent = 0;
+  std::optional<StoredBf16Rows> stored = {};  ///< set instead of `rows`: the rows as stored (bf16)
 };
 
 /// A side whose heads are consecutive row blocks of `rows` (m × n): head h uses block

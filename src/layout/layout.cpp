@@ -362,7 +362,7 @@ std::string layout_reading_detail(const ModelLayout& layout) {
 }
 
 HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                          Repr repr) {
+                          Repr repr, Bases bases) {
   if (layer < 0 || layer >= layout.num_layers)
     throw Error(checkpoint.path().string(), "layer " + std::to_string(layer) +
                                                 " out of range (the model has " +
@@ -374,7 +374,7 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
   check_repr_supported(checkpoint, layout, repr);
   return std::visit(
       Overloaded{[&](const DenseTensors& tensors) {
-                   return detail::dense_factors(checkpoint, layout, tensors, layer, repr);
+                   return detail::dense_factors(checkpoint, layout, tensors, layer, repr, bases);
                  },
                  [&](const MlaTensors& tensors) {
                    return detail::mla_factors(checkpoint, layout, tensors, layer, repr);

@@ -21,8 +21,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "base/guarded_read.hpp"
 #include "base/pages.hpp"
 #include "metric/thread_pool.hpp"
 
@@ -82,6 +84,7 @@ std::uint32_t pack_row(const float* row, Index d, Index from, std::uint32_t* out
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 /// A 16 × 16 block of 32-bit words transposed in registers: words[r] lane p → words[p] lane r.
 KVRANK_BF16_TARGET void transpose_words(__m512i (&words)[kPanelRows]) {
@@ -162,15 +165,10 @@ Index panel_words(const Panels& panels) {
   return panels.count * panels.stride + kPrefetchPairs * kPanelRows + kPanelRows;
 }
 
-/// Packs `basis` into panels in `buffer` (64-byte aligned words); false when some value is not a
-/// bf16 (a float32 basis is usually caught by its first row, before the full pass).
-bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Panels& panels) {
-  const Index m = basis.rows();
-  const Index d = basis.cols();
-  for (Index k = 0; k < d; ++k) {
-    if ((float_bits(basis(0, k)) & 0xFFFFu) != 0) return false;
-  }
-  panels = panel_shape(m, d);
+/// Sizes `buffer` for the panels of an m × d basis (prefaulted when it grows) and returns them,
+/// their words 64-byte aligned.
+Panels panel_buffer(Index m, Index d, std::vector<std::uint32_t>& buffer) {
+  Panels panels = panel_shape(m, d);
   const auto words = static_cast<std::size_t>(panel_words(panels));
   if (buffer.capacity() < words) {
     buffer = std::vector<std::uint32_t>();
@@ -179,27 +177,125 @@ bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Pa
   }
   buffer.resize(words);
   const auto misalignment = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64;
-  std::uint32_t* start = buffer.data() + (misalignment == 0 ? 0 : (64 - misalignment) / 4);
-  panels.words = start;
+  panels.words = buffer.data() + (misalignment == 0 ? 0 : (64 - misalignment) / 4);
+  return panels;
+}
+
+/// Panel q of an m-row basis: full panels by `full(first_row, panel)`, the last partial one row by
+/// row by `row(row, panel slot)`, its missing rows zero.
+template <typename Full, typename Row>
+void pack_panel(const Panels& panels, Index m, Index q, Full&& full, Row&& row) {
+  std::uint32_t* panel = const_cast<std::uint32_t*>(panels.words) + q * panels.stride;
+  if (q * kPanelRows + kPanelRows <= m) {
+    full(q * kPanelRows, panel);
+    return;
+  }
+  for (Index r = 0; r < kPanelRows; ++r) {
+    if (q * kPanelRows + r < m) {
+      row(q * kPanelRows + r, panel + r);
+    } else {
+      for (Index p = 0; p < panels.pairs; ++p) panel[p * kPanelRows + r] = 0;
+    }
+  }
+}
+
+/// Packs `basis` into panels in `buffer`; false when some value is not a bf16 (a float32 basis is
+/// usually caught by its first row, before the full pass).
+bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Panels& panels) {
+  const Index m = basis.rows();
+  const Index d = basis.cols();
+  for (Index k = 0; k < d; ++k) {
+    if ((float_bits(basis(0, k)) & 0xFFFFu) != 0) return false;
+  }
+  panels = panel_buffer(m, d, buffer);
   std::uint32_t low = 0;
   const Index count = panels.count;
 #pragma omp parallel for reduction(| : low) schedule(static) if (copy_worth_threads(m * d))
   for (Index q = 0; q < count; ++q) {
-    std::uint32_t* panel = start + q * panels.stride;
-    if (q * kPanelRows + kPanelRows <= m) {
-      low |= pack_full_panel(basis.data() + q * kPanelRows * d, d, panel);
-      continue;
-    }
-    for (Index r = 0; r < kPanelRows; ++r) {
-      const Index row = q * kPanelRows + r;
-      if (row < m) {
-        low |= pack_row(basis.data() + row * d, d, 0, panel + r);
-      } else {
-        for (Index p = 0; p < panels.pairs; ++p) panel[p * kPanelRows + r] = 0;
-      }
-    }
+    pack_panel(
+        panels, m, q,
+        [&](Index first, std::uint32_t* panel) {
+          low |= pack_full_panel(basis.data() + first * d, d, panel);
+        },
+        [&](Index row, std::uint32_t* slot) {
+          low |= pack_row(basis.data() + row * d, d, 0, slot);
+        });
   }
   return low == 0;
+}
+
+/// Row `row` of stored bf16 values (2·d bytes) from pair `from` on into panel slot `out`: two
+/// consecutive bf16s, read as a little-endian word, are already a pair (even value low).
+void pack_stored_row(const std::byte* row, Index d, Index from, std::uint32_t* out) {
+  const Index whole = d / 2;
+  for (Index p = from; p < whole; ++p) std::memcpy(out + p * kPanelRows, row + 4 * p, 4);
+  if (d % 2 != 0) {  // the last pair's second value is a zero
+    std::uint16_t last = 0;
+    std::memcpy(&last, row + 2 * (d - 1), 2);
+    out[whole * kPanelRows] = last;
+  }
+}
+
+/// The 16 full rows of stored bf16 values from `rows` (2·d bytes apart) into `panel`: 32 values of
+/// a row in one load are its 16 words, so each chunk is 16 loads, the transpose and 16 stores.
+KVRANK_BF16_TARGET void pack_stored_panel(const std::byte* rows, Index d, std::uint32_t* panel) {
+  const Index chunks = d / (2 * kPanelRows);
+  for (Index c = 0; c < chunks; ++c) {
+    __m512i words[kPanelRows];
+    for (Index r = 0; r < kPanelRows; ++r)
+      words[r] = _mm512_loadu_si512(rows + 2 * (r * d + c * 2 * kPanelRows));
+    transpose_words(words);
+    for (Index p = 0; p < kPanelRows; ++p)
+      _mm512_store_si512(panel + (c * kPanelRows + p) * kPanelRows, words[p]);
+  }
+  for (Index r = 0; r < kPanelRows; ++r)
+    pack_stored_row(rows + 2 * r * d, d, chunks * kPanelRows, panel + r);
+}
+
+/// Packs stored bf16 rows into panels in `buffer`, each panel's reads guarded (guarded_read.hpp);
+/// false when one met a page its file no longer backs.
+bool pack_stored_panels(const StoredBf16Rows& rows, std::vector<std::uint32_t>& buffer,
+                        Panels& panels) {
+  const Index m = rows.rows;
+  const Index d = rows.cols;
+  panels = panel_buffer(m, d, buffer);
+  const std::byte* bytes = rows.bytes.data();
+  bool complete = true;
+  const Index count = panels.count;
+#pragma omp parallel for reduction(&& : complete) schedule(static) if (copy_worth_threads(m * d))
+  for (Index q = 0; q < count; ++q) {
+    complete = guarded_read([&] {
+                 pack_panel(
+                     panels, m, q,
+                     [&](Index first, std::uint32_t* panel) {
+                       pack_stored_panel(bytes + 2 * first * d, d, panel);
+                     },
+                     [&](Index row, std::uint32_t* slot) {
+                       pack_stored_row(bytes + 2 * row * d, d, 0, slot);
+                     });
+               }) &&
+               complete;
+  }
+  return complete;
+}
+
+/// The largest of `count` bf16 magnitudes (sign cleared) at `values`.
+KVRANK_BF16_TARGET std::uint16_t largest_magnitude(const std::byte* values, std::size_t count) {
+  const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
+  __m512i largest = _mm512_setzero_si512();
+  std::size_t i = 0;
+  for (; i + 32 <= count; i += 32)
+    largest =
+        _mm512_max_epu16(largest, _mm512_and_si512(_mm512_loadu_si512(values + 2 * i), magnitude));
+  alignas(64) std::uint16_t lanes[32];
+  _mm512_store_si512(lanes, largest);
+  std::uint16_t result = *std::max_element(lanes, lanes + 32);
+  for (; i < count; ++i) {
+    std::uint16_t value = 0;
+    std::memcpy(&value, values + 2 * i, 2);
+    result = std::max<std::uint16_t>(result, value & 0x7FFF);
+  }
+  return result;
 }
 
 /// Lane masks of a register block whose rows i start at `first_row`: rows ≥ m are not stored.
@@ -364,6 +460,48 @@ bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   return true;
 #else
   (void)basis, (void)gram;
+  return false;
+#endif
+}
+
+std::optional<std::uint16_t> stored_bf16_largest_bits(std::span<const std::byte> bytes) noexcept {
+#ifdef KVRANK_BF16_KERNEL
+  if (!bf16_kernel_supported()) return std::nullopt;
+  constexpr std::size_t kChunk = std::size_t(1) << 19;  // values a guarded read takes at once
+  const std::size_t count = bytes.size() / 2;
+  const auto chunks = static_cast<Index>((count + kChunk - 1) / kChunk);
+  std::uint16_t largest = 0;
+  bool complete = true;
+#pragma omp parallel for reduction(max : largest) reduction(&& : complete) \
+    if (copy_worth_threads(static_cast<Index>(count)))
+  for (Index c = 0; c < chunks; ++c) {
+    const std::size_t first = static_cast<std::size_t>(c) * kChunk;
+    std::uint16_t part = 0;
+    complete = guarded_read([&] {
+                 part =
+                     largest_magnitude(bytes.data() + 2 * first, std::min(kChunk, count - first));
+               }) &&
+               complete;
+    largest = std::max(largest, part);
+  }
+  if (!complete) return std::nullopt;
+  return largest;
+#else
+  (void)bytes;
+  return std::nullopt;
+#endif
+}
+
+bool bf16_kernel_gram_upper(const StoredBf16Rows& rows, MatrixF& gram) {
+  if (!bf16_kernel_supported()) return false;
+#ifdef KVRANK_BF16_KERNEL
+  thread_local std::vector<std::uint32_t> buffer;  // as for a float32 basis
+  Panels panels;
+  if (!pack_stored_panels(rows, buffer, panels)) return false;
+  bf16_triangle(panels, rows.rows, gram.data());
+  return true;
+#else
+  (void)rows, (void)gram;
   return false;
 #endif
 }

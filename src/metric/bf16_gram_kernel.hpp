@@ -12,7 +12,13 @@
 // the binary still runs on any x86-64.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
 #include "kvrank/base/eigen.hpp"
+#include "kvrank/base/factors.hpp"
 
 namespace kvrank::detail {
 
@@ -31,5 +37,15 @@ std::uint64_t bf16_kernel_buffer_bytes(Index m, Index d) noexcept;
 /// inside a parallel region); the same bits on any number. Precondition: basis has at least one row
 /// and one column.
 bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram);
+
+/// The same for a basis left stored (StoredBf16Rows: the panels packed from its bits, no float32
+/// copy; the same bits of G). False when bf16_kernel_supported() is not, or when a read met a page
+/// its file no longer backs (guarded_read.hpp), `gram` then partly written.
+bool bf16_kernel_gram_upper(const StoredBf16Rows& rows, MatrixF& gram);
+
+/// The largest magnitude among stored bf16 values, as bits with the sign cleared (0x7F80 and up:
+/// an Inf or NaN is among them); one guarded pass over the threads. Nullopt when
+/// bf16_kernel_supported() is not, or a read met a page its file no longer backs.
+std::optional<std::uint16_t> stored_bf16_largest_bits(std::span<const std::byte> bytes) noexcept;
 
 }  // namespace kvrank::detail

@@ -57,8 +57,8 @@ double sq(double x) { return x * x; }
 
 /// Multiply-adds of the pairwise path (diversity.cpp's SideGram) for one side.
 double pairwise_side_cost(const FactorSide& side) {
-  const double m = static_cast<double>(side.basis.rows());
-  const double n = static_cast<double>(side.basis.cols());
+  const double m = static_cast<double>(side.rows());
+  const double n = static_cast<double>(side.cols());
   const double k = static_cast<double>(side.head_cols);
   const double heads = static_cast<double>(side.heads.size());
   double per_pair = 0;  // a pair's C_iᵀ (G C_j), taken as the mean over heads
@@ -80,8 +80,8 @@ double pairwise_side_cost(const FactorSide& side) {
 
 /// Multiply-adds to write one side in `how` coordinates.
 double coordinate_cost(const FactorSide& side, Coordinates how) {
-  const double m = static_cast<double>(side.basis.rows());
-  const double n = static_cast<double>(side.basis.cols());
+  const double m = static_cast<double>(side.rows());
+  const double n = static_cast<double>(side.cols());
   if (how == Coordinates::raw && all_simple(side)) return 0;
   double cost = how == Coordinates::latent ? sq(m) * n / 2 + kDoubleWeight * m * m * m / 6 : 0;
   for (const auto& blocks : side.heads) {
@@ -97,7 +97,7 @@ double coordinate_cost(const FactorSide& side, Coordinates how) {
 }
 
 Index dimension(const FactorSide& side, Coordinates how) {
-  return how == Coordinates::latent ? side.basis.rows() : side.basis.cols();
+  return how == Coordinates::latent ? side.rows() : side.cols();
 }
 
 std::optional<ContractionPlan> costed(const HeadFactors& factors, Coordinates left,
@@ -308,7 +308,7 @@ std::uint64_t new_buffer_bytes(const RowMatrixF& held, Index rows, Index cols) {
 /// What SideCoordinates allocates for one side written in `how` coordinates.
 std::uint64_t coordinate_bytes(const FactorSide& side, Coordinates how, const RowMatrixF& held) {
   if (how == Coordinates::raw && all_simple(side)) return 0;
-  const auto m = static_cast<std::uint64_t>(side.basis.rows());
+  const auto m = static_cast<std::uint64_t>(side.rows());
   // latent_factor: the float32 Gram, its double copy, the factor in double (LDLᵀ: two more m × m)
   // and in float32.
   const std::uint64_t factor = how == Coordinates::latent ? m * m * (4 + 8 + 8 + 16 + 4) : 0;

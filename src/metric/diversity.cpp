@@ -43,8 +43,8 @@ namespace {
 
 using detail::gram_float;
 using detail::head_inner_products;
+using detail::side_scale_exponent;
 using detail::SideGram;
-using detail::unit_scale_exponent;
 using detail::worth_threads;
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
@@ -73,7 +73,7 @@ void check_side(const FactorSide& side, Index heads, const char* name) {
   }
   for (const auto& blocks : side.heads) {
     for (const CoeffBlock& block : blocks) {
-      if (block.basis_row < 0 || block.basis_row + block.rows() > side.basis.rows() ||
+      if (block.basis_row < 0 || block.basis_row + block.rows() > side.rows() ||
           block.head_col < 0 || block.head_col + block.cols() > side.head_cols) {
         throw std::invalid_argument(std::string("diversity: a coefficient block of the ") + name +
                                     " side lies outside its basis or head columns");
@@ -87,10 +87,10 @@ void check_side(const FactorSide& side, Index heads, const char* name) {
 /// 128M shape's 768 × 768: 1.36× on 2), two independent ones scale fully; so on two threads
 /// whenever the sides are of similar size, and on more only when the SYRKs are too small for the
 /// BLAS's own threads (which side by side would leave idle).
-bool grams_side_by_side(const RowMatrixF& left, const RowMatrixF& right) {
+bool grams_side_by_side(const FactorSide& left, const FactorSide& right) {
   const int threads = detail::available_threads();
   if (threads < 2 || !detail::blas_nests_in_openmp()) return false;
-  auto work = [](const RowMatrixF& basis) { return basis.rows() * basis.rows() * basis.cols(); };
+  auto work = [](const FactorSide& side) { return side.rows() * side.rows() * side.cols(); };
   const Index larger = std::max(work(left), work(right));
   const Index smaller = std::min(work(left), work(right));
   constexpr Index kSmallSyrk = Index(1) << 30;  // below it a SYRK gains little from more threads
@@ -161,6 +161,15 @@ int components_for_90(const std::vector<double>& descending) {
   return static_cast<int>(descending.size());
 }
 
+/// Whether kvrank's own bf16 kernel takes the Gram of every stored basis of `factors` (the basis is
+/// then never copied to float32).
+bool stored_bases_served(const HeadFactors& factors) {
+  auto served = [](const FactorSide& side) {
+    return !side.stored || own_kernel_takes_bf16(side.rows(), side.cols());
+  };
+  return served(factors.left) && (factors.symmetric || served(factors.right));
+}
+
 /// The kernels of gram_backend.hpp's backend in force, where memory is no concern.
 detail::LayerKernels backend_kernels() {
   return {true,
@@ -181,10 +190,10 @@ struct GramBytes {
 /// `own_bf16`: the bf16 Grams run on kvrank's own kernel and no float32 product on oneDNN.
 GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& held,
                      std::uint64_t threads, bool own_bf16) {
-  const auto m = static_cast<std::uint64_t>(side.basis.rows());
-  const auto n = static_cast<std::uint64_t>(side.basis.cols());
+  const auto m = static_cast<std::uint64_t>(side.rows());
+  const auto n = static_cast<std::uint64_t>(side.cols());
   GramBytes bytes;
-  if (held.rows() != side.basis.rows() || held.cols() != side.basis.rows()) bytes.own = m * m * 4;
+  if (held.rows() != side.rows() || held.cols() != side.rows()) bytes.own = m * m * 4;
   if (scale_exponent != 0) bytes.own += m * n * 4;
   for (const auto& blocks : side.heads) {
     if (identity_slice_row(blocks, side.head_cols) < 0)
@@ -193,7 +202,7 @@ GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& 
   // kvrank's own bf16 kernel packs the basis into panels and writes the Gram in place; oneDNN's
   // threads each form their column tiles in a buffer of their own, from a bf16 copy
   // (gram_backend.cpp).
-  bytes.kernels = own_bf16 ? detail::bf16_kernel_buffer_bytes(side.basis.rows(), side.basis.cols())
+  bytes.kernels = own_bf16 ? detail::bf16_kernel_buffer_bytes(side.rows(), side.cols())
                            : m * n * 2 + threads * std::min<std::uint64_t>(256, m) * m * 4;
   return bytes;
 }
@@ -233,7 +242,7 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
       (bf16_gram_supported() && backend != GramBackend::f32 && backend != GramBackend::onednn_f32);
   if (kernels_wanted && memory_fits(own + kernels)) return backend_kernels();
   require_memory(own, "one layer's products (" + std::to_string(heads) + " heads of width " +
-                          std::to_string(k) + " over " + std::to_string(factors.left.basis.cols()) +
+                          std::to_string(k) + " over " + std::to_string(factors.left.cols()) +
                           " columns)");
   if (!kernels_wanted) return backend_kernels();
   return {false, detail::FloatKernels::blas};  // the BLAS's buffers are mapped already
@@ -342,27 +351,36 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     failure.rethrow();
   };
 
+  // A basis left stored as bf16 (FactorSide::stored) is read in place by kvrank's own bf16 kernel;
+  // every other path, and a stored basis that holds an Inf or NaN or needs scaling, takes the
+  // reader's float32 copy (which also names what is wrong with it).
+  if (factors.has_stored_basis() && !stored_bases_served(factors))
+    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   // The contraction works on the unscaled bases: weights near float's range take the Gram path,
   // which rescales each basis first (see unit_scale_exponent).
-  int left_scale = 0;
-  int right_scale = 0;
-  auto scan_left = [&] { left_scale = unit_scale_exponent(factors.left.basis); };
-  auto scan_right = [&] { right_scale = unit_scale_exponent(factors.right.basis); };
+  std::optional<int> left_scale = 0;
+  std::optional<int> right_scale = 0;
+  auto scan_left = [&] { left_scale = side_scale_exponent(factors.left); };
+  auto scan_right = [&] { right_scale = side_scale_exponent(factors.right); };
   if (factors.symmetric) {
     scan_left();
-  } else if (grams_side_by_side(factors.left.basis, factors.right.basis)) {
+  } else if (grams_side_by_side(factors.left, factors.right)) {
     side_by_side(scan_left, scan_right);  // a side each: one scan is too small for the pool
   } else {
     scan_left();
     scan_right();
   }
   const bool extreme_scale = left_scale != 0 || right_scale != 0;
+  if (factors.has_stored_basis() && extreme_scale)
+    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   MatrixD inner;
   std::optional<detail::CentredProducts> centred_products;  // the contraction's, for J S J
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
   const detail::LayerKernels kernels =
-      layer_kernels(factors, plan, {left_scale, right_scale}, workspace);
+      layer_kernels(factors, plan, {*left_scale, *right_scale}, workspace);
+  if (factors.has_stored_basis() && (plan || !kernels.onednn_grams))
+    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   if (plan) {
     const detail::ContractedHeads contracted =
         detail::contract_heads(factors, *plan, workspace, head_ranks, kernels);
@@ -377,13 +395,13 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   } else {
     std::optional<SideGram> left;
     std::optional<SideGram> right;
-    auto form_left = [&] { left.emplace(factors.left, left_scale, workspace.left_gram, kernels); };
+    auto form_left = [&] { left.emplace(factors.left, *left_scale, workspace.left_gram, kernels); };
     auto form_right = [&] {
-      right.emplace(factors.right, right_scale, workspace.right_gram, kernels);
+      right.emplace(factors.right, *right_scale, workspace.right_gram, kernels);
     };
     if (factors.symmetric) {
       form_left();
-    } else if (grams_side_by_side(factors.left.basis, factors.right.basis)) {
+    } else if (grams_side_by_side(factors.left, factors.right)) {
       side_by_side(form_left, form_right);
     } else {
       form_left();

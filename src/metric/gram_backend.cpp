@@ -299,6 +299,10 @@ bool bf16_grams_on_own_kernel() {
 #endif
 }
 
+bool own_kernel_takes_bf16(Index m, Index d) {
+  return bf16_grams_on_own_kernel() && bf16_gram_chosen(m, d);
+}
+
 bool bf16_gram_in_auto() {
 #ifdef KVRANK_HAVE_DNNL
   return bf16_gram_supported() && (onednn_has_amx() || amd_cpu() ||

@@ -2,10 +2,13 @@
 #include "metric/side_gram.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "base/pages.hpp"
 #include "kvrank/metric/gram_backend.hpp"
+#include "metric/bf16_gram_kernel.hpp"
 #include "metric/blas.hpp"
 #include "metric/thread_pool.hpp"
 
@@ -14,6 +17,23 @@ namespace kvrank::detail {
 /// Whether a loop of about `work` flops is worth a parallel region: a fork/join costs microseconds
 /// (much more on a loaded machine, where idle threads spin), small layers run faster serially.
 bool worth_threads(Index work) { return work >= (Index(1) << 22); }
+
+/// G's upper triangle mirrored into its lower one, in tiles so that the strided reads stay in
+/// cache.
+void mirror_upper(MatrixF& gram) {
+  const Index m = gram.rows();
+  constexpr Index kTile = 64;
+#pragma omp parallel for schedule(dynamic) if (m >= 1024)
+  for (Index col_tile = 0; col_tile < m; col_tile += kTile) {
+    for (Index row_tile = col_tile; row_tile < m; row_tile += kTile) {
+      const Index col_end = std::min(col_tile + kTile, m);
+      const Index row_end = std::min(row_tile + kTile, m);
+      for (Index j = col_tile; j < col_end; ++j) {
+        for (Index i = std::max(row_tile, j + 1); i < row_end; ++i) gram(i, j) = gram(j, i);
+      }
+    }
+  }
+}
 
 /// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
 /// matches, which spares the page faults of a fresh allocation per layer).
@@ -31,19 +51,19 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram, const detail::LayerKerne
   if (!(kernels.onednn_grams && onednn_gram_upper(basis, gram))) {
     detail::syrk_upper(kernels.products, m, n, basis.data(), n, gram.data(), m);
   }
-  if (triangles == Triangles::upper) return;
-  // Mirror the upper triangle into the lower one, in tiles so that the strided reads stay in cache.
-  constexpr Index kTile = 64;
-#pragma omp parallel for schedule(dynamic) if (m >= 1024)
-  for (Index col_tile = 0; col_tile < m; col_tile += kTile) {
-    for (Index row_tile = col_tile; row_tile < m; row_tile += kTile) {
-      const Index col_end = std::min(col_tile + kTile, m);
-      const Index row_end = std::min(row_tile + kTile, m);
-      for (Index j = col_tile; j < col_end; ++j) {
-        for (Index i = std::max(row_tile, j + 1); i < row_end; ++i) gram(i, j) = gram(j, i);
-      }
-    }
+  if (triangles == Triangles::both) mirror_upper(gram);
+}
+
+void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const detail::LayerKernels& kernels,
+                    Triangles triangles) {
+  detail::fit_buffer(gram, rows.rows, rows.rows);
+  if (!bf16_kernel_gram_upper(rows, gram)) {
+    // A read met a page its file no longer backs: the reader's copy says so (or, if the file is
+    // whole again, serves).
+    gram_float(rows.to_float(), gram, kernels, triangles);
+    return;
   }
+  if (triangles == Triangles::both) mirror_upper(gram);
 }
 
 /// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of
@@ -59,6 +79,14 @@ int unit_scale_exponent(const RowMatrixF& basis) {
   for (Index row = 0; row < basis.rows(); ++row)
     largest = std::max(largest, basis.row(row).cwiseAbs().maxCoeff());
   return safe_scale_exponent(static_cast<double>(largest));
+}
+
+std::optional<int> side_scale_exponent(const FactorSide& side) {
+  if (!side.stored) return unit_scale_exponent(side.basis);
+  const std::optional<std::uint16_t> largest = stored_bf16_largest_bits(side.stored->bytes);
+  constexpr std::uint16_t kInfinityBits = 0x7F80;
+  if (!largest || *largest >= kInfinityBits) return std::nullopt;
+  return safe_scale_exponent(std::bit_cast<float>(std::uint32_t{*largest} << 16));
 }
 
 namespace {

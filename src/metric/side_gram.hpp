@@ -34,13 +34,24 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kern
 /// head ~2^60 times smaller than the side's largest entry can still underflow to zero.
 int unit_scale_exponent(const RowMatrixF& basis);
 
+/// unit_scale_exponent of a side's basis, a stored one (FactorSide::stored) read from its bits;
+/// nullopt when stored rows hold an Inf or NaN or could not be read (or the kernel that reads them
+/// is missing): the float32 copy then reports which (with_float_basis).
+std::optional<int> side_scale_exponent(const FactorSide& side);
+
+/// gram_float of stored bf16 rows, on kvrank's own bf16 kernel (no float32 copy); through the
+/// reader's float32 copy if a read of the rows fails.
+void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const LayerKernels& kernels,
+                    Triangles triangles);
+
 /// One side's Gram and, for heads that are not a single full identity block, G·C_h.
 /// `workspace` holds the Gram (a ComputeWorkspace's, kept by the caller across layers). When every
 /// head is a plain slice of the basis (MHA/GQA/MQA), only G's upper triangle is formed, and every
 /// read of G goes through it.
 class SideGram {
  public:
-  /// `scale_exponent`: unit_scale_exponent(side.basis), which the caller has already read.
+  /// `scale_exponent`: side_scale_exponent(side), which the caller has already read (0 for a
+  /// stored basis).
   SideGram(const FactorSide& side, int scale_exponent, MatrixF& workspace,
            const detail::LayerKernels& kernels)
       : side_(side), gram_(workspace), k_(side.head_cols), gram_exponent_(scale_exponent) {
@@ -50,7 +61,9 @@ class SideGram {
     const bool all_simple =
         std::all_of(simple_row_.begin(), simple_row_.end(), [](Index row) { return row >= 0; });
     const Triangles triangles = all_simple ? Triangles::upper : Triangles::both;
-    if (gram_exponent_ == 0) {
+    if (side.stored) {  // never scaled: analyze_layer copies an extreme one (side_scale_exponent)
+      gram_of_stored(*side.stored, gram_, kernels, triangles);
+    } else if (gram_exponent_ == 0) {
       gram_float(side.basis, gram_, kernels, triangles);
     } else {  // a copy: only when extreme
       gram_float(std::ldexp(1.0f, -gram_exponent_) * side.basis, gram_, kernels, triangles);

@@ -258,14 +258,17 @@ def check_copies_sized(failures, model):
     """The reader's float32 copies are sized before they are made: under a limit that holds the
     compute thread (the need a 1 MiB limit quotes, and 8 MiB) but not a d 4096 layer's copies
     (64 MiB each), the refusal names the copy. Unsized, the copies were made (under a cgroup the
-    OOM killer's place) and only the layer's products were refused."""
-    code, _, err, _ = run_limited(None, None, {STATED: "1M"}, [model], LARGE_SECONDS)
+    OOM killer's place) and only the layer's products were refused. Float32 Grams: where kvrank's
+    own bf16 kernel runs, it reads these bf16 weights in place and no copy is made at all."""
+    float32 = {"KVRANK_GRAM_BACKEND": "f32"}
+    code, _, err, _ = run_limited(None, None, {STATED: "1M", **float32}, [model], LARGE_SECONDS)
     found = re.search(r"too small: kvrank needs (\d+) MiB", err)
     if code != 2 or not found:
         failures.append(f"{STATED}=1M: exit {code} without a need: {err[:300]!r}")
         return
     limit = (int(found.group(1)) + 8) * MiB
-    code, _, err, _ = run_limited(None, None, {STATED: str(limit)}, [model], LARGE_SECONDS)
+    code, _, err, _ = run_limited(None, None, {STATED: str(limit), **float32}, [model],
+                                  LARGE_SECONDS)
     if code != 2 or "float32 copy of model.layers.0.self_attn." not in err:
         failures.append(f"{STATED}={limit}: exit {code}, expected 2 naming a float32 copy of "
                         f"layer 0: {err[:300]!r}")

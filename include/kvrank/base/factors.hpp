@@ -18,8 +18,12 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -92,15 +96,44 @@ inline int safe_scale_exponent(double largest) {
   return std::abs(exponent) <= kSafeScaleExponent ? 0 : exponent;
 }
 
+/// A basis left where the checkpoint holds it: m × n bfloat16 values, row-major and contiguous (a
+/// projection's [out, in] rows as stored, at any alignment), which the bf16 Gram kernel reads in
+/// place instead of through a float32 copy (layer_factors() with Bases::stored_bf16). The bytes
+/// belong to the Checkpoint and stay valid until the layer's tensors are released; nothing in them
+/// has been checked yet (analyze_layer checks them as it reads them).
+struct StoredBf16Rows {
+  std::span<const std::byte> bytes;  ///< rows · cols · 2 bytes
+  Index rows = 0;
+  Index cols = 0;
+  /// The reader's float32 copy of the same rows, for every path but the bf16 kernel's; throws the
+  /// reader's errors (a NaN or Inf naming the tensor, a file that shrank under its map).
+  std::function<RowMatrixF()> to_float;
+};
+
 /// One side of all heads: a shared basis and each head's coefficients.
 struct FactorSide {
-  RowMatrixF basis;  ///< m × n, basis vectors as rows (n = d, or T)
+  RowMatrixF basis;  ///< m × n, basis vectors as rows (n = d, or T); empty when `stored` is set
+  /// Set: the basis is these bf16 rows, not yet copied (`basis` is empty); see with_float_basis().
+  std::optional<StoredBf16Rows> stored;
   /// The true basis is `basis` · 2^exponent: set where folding a gain into the rows would have left
   /// float32's range (norm_gains.cpp); ‖A_h‖ is scaled back, the scale-invariant metrics need not.
   int exponent = 0;
   std::vector<std::vector<CoeffBlock>> heads;  ///< C_h for h = 0..H-1
   Index head_cols = 0;                         ///< k: columns of every L_h
+
+  Index rows() const noexcept { return stored ? stored->rows : basis.rows(); }  ///< m
+  Index cols() const noexcept { return stored ? stored->cols : basis.cols(); }  ///< n
 };
+
+/// `side` with its basis as a float32 matrix: a stored basis is copied (and checked) through
+/// StoredBf16Rows::to_float; any other side is returned as it is.
+inline FactorSide with_float_basis(FactorSide side) {
+  if (side.stored) {
+    side.basis = side.stored->to_float();
+    side.stored.reset();
+  }
+  return side;
+}
 
 /// The H bilinear forms of one layer and one representation.
 struct HeadFactors {
@@ -111,6 +144,19 @@ struct HeadFactors {
   bool symmetric = false;
 
   Index num_heads() const noexcept { return static_cast<Index>(left.heads.size()); }
+  /// Whether a side's basis is still stored bf16 (StoredBf16Rows).
+  bool has_stored_basis() const noexcept {
+    return left.stored.has_value() || (!symmetric && right.stored.has_value());
+  }
 };
+
+/// `factors` with every basis a float32 matrix (with_float_basis).
+inline HeadFactors with_float_bases(const HeadFactors& factors) {
+  HeadFactors copy;
+  copy.symmetric = factors.symmetric;
+  copy.left = with_float_basis(factors.left);
+  if (!factors.symmetric) copy.right = with_float_basis(factors.right);
+  return copy;
+}
 
 }  // namespace kvrank

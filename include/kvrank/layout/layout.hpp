@@ -193,10 +193,20 @@ ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& o
 std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
                                        const LayoutOverrides& overrides = {});
 
+/// How layer_factors() hands over a basis that is one bf16 tensor as the checkpoint stores it (a
+/// dense q, k or v projection in [out, in] order with no gain folded into it).
+enum class Bases {
+  float32,      ///< every basis a float32 copy, its values checked here
+  stored_bf16,  ///< such a basis left in the checkpoint (FactorSide::stored): analyze_layer reads
+                ///< it in place where kvrank's own bf16 kernel runs, checks its values as it reads
+                ///< them, and copies it (with this function's checks and errors) where not
+};
+
 /// The per-head factors of one layer for `repr`. Reads and converts only that layer's tensors;
-/// validates their shapes against `layout` and their values (NaN/Inf) — errors name the tensor.
+/// validates their shapes against `layout` and their values (NaN/Inf) — errors name the tensor
+/// (under Bases::stored_bf16, a stored basis's values when analyze_layer reads them).
 HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layout, int layer,
-                          Repr repr);
+                          Repr repr, Bases bases = Bases::float32);
 
 /// The tensor names of one layer that layer_factors() reads (for release() after use).
 std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer);

@@ -98,6 +98,10 @@ bool onednn_f32_in_auto();
 /// any AVX-512 kernel), the CPU has the instruction, and `bf16-onednn` is not asked for.
 bool bf16_grams_on_own_kernel();
 
+/// Whether the Gram of an m × d basis of bf16 values, in the backend in force, runs on kvrank's own
+/// kernel, which reads a basis left stored in the checkpoint (FactorSide::stored) as it is.
+bool own_kernel_takes_bf16(Index m, Index d);
+
 /// Whether the float32 products of the metric (Grams, and metric/blas.hpp's GEMM, TRMM and SYRK)
 /// run on oneDNN under the backend in force: `onednn-f32`, or `auto` and onednn_f32_in_auto().
 bool float_products_on_onednn();
