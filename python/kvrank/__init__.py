@@ -40,7 +40,7 @@ from .plan import plan  # noqa: E402  (kvrank plan: docs/plan.md)
 
 
 def analyze(paths, repr=None, layers=None, *, labels=None, steps=None, runs=None,
-            attention="all", layer_shard=None, similarity=False, with_baseline=False, threads=0,
+            attention=None, layer_shard=None, similarity=False, with_baseline=False, threads=None,
             family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None,
             activations=False, fold_input_norm=False, progress=None, note=None):
     """`kvrank analyze` on checkpoints (paths or Hugging Face repo ids in the local hub cache).
@@ -49,9 +49,11 @@ def analyze(paths, repr=None, layers=None, *, labels=None, steps=None, runs=None
     layers: "0-11,20" or a list of indices; labels: one per path (default: each one's name);
     steps: the training step of each path, in order (--step; default: from checkpoint-N folder
     names or trainer_state.json); runs: the training run of each path, in order (default: the
-    folder holding the checkpoint folders); attention: "all", "self" or "cross" (encoders);
-    progress(label, done, total) is called after each layer; note(message) receives what the
-    command line logs as info. The other options are the command line's. Returns Results."""
+    folder holding the checkpoint folders); attention: "all", "self" or "cross" (encoders;
+    None: the command line's default, all); threads: a count, 0 for automatic (None: the command
+    line's default, 0: OMP_NUM_THREADS or every processor); progress(label, done, total) is
+    called after each layer; note(message) receives what the command line logs as info. The other
+    options are the command line's. Returns Results."""
     arguments = options.paths(paths)
     with in_python_words({"step": "steps", "label": "labels", "run": "runs"}):
         native = _kvrank.analyze(
@@ -98,9 +100,10 @@ def _config_json(config, model):
 
 
 def analyze_state_dict(state_dict, config=None, *, label=None, step=None, run=None, repr=None,
-                       layers=None, attention="all", layer_shard=None, similarity=False,
-                       threads=0, family=None, heads=None, kv_heads=None, head_dim=None, map=None,
-                       activations=False, fold_input_norm=False, progress=None, note=None):
+                       layers=None, attention=None, layer_shard=None, similarity=False,
+                       threads=None, family=None, heads=None, kv_heads=None, head_dim=None,
+                       map=None, activations=False, fold_input_norm=False, progress=None,
+                       note=None):
     """`kvrank analyze` on a model in memory: `state_dict` is a torch.nn.Module (its
     state_dict()) or a mapping of names (as in a checkpoint) to numpy arrays or torch tensors;
     `config` a Hugging Face config (a dict, an object with to_dict(), e.g. transformers'
@@ -109,7 +112,8 @@ def analyze_state_dict(state_dict, config=None, *, label=None, step=None, run=No
     or not contiguous is copied to the CPU for its layer. step: the training step recorded in the
     result (--step); run: the training run it belongs to (default "in memory"), by which
     plot(over_steps=…) groups and names its lines; label: the model's name (default: the run
-    and step, or "model")."""
+    and step, or "model"). attention, threads and the other options are analyze()'s (None:
+    the command line's default)."""
     from ._tensors import memory_tensors, state_dict_of
 
     step = None if step is None else options.step(step)
@@ -131,19 +135,21 @@ def analyze_state_dict(state_dict, config=None, *, label=None, step=None, run=No
     return Results(native)
 
 
-def diff(a, b, repr=None, layers=None, *, labels=None, attention="all", top=10, figure=None,
-         colour_map=None, family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_dtype=None,
-         activations=False, fold_input_norm=False):
+def diff(a, b, repr=None, layers=None, *, labels=None, attention=None, top=None, figure=None,
+         colour_map=None, family=None, heads=None, kv_heads=None, head_dim=None, map=None,
+         npy_dtype=None, activations=False, fold_input_norm=False):
     """`kvrank diff A B` (docs/diff.md): two checkpoints of one shape, or result files (then the
     per-layer changes only). Returns the JSON document of `kvrank diff --format json` as a dict:
     per layer the metrics of both and their change, and per head `head_similarity`, the cosine of
-    head h's form in A and in B. repr: default qk,ov; top: how many of the heads that moved most
-    "moved_heads" lists; figure: a .svg/.png/.pdf path for the layers × heads heatmap, in
-    colour_map (as plot's: viridis, rdbu or greys; default rdbu)."""
+    head h's form in A and in B. repr: default qk,ov; attention: as analyze()'s (None: the command
+    line's default, all); top: how many of the heads that moved most "moved_heads" lists (None:
+    the command line's default, 10); figure: a .svg/.png/.pdf path for the layers × heads heatmap,
+    in colour_map (as plot's: viridis, rdbu or greys; default rdbu)."""
     with in_python_words({"label": "labels"}):
         document = _kvrank.diff(
             options.path("a", a), options.path("b", b), options.names("labels", labels),
-            options.selection(repr, layers, None, attention), options.integer("top", top),
+            options.selection(repr, layers, None, attention),
+            options.optional_integer("top", top),
             options.layout(family, heads, kv_heads, head_dim, map, npy_dtype, activations,
                            fold_input_norm),
             "" if figure is None else options.path("figure", figure),
@@ -168,13 +174,15 @@ def _results_and_name(value, fallback):
     return Results.read(value), os.fspath(value)
 
 
-def check(current, baseline, *, metric="erank,erank_centered", abs_tol=0.05, rel_tol=None):
+def check(current, baseline, *, metric=None, abs_tol=None, rel_tol=None):
     """`kvrank check CURRENT --baseline BASELINE`: each is a Results or a result JSON path.
-    Returns a CheckResult (true when within tolerance); results that do not correspond raise
-    kvrank.Error."""
+    metric: the metrics compared, a comma list or a list (None: the command line's default,
+    erank,erank_centered); abs_tol: the absolute tolerance (None: the command line's default,
+    0.05); rel_tol: the relative tolerance (None: none). Returns a CheckResult (true when within
+    tolerance); results that do not correspond raise kvrank.Error."""
     with in_python_words():
-        metrics = options.comma_list("metric", metric)
-        abs_tol = options.number("abs_tol", abs_tol)
+        metrics = None if metric is None else options.comma_list("metric", metric)
+        abs_tol = options.optional_number("abs_tol", abs_tol)
         rel_tol = options.optional_number("rel_tol", rel_tol)
         current, current_name = _results_and_name(current, "current")
         baseline, baseline_name = _results_and_name(baseline, "baseline")
@@ -185,9 +193,13 @@ def check(current, baseline, *, metric="erank,erank_centered", abs_tol=0.05, rel
 
 def _figure_settings(metric, title, size, width, height, font_size, dpi, cols, share_y, ylim,
                      legend, style, colour_map=None, head_order=None):
-    """The figure options of `kvrank plot`, checked by the library as the command line's are."""
+    """The figure options of `kvrank plot`, checked by the library as the command line's are; one
+    left None keeps FigureSettings' default, the command line's."""
     settings = _kvrank.FigureSettings()
-    settings.metric, settings.title = options.text("metric", metric), options.text("title", title)
+    if metric is not None:
+        settings.metric = options.text("metric", metric)
+    if title is not None:
+        settings.title = options.text("title", title)
     settings.size = "" if size is None else options.text("size", size)
     settings.width = options.optional_number("width", width)
     settings.height = options.optional_number("height", height)
@@ -199,7 +211,8 @@ def _figure_settings(metric, title, size, width, height, font_size, dpi, cols, s
         low, high = (options.number("ylim", value) for value in options.sequence("ylim", ylim))
         ylim = f"{low!r},{high!r}"
     settings.ylim = ylim or ""
-    settings.legend = options.text("legend", legend)
+    if legend is not None:
+        settings.legend = options.text("legend", legend)
     settings.style_file = "" if style is None else options.path("style", style)
     settings.colour_map = options.optional_text("colour_map", colour_map) or ""
     settings.head_order = options.optional_text("head_order", head_order) or ""
@@ -234,9 +247,9 @@ def _steps_panel(panels):
     return [(name, concat(results for _, results in panels))]
 
 
-def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=None,
+def plot(inputs, output=None, *, metric=None, title=None, heatmap=None, model=None,
          over_steps=None, panel_titles=None, size=None, width=None, height=None, font_size=None,
-         dpi=None, cols=None, share_y=False, ylim=None, legend="below", style=None,
+         dpi=None, cols=None, share_y=False, ylim=None, legend=None, style=None,
          colour_map=None, head_order=None):
     """`kvrank plot`: one panel per input (a Results, a Tracker, a result JSON path, or a (title,
     Results) pair); with over_steps="layers", "mean" or "heatmap", the metric against the
@@ -244,13 +257,14 @@ def plot(inputs, output=None, *, metric="erank", title="", heatmap=None, model=N
     per training run, named after it (their models need a step: analyze(steps=…),
     analyze_state_dict(step=…), or checkpoint-N folders); with heatmap=LAYER the similarity
     matrix of one layer of `model` (a label; default the first) of the first input. The figure
-    options are the command line's: panel_titles (a list), size ("column" or "page"),
+    options are the command line's, None keeping its default: metric (the y axis, a result
+    field; None: erank), title (None: none), panel_titles (a list), size ("column" or "page"),
     width/height (inches), font_size (points), dpi (PNG), cols, share_y, ylim ("LOW,HIGH" or a
-    pair), legend ("below", "right", "inside", "none"), style (a style file), colour_map
-    (heatmaps: "viridis", "rdbu" or "greys"), head_order (the similarity heatmap's heads: "index"
-    or "cluster", similar heads side by side). Returns the
-    Figure (its SVG text, which a notebook displays); with `output`, also writes it there (PNG or
-    PDF through rsvg-convert when the name ends in .png or .pdf)."""
+    pair), legend ("below", "right", "inside", "none"; None: below), style (a style file),
+    colour_map (heatmaps: "viridis", "rdbu" or "greys"), head_order (the similarity heatmap's
+    heads: "index" or "cluster", similar heads side by side). Returns the Figure (its SVG text,
+    which a notebook displays); with `output`, also writes it there (PNG or PDF through
+    rsvg-convert when the name ends in .png or .pdf)."""
     with in_python_words():
         settings = _figure_settings(metric, title, size, width, height, font_size, dpi, cols,
                                     share_y, ylim, legend, style, colour_map, head_order)

@@ -143,10 +143,10 @@ def callback(name, value, signature):
 
 
 def threads(value):
-    """threads=: 0 (the default: OMP_NUM_THREADS or every processor) or a count, which the
-    request checks against this machine; beyond an int it is refused as the command line's
-    --threads refuses it."""
-    return integer("threads", value)
+    """threads=: None (the request's default, as the command line's: 0), 0 (OMP_NUM_THREADS or
+    every processor) or a count, which the request checks against this machine; beyond an int it
+    is refused as the command line's --threads refuses it."""
+    return optional_integer("threads", value)
 
 
 def step(value, name="step"):
@@ -202,12 +202,13 @@ def layout(family=None, heads=None, kv_heads=None, head_dim=None, map=None, npy_
     return result
 
 
-def selection(repr, layer_list, layer_shard=None, attention="all"):
-    """The --repr, --layers, --layer-shard and --attention options."""
+def selection(repr, layer_list, layer_shard=None, attention=None):
+    """The --repr, --layers, --layer-shard and --attention options (None: the request's
+    default)."""
     result = _kvrank.Selection()
     result.reprs, result.layers = comma_list("repr", repr), layers(layer_list)
     result.layer_shard = optional_text("layer_shard", layer_shard)
-    result.attention = text("attention", attention)
+    result.attention = optional_text("attention", attention)
     return result
 
 

@@ -56,21 +56,21 @@ struct Selection {
   std::string reprs;  ///< a comma list, as --repr takes it
   std::optional<std::string> layers;
   std::optional<std::string> layer_shard;
-  std::string attention = "all";
+  std::optional<std::string> attention;  ///< unset: the request's (all)
 };
 
 /// The command line's analyze request, from the module's arguments (the results keep each
-/// head's own rank, as the JSON result does).
+/// head's own rank, as the JSON result does); an option left unset keeps the request's default.
 kvrank::app::AnalyzeRequest analyze_request(const Selection& selection, const Layout& layout,
-                                            bool similarity, int threads) {
+                                            bool similarity, std::optional<int> threads) {
   kvrank::app::AnalyzeRequest request;
   request.reprs = kvrank::app::parse_repr_list(selection.reprs);
-  request.attention = kvrank::parse_attention_choice(selection.attention);
+  if (selection.attention) request.attention = kvrank::parse_attention_choice(*selection.attention);
   if (selection.layers) request.layers = kvrank::parse_layer_list(*selection.layers);
   if (selection.layer_shard) request.shard = kvrank::parse_layer_shard(*selection.layer_shard);
   request.format = kvrank::app::ResultFormat::json;
   request.similarity = similarity;
-  request.threads = threads;
+  if (threads) request.threads = *threads;
   request.layout = layout;
   return request;
 }
@@ -108,8 +108,9 @@ std::vector<kvrank::ModelReport> run_analysis(
 
 Results analyze(const std::vector<std::string>& arguments, const std::vector<std::string>& labels,
                 const std::vector<std::int64_t>& steps, const std::vector<std::string>& runs,
-                const Selection& selection, bool similarity, bool with_baseline, int threads,
-                const Layout& layout, const Progress& progress, const Note& note) {
+                const Selection& selection, bool similarity, bool with_baseline,
+                std::optional<int> threads, const Layout& layout, const Progress& progress,
+                const Note& note) {
   kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
   request.inputs = arguments;
   request.labels = labels;
@@ -127,7 +128,7 @@ Results analyze(const std::vector<std::string>& arguments, const std::vector<std
 Results analyze_state_dict(const std::vector<MemoryTensor>& tensors,
                            const std::optional<std::string>& config_json, const std::string& label,
                            std::optional<std::int64_t> step, const std::optional<std::string>& run,
-                           const Selection& selection, bool similarity, int threads,
+                           const Selection& selection, bool similarity, std::optional<int> threads,
                            const Layout& layout, const Progress& progress, const Note& note) {
   kvrank::app::AnalyzeRequest request = analyze_request(selection, layout, similarity, threads);
   request.inputs = {kInMemory};
@@ -151,15 +152,17 @@ std::string inspect_json(const std::vector<std::string>& arguments, const Layout
   return kvrank::app::inspect_text(request);
 }
 
-/// `check`: the violations, each as (label, repr, layer, metric, golden, current), and their table.
-py::tuple check(const Results& current, const Results& golden, const std::string& metrics,
-                double abs_tol, std::optional<double> rel_tol, const std::string& current_name,
+/// `check`: the violations, each as (label, repr, layer, metric, golden, current), and their table
+/// (metrics and abs_tol unset: the request's defaults).
+py::tuple check(const Results& current, const Results& golden,
+                const std::optional<std::string>& metrics, std::optional<double> abs_tol,
+                std::optional<double> rel_tol, const std::string& current_name,
                 const std::string& golden_name) {
   kvrank::app::CheckRequest request;
   request.current = current_name;
   request.golden = golden_name;
-  request.options.metrics = kvrank::app::parse_metric_list(metrics);
-  request.options.abs_tol = abs_tol;
+  if (metrics) request.options.metrics = kvrank::app::parse_metric_list(*metrics);
+  if (abs_tol) request.options.abs_tol = *abs_tol;
   request.options.rel_tol = rel_tol;
   const kvrank::app::CheckOutcome outcome =
       kvrank::app::check(request, current.models, golden.models);
@@ -186,12 +189,14 @@ std::string plot_svg(const std::vector<std::pair<std::string, Results>>& panels,
   return kvrank::app::plot_svg(request);
 }
 
-/// `kvrank diff A B --format json` (and with `figure`, its heatmap written there).
+/// `kvrank diff A B --format json` (and with `figure`, its heatmap written there); top unset: the
+/// request's default.
 std::string diff_json(const std::string& a, const std::string& b,
-                      const std::vector<std::string>& labels, const Selection& selection, int top,
-                      const Layout& layout, const std::string& figure,
+                      const std::vector<std::string>& labels, const Selection& selection,
+                      std::optional<int> top, const Layout& layout, const std::string& figure,
                       const std::string& colour_map) {
-  const kvrank::app::AnalyzeRequest analyze = analyze_request(selection, layout, false, 0);
+  const kvrank::app::AnalyzeRequest analyze =
+      analyze_request(selection, layout, false, std::nullopt);
   kvrank::app::DiffRequest request;
   request.a = a;
   request.b = b;
@@ -200,7 +205,7 @@ std::string diff_json(const std::string& a, const std::string& b,
   request.attention = analyze.attention;
   request.layers = analyze.layers;
   request.format = kvrank::app::ResultFormat::json;
-  request.top = top;
+  if (top) request.top = *top;
   request.figure = figure;
   request.colour_map = colour_map;
   request.layout = layout;

@@ -6,10 +6,16 @@
 #include "analysis/plan_detail.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/layer_list.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "kvrank/metric/diversity.hpp"
 
 namespace kvrank {
 namespace {
+
+/// --objective: what the groups minimise (merge: key_error + value_error; qk: qk_error).
+constexpr std::array<Named<PlanObjective>, 2> kObjectives{
+    {{PlanObjective::merge, "merge"}, {PlanObjective::qk, "qk"}}};
+static_assert(in_enum_order(kObjectives));
 
 /// Basis row of each head's d_h columns; throws unless every head is a plain slice of its basis.
 std::vector<Index> head_rows(const FactorSide& side, const std::string& path, const char* what) {
@@ -181,13 +187,12 @@ PlanModel plan_checkpoint(const Checkpoint& checkpoint, const LayoutOverrides& o
 }
 
 std::string_view plan_objective_name(PlanObjective objective) noexcept {
-  return objective == PlanObjective::qk ? "qk" : "merge";
+  return name_of(kObjectives, objective);
 }
 
 PlanObjective parse_plan_objective(std::string_view name) {
-  if (name == "merge") return PlanObjective::merge;
-  if (name == "qk") return PlanObjective::qk;
-  throw Error("", "unknown objective '" + std::string(name) + "' (expected merge or qk)");
+  if (const auto objective = value_named(kObjectives, name)) return *objective;
+  throw Error("", "--objective: " + expected_name(kObjectives, name));
 }
 
 }  // namespace kvrank

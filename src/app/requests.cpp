@@ -72,8 +72,7 @@ std::string_view result_format_name(ResultFormat format) noexcept {
 
 ResultFormat parse_result_format(std::string_view name) {
   if (const auto format = value_named(kResultFormats, name, &FormatRow::value)) return *format;
-  invalid("--format",
-          "expected " + name_list(kResultFormats) + ", found \"" + excerpt(name) + "\"");
+  invalid("--format", expected_name(kResultFormats, name));
 }
 
 std::vector<std::string> result_format_names() { return names_of(kResultFormats); }
@@ -93,14 +92,14 @@ std::vector<std::string> annotate_names() { return names_of(kAnnotate); }
 
 Annotate parse_annotate(std::string_view name) {
   if (const auto choice = value_named(kAnnotate, name)) return *choice;
-  invalid("--annotate", "expected " + name_list(kAnnotate) + ", found \"" + excerpt(name) + "\"");
+  invalid("--annotate", expected_name(kAnnotate, name));
 }
 
 std::vector<std::string> gauge_names() { return names_of(kGauges); }
 
 bool parse_gauge(std::string_view name) {
   if (const auto align = value_named(kGauges, name)) return *align;
-  invalid("--gauge", "expected " + name_list(kGauges) + ", found \"" + excerpt(name) + "\"");
+  invalid("--gauge", expected_name(kGauges, name));
 }
 
 std::vector<Repr> parse_repr_list(std::string_view text) {

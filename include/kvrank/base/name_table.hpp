@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kvrank/base/text.hpp"  // excerpt
+
 namespace kvrank {
 
 template <typename Enum>
@@ -81,6 +83,13 @@ std::string name_list(const std::array<Row, N>& table, std::string_view last_sep
     text += table[i].name;
   }
   return text;
+}
+
+/// "expected a, b or c, found "x"": the rule an option taking one of `table`'s names states when
+/// given another (the message reads "OPTION: expected …, found …").
+template <typename Row, std::size_t N>
+std::string expected_name(const std::array<Row, N>& table, std::string_view found) {
+  return "expected " + name_list(table) + ", found \"" + excerpt(found) + "\"";
 }
 
 }  // namespace kvrank
