@@ -17,23 +17,14 @@
 #include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
+#include "support/backend_guard.hpp"
 #include "support/catch.hpp"
 
 using namespace kvrank;
 
 namespace {
 
-/// Restores the backend in force when a test ends.
-class BackendGuard {
- public:
-  BackendGuard() : saved_(gram_backend()) {}
-  ~BackendGuard() { set_gram_backend(saved_); }
-  BackendGuard(const BackendGuard&) = delete;
-  BackendGuard& operator=(const BackendGuard&) = delete;
-
- private:
-  GramBackend saved_;
-};
+using test::BackendGuard;
 
 /// Sets the compute threads for a test, back to the default when it ends.
 class ThreadsGuard {

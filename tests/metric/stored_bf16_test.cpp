@@ -25,6 +25,7 @@
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/bf16_gram_kernel.hpp"
 #include "metric/side_gram.hpp"
+#include "support/backend_guard.hpp"
 #include "support/catch.hpp"
 #include "support/factor_test_util.hpp"
 #include "support/layer_metrics_check.hpp"
@@ -44,18 +45,15 @@ Checkpoint write_llama(const TempDir& dir, const std::string& family, const std:
 }
 
 /// Sets the Gram backend to bf16 (every size on the bf16 kernels) where the build and CPU have one,
-/// so that the stored rows are read in place on small test shapes; restores it after.
+/// so that the stored rows are read in place on small test shapes; restored when the test ends.
 class Bf16Backend {
  public:
-  Bf16Backend() : saved_(gram_backend()) {
+  Bf16Backend() {
     if (bf16_gram_supported()) set_gram_backend(GramBackend::bf16);
   }
-  ~Bf16Backend() { set_gram_backend(saved_); }
-  Bf16Backend(const Bf16Backend&) = delete;
-  Bf16Backend& operator=(const Bf16Backend&) = delete;
 
  private:
-  GramBackend saved_;
+  test::BackendGuard guard_;
 };
 
 /// m × n bf16 values as stored bytes, shifted `offset` bytes from an aligned start (a safetensors
