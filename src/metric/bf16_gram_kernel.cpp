@@ -17,9 +17,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "metric/bf16_panels.hpp"
+#include "metric/blas.hpp"
 #include "metric/thread_pool.hpp"
 
 namespace kvrank::detail {
@@ -155,6 +162,58 @@ std::vector<TriangleBlock> triangle_blocks(Index m) {
   return blocks;
 }
 
+/// One side's triangle blocks for bf16_kernel_gram_pair: handed out from the front (the most work
+/// first) to its own thread and from the back to the other side's (a lock per claim: a block is
+/// about a millisecond of work).
+class BlockQueue {
+ public:
+  explicit BlockQueue(Index m)
+      : blocks_(triangle_blocks(m)), back_(static_cast<Index>(blocks_.size())) {}
+  std::optional<TriangleBlock> take(bool own) {
+    const std::lock_guard<std::mutex> hold(lock_);
+    if (front_ == back_) return std::nullopt;
+    return blocks_[static_cast<std::size_t>(own ? front_++ : --back_)];
+  }
+
+ private:
+  std::vector<TriangleBlock> blocks_;
+  Index front_ = 0;
+  Index back_;
+  std::mutex lock_;
+};
+
+/// The calling thread's panel buffer, kept layer after layer (as gram_backend.cpp's packed rows):
+/// one per thread, so that two Grams side by side or together hold two.
+std::vector<std::uint32_t>& thread_panel_buffer() {
+  thread_local std::vector<std::uint32_t> buffer;
+  return buffer;
+}
+
+bool pack_side(const Bf16GramSide& side, Panels& panels) {
+  return side.stored ? pack_stored_panels(*side.stored, thread_panel_buffer(), panels)
+                     : pack_panels(*side.basis, thread_panel_buffer(), panels);
+}
+
+Index side_rows(const Bf16GramSide& side) {
+  return side.stored ? side.stored->rows : side.basis->rows();
+}
+
+int thread_number() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+int team_size() {
+#ifdef _OPENMP
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
 void bf16_triangle(const Panels& panels, Index m, float* gram) {
   const std::vector<TriangleBlock> blocks = triangle_blocks(m);
   const auto count = static_cast<Index>(blocks.size());
@@ -190,9 +249,8 @@ bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   if (!bf16_kernel_supported()) return false;
 #ifdef KVRANK_BF16_KERNEL
   // Per-thread buffer, reused layer after layer (as gram_backend.cpp's packed rows).
-  thread_local std::vector<std::uint32_t> buffer;
   Panels panels;
-  if (!pack_panels(basis, buffer, panels)) return false;
+  if (!pack_panels(basis, thread_panel_buffer(), panels)) return false;
   bf16_triangle(panels, basis.rows(), gram.data());
   return true;
 #else
@@ -201,12 +259,49 @@ bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
 #endif
 }
 
+bool bf16_kernel_gram_pair(const Bf16GramSide& left, const Bf16GramSide& right) {
+  if (!bf16_kernel_supported()) return false;
+#ifdef KVRANK_BF16_KERNEL
+  const Bf16GramSide* sides[2] = {&left, &right};
+  const Index rows[2] = {side_rows(left), side_rows(right)};
+  Panels panels[2];
+  bool packed[2] = {false, false};
+  BlockQueue queues[2] = {BlockQueue(rows[0]), BlockQueue(rows[1])};
+  int team = 1;
+  [[maybe_unused]] const int threads = std::min(2, available_threads());
+#pragma omp parallel num_threads(threads)
+  {
+    const int own = thread_number();
+#pragma omp single
+    team = team_size();
+    if (team == 2) packed[own] = pack_side(*sides[own], panels[own]);
+#pragma omp barrier
+    if (team == 2 && packed[0] && packed[1]) {
+      for (const int side : {own, 1 - own}) {
+        while (const std::optional<TriangleBlock> block = queues[side].take(side == own))
+          gram_block(panels[side], rows[side], block->j0, block->i0, sides[side]->gram->data());
+      }
+    }
+  }
+  if (team == 2) return packed[0] && packed[1];
+  // One thread (no OpenMP, or a busy pool): one Gram after the other.
+  for (const Bf16GramSide* side : sides) {
+    const bool formed = side->stored ? bf16_kernel_gram_upper(*side->stored, *side->gram)
+                                     : bf16_kernel_gram_upper(*side->basis, *side->gram);
+    if (!formed) return false;
+  }
+  return true;
+#else
+  (void)left, (void)right;
+  return false;
+#endif
+}
+
 bool bf16_kernel_gram_upper(const StoredBf16Rows& rows, MatrixF& gram) {
   if (!bf16_kernel_supported()) return false;
 #ifdef KVRANK_BF16_KERNEL
-  thread_local std::vector<std::uint32_t> buffer;  // as for a float32 basis
   Panels panels;
-  if (!pack_stored_panels(rows, buffer, panels)) return false;
+  if (!pack_stored_panels(rows, thread_panel_buffer(), panels)) return false;
   bf16_triangle(panels, rows.rows, gram.data());
   return true;
 #else

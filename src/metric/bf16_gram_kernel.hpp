@@ -43,6 +43,24 @@ bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 /// its file no longer backs (guarded_read.hpp), `gram` then partly written.
 bool bf16_kernel_gram_upper(const StoredBf16Rows& rows, MatrixF& gram);
 
+/// A basis whose Gram bf16_kernel_gram_pair() forms — stored bf16 rows, or a float32 matrix whose
+/// every value should be a bf16 — and its Gram (m × m, sized by the caller).
+struct Bf16GramSide {
+  const RowMatrixF* basis = nullptr;  ///< used when `stored` is null
+  const StoredBf16Rows* stored = nullptr;
+  MatrixF* gram = nullptr;
+};
+
+/// The upper triangles of two Grams formed together by two threads: each packs one side and forms
+/// its blocks first (its panels stay in its own cache, as with two Grams side by side), then takes
+/// what is left of the other side's, its smallest blocks first, so that a thread whose side ends
+/// first — or whose partner lost its core to another process — does not wait idle at the join. The
+/// same bits as bf16_kernel_gram_upper() on each. False when the kernel is unsupported, a float32
+/// side holds a value that is not a bf16, or a read of a stored side failed: the Grams are then
+/// partly written, and the caller forms them one by one. Precondition: each side has at least one
+/// row and one column.
+bool bf16_kernel_gram_pair(const Bf16GramSide& left, const Bf16GramSide& right);
+
 /// The largest magnitude among stored bf16 values, as bits with the sign cleared (0x7F80 and up:
 /// an Inf or NaN is among them); one guarded pass over the threads. Nullopt when
 /// bf16_kernel_supported() is not, or a read met a page its file no longer backs.

@@ -402,7 +402,13 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     if (factors.symmetric) {
       form_left();
     } else if (grams_side_by_side(factors.left, factors.right)) {
-      side_by_side(form_left, form_right);
+      if (detail::bf16_grams_together(factors.left, factors.right, workspace.left_gram,
+                                      workspace.right_gram, kernels, {*left_scale, *right_scale})) {
+        left.emplace(factors.left, 0, workspace.left_gram, kernels, true);
+        right.emplace(factors.right, 0, workspace.right_gram, kernels, true);
+      } else {
+        side_by_side(form_left, form_right);
+      }
     } else {
       form_left();
       form_right();

@@ -18,8 +18,7 @@ namespace kvrank::detail {
 /// (much more on a loaded machine, where idle threads spin), small layers run faster serially.
 bool worth_threads(Index work) { return work >= (Index(1) << 22); }
 
-/// G's upper triangle mirrored into its lower one, in tiles so that the strided reads stay in
-/// cache.
+// In tiles, so that the strided reads stay in cache.
 void mirror_upper(MatrixF& gram) {
   const Index m = gram.rows();
   constexpr Index kTile = 64;
@@ -64,6 +63,22 @@ void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const detail::Lay
     return;
   }
   if (triangles == Triangles::both) mirror_upper(gram);
+}
+
+bool bf16_grams_together(const FactorSide& left, const FactorSide& right, MatrixF& left_gram,
+                         MatrixF& right_gram, const LayerKernels& kernels,
+                         std::pair<int, int> scales) {
+  auto whole = [&](const FactorSide& side) {
+    return side.rows() > 0 && side.cols() > 0 && own_kernel_takes_bf16(side.rows(), side.cols());
+  };
+  if (!kernels.onednn_grams || scales != std::pair{0, 0} || !whole(left) || !whole(right))
+    return false;
+  detail::fit_buffer(left_gram, left.rows(), left.rows());
+  detail::fit_buffer(right_gram, right.rows(), right.rows());
+  auto side = [](const FactorSide& of, MatrixF& gram) {
+    return Bf16GramSide{of.stored ? nullptr : &of.basis, of.stored ? &*of.stored : nullptr, &gram};
+  };
+  return bf16_kernel_gram_pair(side(left, left_gram), side(right, right_gram));
 }
 
 /// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kvrank/base/factors.hpp"
@@ -44,6 +45,18 @@ std::optional<int> side_scale_exponent(const FactorSide& side);
 void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const LayerKernels& kernels,
                     Triangles triangles);
 
+/// G's upper triangle mirrored into its lower one.
+void mirror_upper(MatrixF& gram);
+
+/// Both sides' Grams (their upper triangles, each buffer resized) formed together on kvrank's own
+/// bf16 kernel (bf16_kernel_gram_pair: neither thread idle while the other finishes), where both
+/// bases go to it whole: bf16 values (stored, or float32 ones), unscaled, each Gram large enough
+/// for the kernel, and `kernels` allow it. False otherwise, or when a value or a read put a side
+/// off the kernel: the caller then forms them (again) side by side.
+bool bf16_grams_together(const FactorSide& left, const FactorSide& right, MatrixF& left_gram,
+                         MatrixF& right_gram, const LayerKernels& kernels,
+                         std::pair<int, int> scales);
+
 /// One side's Gram and, for heads that are not a single full identity block, G·C_h.
 /// `workspace` holds the Gram (a ComputeWorkspace's, kept by the caller across layers). When every
 /// head is a plain slice of the basis (MHA/GQA/MQA), only G's upper triangle is formed, and every
@@ -51,9 +64,10 @@ void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const LayerKernel
 class SideGram {
  public:
   /// `scale_exponent`: side_scale_exponent(side), which the caller has already read (0 for a
-  /// stored basis).
+  /// stored basis). `formed`: `workspace` already holds the Gram's upper triangle
+  /// (bf16_grams_together).
   SideGram(const FactorSide& side, int scale_exponent, MatrixF& workspace,
-           const detail::LayerKernels& kernels)
+           const detail::LayerKernels& kernels, bool formed = false)
       : side_(side), gram_(workspace), k_(side.head_cols), gram_exponent_(scale_exponent) {
     const Index heads = static_cast<Index>(side.heads.size());
     simple_row_.resize(heads);
@@ -61,7 +75,9 @@ class SideGram {
     const bool all_simple =
         std::all_of(simple_row_.begin(), simple_row_.end(), [](Index row) { return row >= 0; });
     const Triangles triangles = all_simple ? Triangles::upper : Triangles::both;
-    if (side.stored) {  // never scaled: analyze_layer copies an extreme one (side_scale_exponent)
+    if (formed) {
+      if (triangles == Triangles::both) mirror_upper(gram_);
+    } else if (side.stored) {  // never scaled: analyze_layer copies an extreme one
       gram_of_stored(*side.stored, gram_, kernels, triangles);
     } else if (gram_exponent_ == 0) {
       gram_float(side.basis, gram_, kernels, triangles);

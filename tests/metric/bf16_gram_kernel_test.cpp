@@ -3,17 +3,21 @@
 // multiple of its 16-row panels, 8 × 48 register blocks or 256 × 288 thread blocks, depths not a
 // multiple of a pair, of 32 or of the 256-deep slice, a single row or column), bit for bit against
 // oneDNN's bf16 Gram (the same float32 sums; to round-off where oneDNN has AMX), the same bits on 1
-// and 2 threads, and a basis of other values refused. Tagged [.bf16_kernel]: run as the ctest test
+// and 2 threads, a basis of other values refused, and two Grams formed together (one side as a
+// checkpoint stores it) with each one's bits. Tagged [.bf16_kernel]: run as the ctest test
 // unit.bf16_gram_kernel where the CPU has AVX512-BF16 (tests/CMakeLists.txt), a visible skip
 // elsewhere.
 #include "metric/bf16_gram_kernel.hpp"
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "io/safetensors_writer.hpp"
 #include "kvrank/io/dtype.hpp"
@@ -151,4 +155,42 @@ TEST_CASE("bf16 kernel: subnormal bf16 values count as zeros, as documented", "[
   CHECK(gram(0, 0) == 0.0f);
   CHECK(gram(0, 1) == 0.0f);  // 2⁻¹³³ · 2⁶⁰ and more, were they not zeros
   CHECK(same_upper_bits(gram, kernel_gram(zeroed)));
+}
+
+TEST_CASE("bf16 kernel: two Grams formed together have each one's bits, on 1 and 2 threads",
+          "[.bf16_kernel]") {
+  REQUIRE(detail::bf16_kernel_supported());
+  std::mt19937 rng(44);
+  const std::pair<Index, Index> pairs[][2] = {{{290, 513}, {300, 513}},
+                                              {{64, 1024}, {545, 1024}},  // one side ends early
+                                              {{1, 1}, {17, 1}}};
+  for (const auto& [left_shape, right_shape] : pairs) {
+    INFO(left_shape.first << " and " << right_shape.first << " rows");
+    const RowMatrixF left = bf16_basis(left_shape.first, left_shape.second, rng);
+    const RowMatrixF right = bf16_basis(right_shape.first, right_shape.second, rng);
+    // The right side as a checkpoint stores it: its bf16 bits.
+    std::vector<std::byte> bytes(static_cast<std::size_t>(right.size()) * 2);
+    for (Index i = 0; i < right.size(); ++i) {
+      const std::uint16_t bits = f32_to_bf16(right.data()[i]);
+      std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    }
+    const StoredBf16Rows stored{bytes, right.rows(), right.cols(), {}};
+    for (int threads : {1, 2}) {
+      set_compute_threads(threads);
+      MatrixF left_gram = MatrixF::Zero(left.rows(), left.rows());
+      MatrixF right_gram = MatrixF::Zero(right.rows(), right.rows());
+      REQUIRE(detail::bf16_kernel_gram_pair({&left, nullptr, &left_gram},
+                                            {nullptr, &stored, &right_gram}));
+      CHECK(same_upper_bits(left_gram, kernel_gram(left)));
+      CHECK(same_upper_bits(right_gram, kernel_gram(right)));
+    }
+  }
+  // A float32 side with a value that is not a bf16: refused (the caller forms them one by one).
+  RowMatrixF off = bf16_basis(40, 64, rng);
+  off(39, 63) = 1.0f + 0x1p-20f;
+  const RowMatrixF plain = bf16_basis(40, 64, rng);
+  MatrixF a(40, 40);
+  MatrixF b(40, 40);
+  CHECK_FALSE(detail::bf16_kernel_gram_pair({&plain, nullptr, &a}, {&off, nullptr, &b}));
+  set_compute_threads(0);
 }
