@@ -248,6 +248,51 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   return {false, detail::FloatKernels::blas};  // the BLAS's buffers are mapped already
 }
 
+/// The power-of-two scales of the two sides' bases (side_scale_exponent), the sides read at once on
+/// two threads where their Grams will be; nullopt when a stored basis (FactorSide::stored) cannot
+/// be used as it is: no kernel reads it, or it holds an Inf or NaN, or it needs scaling.
+std::optional<std::pair<int, int>> side_scales(const HeadFactors& factors) {
+  if (factors.has_stored_basis() && !stored_bases_served(factors)) return std::nullopt;
+  std::optional<int> left = 0;
+  std::optional<int> right = 0;
+  auto scan_left = [&] { left = side_scale_exponent(factors.left); };
+  auto scan_right = [&] { right = side_scale_exponent(factors.right); };
+  if (factors.symmetric) {
+    scan_left();
+  } else if (grams_side_by_side(factors.left, factors.right)) {
+    side_by_side(scan_left, scan_right);  // a side each: one scan is too small for the pool
+  } else {
+    scan_left();
+    scan_right();
+  }
+  if (!left || !right) return std::nullopt;
+  if (factors.has_stored_basis() && (*left != 0 || *right != 0)) return std::nullopt;
+  return std::pair{*left, *right};
+}
+
+/// The pairwise path's Grams (`right` only when not symmetric): two similar sides formed together
+/// on kvrank's own bf16 kernel or side by side (grams_side_by_side), others one after the other.
+void form_side_grams(const HeadFactors& factors, std::pair<int, int> scales,
+                     ComputeWorkspace& workspace, const detail::LayerKernels& kernels,
+                     std::optional<SideGram>& left, std::optional<SideGram>& right) {
+  auto form_left = [&] { left.emplace(factors.left, scales.first, workspace.left_gram, kernels); };
+  auto form_right = [&] {
+    right.emplace(factors.right, scales.second, workspace.right_gram, kernels);
+  };
+  if (factors.symmetric) {
+    form_left();
+  } else if (!grams_side_by_side(factors.left, factors.right)) {
+    form_left();
+    form_right();
+  } else if (detail::bf16_grams_together(factors.left, factors.right, workspace.left_gram,
+                                         workspace.right_gram, kernels, scales)) {
+    left.emplace(factors.left, 0, workspace.left_gram, kernels, true);
+    right.emplace(factors.right, 0, workspace.right_gram, kernels, true);
+  } else {
+    side_by_side(form_left, form_right);
+  }
+}
+
 }  // namespace
 
 double effective_rank(const std::vector<double>& weights) {
@@ -351,34 +396,16 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     failure.rethrow();
   };
 
-  // A basis left stored as bf16 (FactorSide::stored) is read in place by kvrank's own bf16 kernel;
-  // every other path, and a stored basis that holds an Inf or NaN or needs scaling, takes the
-  // reader's float32 copy (which also names what is wrong with it).
-  if (factors.has_stored_basis() && !stored_bases_served(factors))
-    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
-  // The contraction works on the unscaled bases: weights near float's range take the Gram path,
-  // which rescales each basis first (see unit_scale_exponent).
-  std::optional<int> left_scale = 0;
-  std::optional<int> right_scale = 0;
-  auto scan_left = [&] { left_scale = side_scale_exponent(factors.left); };
-  auto scan_right = [&] { right_scale = side_scale_exponent(factors.right); };
-  if (factors.symmetric) {
-    scan_left();
-  } else if (grams_side_by_side(factors.left, factors.right)) {
-    side_by_side(scan_left, scan_right);  // a side each: one scan is too small for the pool
-  } else {
-    scan_left();
-    scan_right();
-  }
-  const bool extreme_scale = left_scale != 0 || right_scale != 0;
-  if (factors.has_stored_basis() && extreme_scale)
-    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
+  // A basis left stored as bf16 is read in place by kvrank's own bf16 kernel; any other path takes
+  // the reader's float32 copy, which also names what is wrong with it (an Inf or NaN).
+  const std::optional<std::pair<int, int>> scales = side_scales(factors);
+  if (!scales) return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
+  const bool extreme_scale = *scales != std::pair{0, 0};
   MatrixD inner;
   std::optional<detail::CentredProducts> centred_products;  // the contraction's, for J S J
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
-  const detail::LayerKernels kernels =
-      layer_kernels(factors, plan, {*left_scale, *right_scale}, workspace);
+  const detail::LayerKernels kernels = layer_kernels(factors, plan, *scales, workspace);
   if (factors.has_stored_basis() && (plan || !kernels.onednn_grams))
     return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   if (plan) {
@@ -395,24 +422,7 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   } else {
     std::optional<SideGram> left;
     std::optional<SideGram> right;
-    auto form_left = [&] { left.emplace(factors.left, *left_scale, workspace.left_gram, kernels); };
-    auto form_right = [&] {
-      right.emplace(factors.right, *right_scale, workspace.right_gram, kernels);
-    };
-    if (factors.symmetric) {
-      form_left();
-    } else if (grams_side_by_side(factors.left, factors.right)) {
-      if (detail::bf16_grams_together(factors.left, factors.right, workspace.left_gram,
-                                      workspace.right_gram, kernels, {*left_scale, *right_scale})) {
-        left.emplace(factors.left, 0, workspace.left_gram, kernels, true);
-        right.emplace(factors.right, 0, workspace.right_gram, kernels, true);
-      } else {
-        side_by_side(form_left, form_right);
-      }
-    } else {
-      form_left();
-      form_right();
-    }
+    form_side_grams(factors, *scales, workspace, kernels, left, right);
     inner = head_inner_products(*left, right ? &*right : nullptr, heads);
     const int norm_exponent = left->exponent() + (right ? right->exponent() : left->exponent());
     per_head(inner, norm_exponent, [&](Index h) {
