@@ -126,7 +126,8 @@ TEST_CASE("the name lists come from the library's tables", "[app][requests]") {
   CHECK(app::parse_repr_list("qk,,ov") == std::vector<Repr>{Repr::qk, Repr::ov});
   CHECK(app::parse_metric_list("erank,,pcs_90") == std::vector<Curve>{Curve::erank, Curve::pcs_90});
   CHECK_THAT(error_message([] { app::parse_metric_list("erank,eranq"); }),
-             Contains("unknown metric \"eranq\""));
+             Contains("--metric: expected erank, erank_pct, erank_centered, erank_centered_pct, "
+                      "mean_similarity or pcs_90, found \"eranq\""));
   CHECK(app::parse_number_list("--redundancy", "0,0.5") == std::vector<double>{0, 0.5});
   CHECK_THAT(error_message([] { app::parse_number_list("--redundancy", "0,x"); }),
              Contains("--redundancy: \"x\" is not a number"));
