@@ -140,6 +140,21 @@ TEST_CASE("the name lists come from the library's tables", "[app][requests]") {
   CHECK_FALSE(app::parse_gauge("none"));
   CHECK(error_message([] { app::parse_gauge("maybe"); }) ==
         "--gauge: expected auto or none, found \"maybe\"");
+  // The defaults the help shows, named from the same tables (kGauges lists true first).
+  CHECK(app::gauge_name(true) == "auto");
+  CHECK(app::gauge_name(false) == "none");
+  CHECK(app::annotate_name(app::Annotate::automatic) == "auto");
+  CHECK(app::annotate_name(app::Annotate::none) == "none");
+  CHECK(plan_objective_names() == std::vector<std::string>{"merge", "qk"});
+  CHECK(plan_objective_name(PlanOptions{}.objective) == "qk");
+  // A plan has no TSV form: plan's --format choices and its refusal of .tsv name the same list.
+  CHECK(app::plan_format_names() == std::vector<std::string>{"table", "json", "csv"});
+  app::PlanRequest plan;
+  plan.inputs = {"model"};
+  plan.options.kv_heads_after = 1;
+  plan.format = app::ResultFormat::tsv;
+  CHECK(error_message([&plan] { plan.validate(); }) ==
+        "--format: a plan is written as table, json or csv");
 }
 
 TEST_CASE("written_format: -o's extension, else --format, else the table", "[app][requests]") {
