@@ -176,10 +176,12 @@ TEST_CASE("header examples: name_table.hpp", "[examples]") {
   std::string_view green = name_of(kColours, Colour::green);  // "g"
   std::optional<Colour> red = value_named(kColours, "red");   // Colour::red
   std::string both = name_list(kColours);                     // "red or g"
+  std::string same = name_list(names_of(kColours));           // "red or g"
   // end of example
   CHECK(green == "g");
   CHECK(red == Colour::red);
   CHECK(both == "red or g");
+  CHECK(same == "red or g");
   CHECK_FALSE(value_named(kColours, "blue"));
 }
 

@@ -1,6 +1,9 @@
 // Each subcommand's options, bound to its request (subcommands.hpp). Only parsing happens here:
 // a value becomes a typed field (decimal integers, the library's names); the rules the values
 // must meet are the request's validate() (kvrank/app/requests.hpp) or the library's.
+#include <sstream>
+
+#include "kvrank/base/name_table.hpp"
 #include "kvrank/layout/family.hpp"
 #include "kvrank/layout/layout.hpp"
 #include "kvrank/report/check.hpp"
@@ -28,6 +31,24 @@ std::vector<std::string> metric_names() {
   for (const auto& field : metric_fields()) names.emplace_back(field.name);
   return names;
 }
+
+namespace {
+
+/// "erank,erank_centered": `metrics` as --metric takes them (a default shown in help).
+std::string metric_list(const std::vector<Curve>& metrics) {
+  std::vector<std::string> names;
+  for (Curve metric : metrics) names.emplace_back(curve_name(metric));
+  return comma_list(names);
+}
+
+/// "0", "10", "0,0.5": numbers as an option takes them (a default shown in help).
+std::string number_list(const std::vector<double>& numbers) {
+  std::ostringstream text;
+  for (std::size_t i = 0; i < numbers.size(); ++i) text << (i > 0 ? "," : "") << numbers[i];
+  return text.str();
+}
+
+}  // namespace
 
 void add_result_output(CLI::App& command, std::optional<app::ResultFormat>& format,
                        std::string& output) {
@@ -66,20 +87,22 @@ void add_layout_options(CLI::App& command, app::LayoutRequest& layout) {
 namespace {
 
 /// --repr, --attention and --layers, as analyze and diff take them (`repr_default`: what an
-/// absent --repr means; `verb`: what is done to the layers).
+/// absent --repr means; `verb`: what is done to the layers; `attention` holds the request's
+/// default).
 void add_heads_selection(CLI::App& command, std::vector<Repr>& reprs, AttentionChoice& attention,
                          std::optional<std::vector<int>>& layers, const std::string& repr_default,
                          const std::string& verb) {
   add_choice(command, "--repr", repr_names(),
-             "Head representation(s), a comma list of " + or_list(repr_names()) +
+             "Head representation(s), a comma list of " + name_list(repr_names()) +
                  " (default: " + repr_default + ")",
              [&reprs](const std::string& text) { reprs = app::parse_repr_list(text); });
+  const std::string attention_default(attention_choice_name(attention));
   add_choice(
       command, "--attention", attention_choice_names(),
-      "Attention series of encoders and encoder-decoders: " + or_list(attention_choice_names()) +
-          " (default: all; decoder-only models have self only)",
+      "Attention series of encoders and encoder-decoders: " + name_list(attention_choice_names()) +
+          " (default: " + attention_default + "; decoder-only models have self only)",
       [&attention](const std::string& name) { attention = parse_attention_choice(name); })
-      ->default_str("all");
+      ->default_str(attention_default);
   command.add_option_function<std::string>(
       "--layers", [&layers](const std::string& text) { layers = parse_layer_list(text); },
       "Layers to " + verb + ", e.g. 0-11,20 (default: all)");
@@ -156,7 +179,7 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
              [&request](const std::string& text) {
                request.options.metrics = app::parse_metric_list(text);
              })
-      ->default_str("erank,erank_centered");
+      ->default_str(metric_list(request.options.metrics));
   command.add_option("--abs-tol", request.options.abs_tol, "Absolute tolerance")
       ->type_name("FLOAT:NONNEGATIVE")
       ->capture_default_str();
@@ -166,7 +189,7 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
       command, "--direction", direction_names(),
       "Which changes fail: down (a rank that falls), up, or both",
       [&request](const std::string& name) { request.options.direction = parse_direction(name); })
-      ->default_str("both");
+      ->default_str(std::string(direction_name(request.options.direction)));
   command
       .add_option_function<std::string>(
           "--format", [&request](const std::string& name) { request.json = name == "json"; },
@@ -177,7 +200,7 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
              "GitHub Actions annotations (grouped per model and representation, at most 10) and "
              "the whole job summary (auto: when $GITHUB_ACTIONS is true)",
              [&request](const std::string& name) { request.annotate = app::parse_annotate(name); })
-      ->default_str("auto");
+      ->default_str(std::string(app::annotate_name(request.annotate)));
 }
 
 void declare_merge(CLI::App& command, app::MergeRequest& request) {
@@ -191,7 +214,8 @@ void declare_merge(CLI::App& command, app::MergeRequest& request) {
 void declare_baseline(CLI::App& command, app::BaselineRequest& request) {
   add_integer(command, "--layers", request.layers, "Number of layers")->required();
   add_integer(command, "--heads", request.heads,
-              "Heads per layer, 2 or more (default: 2, the fewest that can be redundant)");
+              "Heads per layer, 2 or more (default: " + std::to_string(request.head_count()) +
+                  ", the fewest that can be redundant)");
   add_result_output(command, request.format, request.output);
 }
 
@@ -224,9 +248,11 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
   command.add_option("--width", figure.width, "Figure width in inches (default: from the panels)");
   command.add_option("--height", figure.height,
                      "Figure height in inches (default: from the width)");
-  command.add_option("--font-size", figure.font_size,
-                     "Axis-label font size in points (default 10)");
-  add_integer(command, "--dpi", figure.dpi, "PNG resolution in pixels per inch (default 300)");
+  command.add_option(
+      "--font-size", figure.font_size,
+      "Axis-label font size in points (default " + number_list({PlotOptions{}.font_pt}) + ")");
+  add_integer(command, "--dpi", figure.dpi,
+              "PNG resolution in pixels per inch (default " + std::to_string(kDefaultPngDpi) + ")");
   add_integer(command, "--cols", figure.columns, "Panels per row (default: all in one row)");
   command.add_flag("--share-y", figure.share_y, "One y range for every panel");
   command.add_option("--ylim", figure.ylim, "Fixed y range LOW,HIGH (default: from the data)");
@@ -289,7 +315,7 @@ void declare_synth(CLI::App& command, app::SynthRequest& request) {
           "Head redundancy r in [0, 1], one value or one per layer (comma list): each head's "
           "projections are (1-r)·own + r·shared, so 0 gives independent heads and 1 identical "
           "heads (erank 1)")
-      ->default_str("0");
+      ->default_str(number_list(o.redundancy));
   add_integer(command, "--seed", o.seed, "Random seed", true);
   command.add_option("-o,--output", request.output, "Output folder (required)")->required();
   command.footer("Only -o is required; every other option has the default shown.");
@@ -327,18 +353,18 @@ void declare_plan(CLI::App& command, app::PlanRequest& request) {
   add_choice(command, "--gauge", app::gauge_names(),
              "Align heads before merging (auto) or not (none)",
              [&options](const std::string& name) { options.align = app::parse_gauge(name); })
-      ->default_str("auto");
+      ->default_str(std::string(app::gauge_name(options.align)));
   add_choice(
-      command, "--objective", {"merge", "qk"},
+      command, "--objective", plan_objective_names(),
       "What the groups minimise: merge (key_error + value_error) or qk (qk_error)",
       [&options](const std::string& name) { options.objective = parse_plan_objective(name); })
-      ->default_str("qk");
+      ->default_str(std::string(plan_objective_name(options.objective)));
   add_choice(command, "--rope", {"rotate_half", "interleaved", "none"},
              "RoPE convention of the keys (default: the model type's)",
              [&options](const std::string& name) { options.rope = parse_rope_convention(name); });
   command.add_option("--layers", options.layers, "Layers to plan, e.g. 0-11,20 (default: all)");
   add_choice(
-      command, "--format", {"table", "json", "csv"},
+      command, "--format", app::plan_format_names(),
       "Output format (default: from -o's extension .json/.csv, else table)",
       [&request](const std::string& name) { request.format = app::parse_result_format(name); });
   command.add_option("-o,--output", request.output,

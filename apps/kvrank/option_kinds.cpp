@@ -74,20 +74,17 @@ CLI::Option* add_integer_list(CLI::App& command, const std::string& names,
       ->type_name("INT");
 }
 
-std::string or_list(const std::vector<std::string>& names) {
+std::string comma_list(const std::vector<std::string>& names) {
   std::string text;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  for (const std::string& name : names) text += (text.empty() ? "" : ",") + name;
   return text;
 }
 
 CLI::Option* add_choice(CLI::App& command, const std::string& names,
                         const std::vector<std::string>& choices, const std::string& help,
                         std::function<void(const std::string&)> apply) {
-  std::string shown;
-  for (const std::string& choice : choices) shown += (shown.empty() ? "" : ",") + choice;
   return command.add_option_function<std::string>(names, std::move(apply), help)
-      ->type_name("TEXT:{" + shown + "}");
+      ->type_name("TEXT:{" + comma_list(choices) + "}");
 }
 
 /// An empty value is a value: `--layer-shard "$TASK"` with TASK unset must not read as "no option"

@@ -34,7 +34,7 @@ CLI::Option* add_choice(CLI::App& command, const std::string& names,
 /// Refuses "" for every option taking a value (an unset shell variable), except --title.
 void refuse_empty_values(CLI::App& app);
 
-/// "a, b or c" of `names`.
-std::string or_list(const std::vector<std::string>& names);
+/// "a,b,c": `names` as a comma list takes them (the choices and defaults shown in help texts).
+std::string comma_list(const std::vector<std::string>& names);
 
 }  // namespace kvrank::cli

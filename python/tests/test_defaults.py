@@ -46,8 +46,8 @@ class DefaultsTest(harness.TestCase):
                          harness.analyze_json(folder, "--attention", "cross", "--threads", "1"))
         self.assertNotEqual(harness.analyze_json(folder, "--attention", "cross"), default)
         self.assert_errors(lambda **keywords: kvrank.analyze(GQA, **keywords), [
-            (dict(attention="both"), 'unknown attention="both" (expected self, cross or all)'),
-            (dict(attention=""), 'unknown attention="" (expected self, cross or all)'),
+            (dict(attention="both"), 'attention: expected self, cross or all, found "both"'),
+            (dict(attention=""), 'attention: expected self, cross or all, found ""'),
             (dict(attention=1), "attention: expected text, found 1"),
             (dict(threads=-1), "threads=-1: expected 0 (all cores) or more"),
             (dict(threads=1.5), "threads: expected a whole number, found 1.5"),
@@ -69,7 +69,7 @@ class DefaultsTest(harness.TestCase):
         self.assertEqual(in_memory(attention="self", threads=1), test_files.without_path(
             harness.analyze_json(folder, "--label", "t5", "--attention", "self")))
         self.assert_errors(lambda **keywords: in_memory(**keywords), [
-            (dict(attention="both"), 'unknown attention="both" (expected self, cross or all)'),
+            (dict(attention="both"), 'attention: expected self, cross or all, found "both"'),
             (dict(threads=-1), "threads=-1: expected 0 (all cores) or more"),
         ])
 
@@ -85,7 +85,7 @@ class DefaultsTest(harness.TestCase):
         self.assertEqual(kvrank.diff(BASE, LATER, top=3), self.diff_command("--top", "3"))
         self.assertNotEqual(self.diff_command("--top", "3"), default)
         self.assert_errors(lambda **keywords: kvrank.diff(BASE, LATER, **keywords), [
-            (dict(attention="both"), 'unknown attention="both" (expected self, cross or all)'),
+            (dict(attention="both"), 'attention: expected self, cross or all, found "both"'),
             (dict(top=-1), "top: must be 0 to 100000, found -1"),
             (dict(top=1.5), "top: expected a whole number, found 1.5"),
         ])
@@ -120,7 +120,7 @@ class DefaultsTest(harness.TestCase):
         self.assertFalse(self.check_both(*both, "--metric", "erank", "--abs-tol", "0.01",
                                          metric=["erank"], abs_tol=0.01))
         self.assert_errors(lambda **keywords: kvrank.check(current, current, **keywords), [
-            (dict(metric="bogus"), f'unknown metric "bogus" (expected {METRICS})'),
+            (dict(metric="bogus"), f'metric: expected {METRICS}, found "bogus"'),
             (dict(metric=""), "metric: at least one metric is required"),
             (dict(metric=[]), "metric: at least one metric is required"),
             (dict(metric=3), "metric: expected a list, found 3"),
@@ -147,8 +147,8 @@ class DefaultsTest(harness.TestCase):
         legends = ("below, right, inside or none (inside:CORNER: top-left, top-right, bottom-left "
                    "or bottom-right)")
         self.assert_errors(lambda **keywords: kvrank.plot(self.path("gqa.json"), **keywords), [
-            (dict(metric="bogus"), f'unknown metric "bogus" (expected {METRICS})'),
-            (dict(metric=""), f'unknown metric "" (expected {METRICS})'),
+            (dict(metric="bogus"), f'metric: expected {METRICS}, found "bogus"'),
+            (dict(metric=""), f'metric: expected {METRICS}, found ""'),
             (dict(metric=1), "metric: expected text, found 1"),
             (dict(title=1), "title: expected text, found 1"),
             (dict(legend="left"), f'legend: expected {legends}, found "left"'),

@@ -7,6 +7,7 @@ Skipped (exit 77) where Debian's python3-torch is absent.
 
   python3 python/tests/test_example.py build/kvrank   (ctest: python.test_example, PYTHONPATH set)
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -22,9 +23,7 @@ EXAMPLE = os.path.join(ROOT, "examples", "train_with_kvrank.py")
 
 def main():
     harness.kvrank_from_argv()
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         harness.skip("PyTorch is not installed (Debian: python3-torch, scripts/setup.sh)")
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run([sys.executable, EXAMPLE, "--steps", "6", "--every", "3", "--batch",

@@ -5,6 +5,7 @@ the path. Skipped (exit 77) where python3 has no venv module (Debian: python3-ve
 
   python3 python/tests/test_install.py build/kvrank   (ctest sets KVRANK_BUILD_DIR)
 """
+import importlib.util
 import os
 import subprocess
 import sys
@@ -20,9 +21,7 @@ def main():
     build = os.environ.get("KVRANK_BUILD_DIR")
     if not build:
         sys.exit("test_install.py: KVRANK_BUILD_DIR is not set (ctest sets it)")
-    try:
-        import venv  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("venv") is None:
         harness.skip("python3 has no venv module (Debian: python3-venv)")
     with tempfile.TemporaryDirectory() as tmp:
         env_dir = os.path.join(tmp, "venv")

@@ -45,7 +45,7 @@ class IntakeTest(harness.TestCase):
             (lambda: kvrank.analyze(TINY, threads=99999),
              "threads=99999: at most {} (4 × the {} processors of this machine)"),
             (lambda: kvrank.analyze(TINY, repr="xy"),
-             'unknown representation "xy" for repr= (expected qk, ov, k or v)'),
+             'repr: expected qk, ov, k or v, found "xy"'),
             (lambda: kvrank.analyze(TINY, steps=[1, 2]), "steps: 2 given for 1 input(s)"),
             (lambda: kvrank.analyze(TINY, labels=["a", "b"]), "labels: 2 given for 1 input(s)"),
             (lambda: kvrank.analyze(TINY, family="nosuch"), 'unknown family="nosuch" (expected'),

@@ -195,4 +195,6 @@ PlanObjective parse_plan_objective(std::string_view name) {
   throw Error("", "--objective: " + expected_name(kObjectives, name));
 }
 
+std::vector<std::string> plan_objective_names() { return names_of(kObjectives); }
+
 }  // namespace kvrank

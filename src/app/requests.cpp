@@ -39,6 +39,9 @@ static_assert(in_enum_order(kAnnotate));
 /// plan's --gauge: align heads before merging (auto) or not (none).
 constexpr std::array<Named<bool>, 2> kGauges{{{true, "auto"}, {false, "none"}}};
 
+/// Whether a plan has a form in `format` (a table, JSON or CSV; no TSV).
+bool plan_writes(ResultFormat format) { return format != ResultFormat::tsv; }
+
 [[noreturn]] void invalid(const std::string& option, const std::string& rule) {
   throw Error("", option + ": " + rule);
 }
@@ -77,6 +80,13 @@ ResultFormat parse_result_format(std::string_view name) {
 
 std::vector<std::string> result_format_names() { return names_of(kResultFormats); }
 
+std::vector<std::string> plan_format_names() {
+  std::vector<std::string> names;
+  for (const FormatRow& row : kResultFormats)
+    if (plan_writes(row.value)) names.emplace_back(row.name);
+  return names;
+}
+
 std::optional<ResultFormat> format_of_extension(const std::string& output) {
   const std::string extension = ascii_lower(fs::path(output).extension().string());
   for (const FormatRow& row : kResultFormats)
@@ -90,12 +100,21 @@ ResultFormat written_format(const std::optional<ResultFormat>& format, const std
 
 std::vector<std::string> annotate_names() { return names_of(kAnnotate); }
 
+std::string_view annotate_name(Annotate choice) noexcept { return name_of(kAnnotate, choice); }
+
 Annotate parse_annotate(std::string_view name) {
   if (const auto choice = value_named(kAnnotate, name)) return *choice;
   invalid("--annotate", expected_name(kAnnotate, name));
 }
 
 std::vector<std::string> gauge_names() { return names_of(kGauges); }
+
+std::string_view gauge_name(bool align) noexcept {
+  // kGauges lists auto (true) first, as the help shows it: looked up by value, not by index.
+  for (const Named<bool>& gauge : kGauges)
+    if (gauge.value == align) return gauge.name;
+  return {};
+}
 
 bool parse_gauge(std::string_view name) {
   if (const auto align = value_named(kGauges, name)) return *align;
@@ -249,8 +268,8 @@ void PlanRequest::validate() const {
                             std::to_string(options.random_partitions));
   if (!write_checkpoint.empty() && inputs.size() != 1)
     invalid("--write-checkpoint", "writes one converted checkpoint: give one input");
-  if (output_format() == ResultFormat::tsv)
-    invalid("--format", "a plan is written as table, json or csv");
+  if (!plan_writes(output_format()))
+    invalid("--format", "a plan is written as " + name_list(plan_format_names()));
   check_format_matches_output(format, output);
 }
 

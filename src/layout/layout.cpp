@@ -260,8 +260,7 @@ std::string_view role_name(ProjectionRole role) noexcept { return name_of(kRoles
 
 Repr parse_repr(std::string_view name) {
   if (const std::optional<Repr> repr = value_named(kReprs, name)) return *repr;
-  throw Error("", "unknown representation \"" + std::string(name) + "\" for --repr (expected " +
-                      name_list(kReprs) + ")");
+  throw Error("", "--repr: " + expected_name(kReprs, name));
 }
 
 namespace {
@@ -303,8 +302,7 @@ ModelLayout detect_layout(const Checkpoint& checkpoint, const LayoutOverrides& o
 AttentionChoice parse_attention_choice(std::string_view name) {
   if (const std::optional<AttentionChoice> choice = value_named(kAttentionChoices, name))
     return *choice;
-  throw Error("", "unknown --attention \"" + std::string(name) + "\" (expected " +
-                      name_list(kAttentionChoices) + ")");
+  throw Error("", "--attention: " + expected_name(kAttentionChoices, name));
 }
 
 std::string_view attention_choice_name(AttentionChoice choice) noexcept {

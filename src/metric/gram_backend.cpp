@@ -22,6 +22,7 @@
 #include "base/pages.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/memory_limit.hpp"
+#include "kvrank/base/text.hpp"
 #include "metric/bf16_gram_kernel.hpp"
 #include "metric/blas.hpp"
 #include "metric/thread_pool.hpp"
@@ -230,7 +231,7 @@ GramBackend parse_gram_backend(std::string_view name) {
   if (name == "onednn-f32") return GramBackend::onednn_f32;
   throw Error("", std::string(kBackendVariable) +
                       ": expected auto, f32, bf16, bf16-onednn or onednn-f32, found \"" +
-                      std::string(name) + "\"");
+                      excerpt(name) + "\"");
 }
 
 void set_gram_backend(GramBackend backend) {

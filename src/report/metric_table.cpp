@@ -64,8 +64,7 @@ std::string_view curve_name(Curve metric) noexcept { return curve_field(metric).
 
 Curve parse_curve(std::string_view name) {
   if (const auto metric = value_named(kMetrics, name, &CurveField::metric)) return *metric;
-  throw Error(
-      "", "unknown metric \"" + std::string(name) + "\" (expected " + name_list(kMetrics) + ")");
+  throw Error("", "--metric: " + expected_name(kMetrics, name));
 }
 
 double curve_value(const LayerMetrics& layer, Curve metric) noexcept {

@@ -126,7 +126,8 @@ TEST_CASE("the name lists come from the library's tables", "[app][requests]") {
   CHECK(app::parse_repr_list("qk,,ov") == std::vector<Repr>{Repr::qk, Repr::ov});
   CHECK(app::parse_metric_list("erank,,pcs_90") == std::vector<Curve>{Curve::erank, Curve::pcs_90});
   CHECK_THAT(error_message([] { app::parse_metric_list("erank,eranq"); }),
-             Contains("unknown metric \"eranq\""));
+             Contains("--metric: expected erank, erank_pct, erank_centered, erank_centered_pct, "
+                      "mean_similarity or pcs_90, found \"eranq\""));
   CHECK(app::parse_number_list("--redundancy", "0,0.5") == std::vector<double>{0, 0.5});
   CHECK_THAT(error_message([] { app::parse_number_list("--redundancy", "0,x"); }),
              Contains("--redundancy: \"x\" is not a number"));
@@ -139,6 +140,21 @@ TEST_CASE("the name lists come from the library's tables", "[app][requests]") {
   CHECK_FALSE(app::parse_gauge("none"));
   CHECK(error_message([] { app::parse_gauge("maybe"); }) ==
         "--gauge: expected auto or none, found \"maybe\"");
+  // The defaults the help shows, named from the same tables (kGauges lists true first).
+  CHECK(app::gauge_name(true) == "auto");
+  CHECK(app::gauge_name(false) == "none");
+  CHECK(app::annotate_name(app::Annotate::automatic) == "auto");
+  CHECK(app::annotate_name(app::Annotate::none) == "none");
+  CHECK(plan_objective_names() == std::vector<std::string>{"merge", "qk"});
+  CHECK(plan_objective_name(PlanOptions{}.objective) == "qk");
+  // A plan has no TSV form: plan's --format choices and its refusal of .tsv name the same list.
+  CHECK(app::plan_format_names() == std::vector<std::string>{"table", "json", "csv"});
+  app::PlanRequest plan;
+  plan.inputs = {"model"};
+  plan.options.kv_heads_after = 1;
+  plan.format = app::ResultFormat::tsv;
+  CHECK(error_message([&plan] { plan.validate(); }) ==
+        "--format: a plan is written as table, json or csv");
 }
 
 TEST_CASE("written_format: -o's extension, else --format, else the table", "[app][requests]") {

@@ -212,7 +212,9 @@ class EmptyAndLongValues(Case):
         long_value = "7" * 100_000  # one argument may hold at most 128 KiB
         for args in (("analyze", tiny, "--layer-shard", long_value),
                      ("analyze", tiny, "--layers", "x" + long_value),
-                     ("analyze", tiny, "--format", long_value)):
+                     ("analyze", tiny, "--format", long_value),
+                     ("analyze", tiny, "--repr", "qk," + long_value),
+                     ("analyze", tiny, "--attention", long_value)):
             with self.subTest(option=args[2]):
                 run = harness.run(*args, timeout=20)
                 self.assertEqual(run.returncode, 2, run.stderr[:500])

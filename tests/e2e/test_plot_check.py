@@ -15,6 +15,9 @@ import xml.etree.ElementTree as ET
 import harness
 from harness import run
 
+# The metric names as --metric's message lists them (the library's table, in order).
+METRICS = "erank, erank_pct, erank_centered, erank_centered_pct, mean_similarity or pcs_90"
+
 NS = "{http://www.w3.org/2000/svg}"
 SEED_MODELS = ["Standard MHA", "LRKV (r=16)", "LRKV (r=64)", "MQA", "MLA", "GQA"]
 
@@ -160,7 +163,9 @@ class PlotCheckTest(unittest.TestCase):
             self.assertEqual(svg["panels"][0]["series"], {label: (1, 4)}, metric)
             self.assertEqual(svg["panels"][0]["baselines"], baselines, metric)
             self.assertEqual(svg["legend"][0], label)
-        self.assert_usage_error(run("plot", path, "-o", self.out("x.svg"), "--metric", "rank"))
+        line = self.assert_usage_error(run("plot", path, "-o", self.out("x.svg"), "--metric",
+                                           "rank"))
+        self.assertEqual(line, f'kvrank: error: --metric: expected {METRICS}, found "rank"')
         self.assertFalse(os.path.exists(self.out("x.svg")))
 
     def test_plot_heatmap(self):
@@ -249,7 +254,9 @@ class PlotCheckTest(unittest.TestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("mean_similarity", result.stdout)
         self.assertIn("pcs_90", result.stdout)
-        self.assert_usage_error(run("check", current, "--baseline", golden, "--metric", "bogus"))
+        line = self.assert_usage_error(run("check", current, "--baseline", golden, "--metric",
+                                           "erank,bogus"))
+        self.assertEqual(line, f'kvrank: error: --metric: expected {METRICS}, found "bogus"')
 
     def test_check_files_that_do_not_correspond(self):
         models = seed_models(12, 6)

@@ -158,7 +158,10 @@ TEST_CASE("encoders: a multimodal decoder's vision tower does not make it an enc
 TEST_CASE("encoders: --attention self|cross|all", "[encoders]") {
   CHECK(parse_attention_choice("cross") == AttentionChoice::cross);
   CHECK(test::error_message([] { parse_attention_choice("both"); }) ==
-        "unknown --attention \"both\" (expected self, cross or all)");
+        "--attention: expected self, cross or all, found \"both\"");
+  CHECK(test::error_message([] { parse_attention_choice(std::string(1000, 'x')); }) ==
+        "--attention: expected self, cross or all, found \"" + std::string(60, 'x') +
+            "... (1000 bytes)\"");
   CHECK(attention_chosen(AttentionChoice::self, std::nullopt));  // a decoder-only model
   CHECK_FALSE(attention_chosen(AttentionChoice::cross, std::nullopt));
   CHECK(attention_chosen(AttentionChoice::cross, kDecoderCross));

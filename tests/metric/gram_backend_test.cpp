@@ -93,6 +93,11 @@ TEST_CASE("gram backend: names, and the message for a wrong one", "[gram]") {
   CHECK_THROWS_MATCHES(parse_gram_backend("fp16"), Error,
                        Catch::Matchers::Message("KVRANK_GRAM_BACKEND: expected auto, f32, bf16, "
                                                 "bf16-onednn or onednn-f32, found \"fp16\""));
+  // A long value (an environment variable may hold megabytes) is quoted as an excerpt.
+  CHECK_THROWS_MATCHES(parse_gram_backend(std::string(1000, 'f')), Error,
+                       Catch::Matchers::Message("KVRANK_GRAM_BACKEND: expected auto, f32, bf16, "
+                                                "bf16-onednn or onednn-f32, found \"" +
+                                                std::string(60, 'f') + "... (1000 bytes)\""));
 }
 
 TEST_CASE("gram backend: bf16-exact means every low half is zero", "[gram]") {

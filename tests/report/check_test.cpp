@@ -172,8 +172,8 @@ TEST_CASE("the metric table reads each metric by its JSON name", "[check]") {
     FAIL("no error");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==
-          "unknown metric \"eranq\" (expected erank, erank_pct, erank_centered, "
-          "erank_centered_pct, mean_similarity or pcs_90)");
+          "--metric: expected erank, erank_pct, erank_centered, erank_centered_pct, "
+          "mean_similarity or pcs_90, found \"eranq\"");
   }
 
   CheckOptions options;

@@ -69,6 +69,8 @@ std::string key_gauge_name(const KeyGauge& gauge, const RopeLayout& rope, int he
 enum class PlanObjective { merge, qk };
 std::string_view plan_objective_name(PlanObjective objective) noexcept;
 PlanObjective parse_plan_objective(std::string_view name);
+/// "merge", "qk": the names parse_plan_objective accepts, from its table (for help texts).
+std::vector<std::string> plan_objective_names();
 
 /// One layer's d_h × d_h cross-Grams (row blocks: head i's d_h rows against head j's).
 struct PlanLayerGrams {

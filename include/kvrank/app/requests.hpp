@@ -199,6 +199,8 @@ std::string_view result_format_name(ResultFormat format) noexcept;
 ResultFormat parse_result_format(std::string_view name);
 /// The format names, in table order ("table, json, csv or tsv" with " or ").
 std::vector<std::string> result_format_names();
+/// "table", "json", "csv": the formats a plan is written in (no TSV).
+std::vector<std::string> plan_format_names();
 /// The format -o's extension names (.json, .csv, .tsv, .txt, any case); nullopt for any other.
 std::optional<ResultFormat> format_of_extension(const std::string& output);
 /// The format a result is written in: -o's extension, else --format, else the table (the
@@ -207,11 +209,14 @@ ResultFormat written_format(const std::optional<ResultFormat>& format, const std
 
 /// "auto", "github", "none" (the command line's names).
 std::vector<std::string> annotate_names();
+std::string_view annotate_name(Annotate choice) noexcept;
 /// Parses an --annotate name; throws kvrank::Error listing the names.
 Annotate parse_annotate(std::string_view name);
 
 /// "auto", "none": plan's --gauge names.
 std::vector<std::string> gauge_names();
+/// "auto" for true (align heads before merging), "none" for false.
+std::string_view gauge_name(bool align) noexcept;
 /// Parses a --gauge name: true for auto (align heads before merging), false for none; throws
 /// kvrank::Error listing the names.
 bool parse_gauge(std::string_view name);

@@ -9,11 +9,13 @@
 //   std::string_view green = name_of(kColours, Colour::green);  // "g"
 //   std::optional<Colour> red = value_named(kColours, "red");   // Colour::red
 //   std::string both = name_list(kColours);                     // "red or g"
+//   std::string same = name_list(names_of(kColours));           // "red or g"
 // (this example is compiled and run by tests/header_examples_test.cpp)
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,13 +76,23 @@ std::vector<std::string> names_of(const std::array<Row, N>& table) {
   return names;
 }
 
-/// "a, b or c": the names of a table (of Named or of any rows with a `name`), for error messages.
-template <typename Row, std::size_t N>
-std::string name_list(const std::array<Row, N>& table, std::string_view last_separator = " or ") {
+/// The name of a table's row; a list of names (names_of's) holds the names themselves.
+template <typename Row>
+std::string_view row_name(const Row& row) {
+  return row.name;
+}
+inline std::string_view row_name(const std::string& name) { return name; }
+
+/// "a, b or c": the names of a table (of Named or of any rows with a `name`) or a list of names,
+/// for error messages and help texts.
+template <typename Rows>
+std::string name_list(const Rows& rows, std::string_view last_separator = " or ") {
   std::string text;
-  for (std::size_t i = 0; i < N; ++i) {
-    if (i > 0) text += i + 1 == N ? last_separator : ", ";
-    text += table[i].name;
+  std::size_t i = 0;
+  for (const auto& row : rows) {
+    if (i > 0) text += i + 1 == std::size(rows) ? last_separator : ", ";
+    text += row_name(row);
+    ++i;
   }
   return text;
 }

@@ -34,7 +34,8 @@ namespace kvrank {
 /// Which bilinear form represents a head (docs/metric.md).
 enum class Repr { qk, ov, k, v };
 std::string_view repr_name(Repr repr) noexcept;
-/// Parses "qk", "ov", "k", "v"; throws kvrank::Error (usage) otherwise.
+/// Parses "qk", "ov", "k", "v"; throws kvrank::Error (usage) otherwise: "--repr: expected qk, ov,
+/// k or v, found "x"" (name_table.hpp's expected_name).
 Repr parse_repr(std::string_view name);
 /// "qk", "ov", "k", "v": the names parse_repr accepts, from its table (for help texts).
 std::vector<std::string> repr_names();
@@ -153,7 +154,8 @@ std::vector<int> attention_layer_list(const ModelLayout& layout);
 
 /// What `analyze --attention` measures: self-attention series, cross-attention series, or all.
 enum class AttentionChoice { self, cross, all };
-/// Parses "self", "cross", "all"; throws kvrank::Error (usage) otherwise.
+/// Parses "self", "cross", "all"; throws kvrank::Error (usage) otherwise: "--attention: expected
+/// self, cross or all, found "x"".
 AttentionChoice parse_attention_choice(std::string_view name);
 std::string_view attention_choice_name(AttentionChoice choice) noexcept;
 /// "self", "cross", "all": the names parse_attention_choice accepts, from its table.

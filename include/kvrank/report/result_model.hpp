@@ -113,7 +113,8 @@ std::span<const CurveField> metric_fields() noexcept;
 const CurveField& curve_field(Curve metric) noexcept;
 
 std::string_view curve_name(Curve metric) noexcept;
-/// Parses a metric's JSON name; throws kvrank::Error naming the metrics otherwise.
+/// Parses a metric's JSON name; throws kvrank::Error "--metric: expected erank, …, found "x""
+/// otherwise (check's and plot's --metric).
 Curve parse_curve(std::string_view name);
 double curve_value(const LayerMetrics& layer, Curve metric) noexcept;
 /// The y-axis title of a figure of `metric` ("Effective rank", …).
