@@ -223,6 +223,20 @@ void bf16_triangle(const Panels& panels, Index m, float* gram) {
 
 #endif  // KVRANK_BF16_KERNEL
 
+/// One side's Gram on the threads of the pool (each block to one thread); false when its values
+/// are not all bf16s or a read of stored rows failed (pack_side), or there is no kernel.
+bool form_side_gram(const Bf16GramSide& side) {
+#ifdef KVRANK_BF16_KERNEL
+  Panels panels;
+  if (!pack_side(side, panels)) return false;
+  bf16_triangle(panels, side_rows(side), side.gram->data());
+  return true;
+#else
+  (void)side;
+  return false;
+#endif
+}
+
 }  // namespace
 
 std::uint64_t bf16_kernel_buffer_bytes(Index m, Index d) noexcept {
@@ -246,17 +260,7 @@ bool bf16_kernel_supported() noexcept {
 }
 
 bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
-  if (!bf16_kernel_supported()) return false;
-#ifdef KVRANK_BF16_KERNEL
-  // Per-thread buffer, reused layer after layer (as gram_backend.cpp's packed rows).
-  Panels panels;
-  if (!pack_panels(basis, thread_panel_buffer(), panels)) return false;
-  bf16_triangle(panels, basis.rows(), gram.data());
-  return true;
-#else
-  (void)basis, (void)gram;
-  return false;
-#endif
+  return bf16_kernel_supported() && form_side_gram({&basis, nullptr, &gram});
 }
 
 bool bf16_kernel_gram_pair(const Bf16GramSide& left, const Bf16GramSide& right) {
@@ -285,12 +289,7 @@ bool bf16_kernel_gram_pair(const Bf16GramSide& left, const Bf16GramSide& right) 
   }
   if (team == 2) return packed[0] && packed[1];
   // One thread (no OpenMP, or a busy pool): one Gram after the other.
-  for (const Bf16GramSide* side : sides) {
-    const bool formed = side->stored ? bf16_kernel_gram_upper(*side->stored, *side->gram)
-                                     : bf16_kernel_gram_upper(*side->basis, *side->gram);
-    if (!formed) return false;
-  }
-  return true;
+  return form_side_gram(left) && form_side_gram(right);
 #else
   (void)left, (void)right;
   return false;
@@ -298,16 +297,7 @@ bool bf16_kernel_gram_pair(const Bf16GramSide& left, const Bf16GramSide& right) 
 }
 
 bool bf16_kernel_gram_upper(const StoredBf16Rows& rows, MatrixF& gram) {
-  if (!bf16_kernel_supported()) return false;
-#ifdef KVRANK_BF16_KERNEL
-  Panels panels;
-  if (!pack_stored_panels(rows, thread_panel_buffer(), panels)) return false;
-  bf16_triangle(panels, rows.rows, gram.data());
-  return true;
-#else
-  (void)rows, (void)gram;
-  return false;
-#endif
+  return bf16_kernel_supported() && form_side_gram({nullptr, &rows, &gram});
 }
 
 }  // namespace kvrank::detail
