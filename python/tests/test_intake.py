@@ -48,7 +48,7 @@ class IntakeTest(harness.TestCase):
              'repr: expected qk, ov, k or v, found "xy"'),
             (lambda: kvrank.analyze(TINY, steps=[1, 2]), "steps: 2 given for 1 input(s)"),
             (lambda: kvrank.analyze(TINY, labels=["a", "b"]), "labels: 2 given for 1 input(s)"),
-            (lambda: kvrank.analyze(TINY, family="nosuch"), 'unknown family="nosuch" (expected'),
+            (lambda: kvrank.analyze(TINY, family="nosuch"), "family: expected a family (llama, "),
             (lambda: kvrank.plot(kvrank.analyze(TINY), over_steps="sideways"),
              'over_steps: expected layers, mean or heatmap, found "sideways"'),
             # Ranges are the request's to check (Python checks only the type), in Python's words.

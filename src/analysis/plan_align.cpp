@@ -14,6 +14,7 @@
 
 #include "analysis/plan_detail.hpp"
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "metric/blas.hpp"
 
 namespace kvrank {
@@ -29,6 +30,12 @@ constexpr int kMaxSweeps = 50;
 constexpr double kDenseSweepTolerance = 1e-7;
 constexpr double kPlaneSweepTolerance = 1e-9;
 
+constexpr std::array<Named<RopeConvention>, 3> kRopeConventions{
+    {{RopeConvention::none, "none"},
+     {RopeConvention::rotate_half, "rotate_half"},
+     {RopeConvention::interleaved, "interleaved"}}};
+static_assert(in_enum_order(kRopeConventions));
+
 /// The orthogonal R maximising tr(R M): with M = U Σ Wᵀ, R = W Uᵀ.
 MatrixD polar_transform(const MatrixD& m) {
   MatrixD u, w;
@@ -39,23 +46,12 @@ MatrixD polar_transform(const MatrixD& m) {
 }  // namespace
 
 std::string_view rope_convention_name(RopeConvention convention) noexcept {
-  switch (convention) {
-    case RopeConvention::rotate_half:
-      return "rotate_half";
-    case RopeConvention::interleaved:
-      return "interleaved";
-    case RopeConvention::none:
-      break;
-  }
-  return "none";
+  return name_of(kRopeConventions, convention);
 }
 
 RopeConvention parse_rope_convention(std::string_view name) {
-  for (auto convention :
-       {RopeConvention::none, RopeConvention::rotate_half, RopeConvention::interleaved})
-    if (name == rope_convention_name(convention)) return convention;
-  throw Error("", "unknown RoPE convention '" + std::string(name) +
-                      "' (expected rotate_half, interleaved or none)");
+  if (const auto convention = value_named(kRopeConventions, name)) return *convention;
+  throw Error("", "--rope: " + expected_name(kRopeConventions, name));
 }
 
 KeyGauge key_gauge(const RopeLayout& rope, int head_dim, bool align) {

@@ -90,7 +90,8 @@ FamilyChoice parse_family_choice(const std::string& name) {
   const std::optional<Family> family = family_named(name);
   if (family && *family != Family::activations) return {*family, ""};
   if (const ModelTypeInfo* row = model_type_named(name)) return {row->family, name};
-  throw Error("", "unknown --family \"" + name + "\" (expected " + family_choice_list() + ")");
+  throw Error("",
+              "--family: expected " + family_choice_list() + ", found \"" + excerpt(name) + "\"");
 }
 
 ModelLayout dense_layout_of(const Checkpoint& checkpoint, const LayoutOverrides& overrides,

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kvrank/base/error.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "kvrank/plot/svg.hpp"
 #include "kvrank/report/training_run.hpp"
 #include "plot/svg_detail.hpp"
@@ -14,6 +15,10 @@ namespace kvrank {
 namespace {
 
 using namespace plot_detail;
+
+constexpr std::array<Named<StepPlot>, 3> kStepPlots{
+    {{StepPlot::layers, "layers"}, {StepPlot::mean, "mean"}, {StepPlot::heatmap, "heatmap"}}};
+static_assert(in_enum_order(kStepPlots));
 
 struct Checkpoint {
   std::int64_t step = 0;
@@ -334,11 +339,8 @@ std::string heatmap_svg(const Panel& panel, const std::vector<Run>& runs,
 }  // namespace
 
 StepPlot parse_step_plot(std::string_view text) {
-  if (text == "layers") return StepPlot::layers;
-  if (text == "mean") return StepPlot::mean;
-  if (text == "heatmap") return StepPlot::heatmap;
-  throw Error(
-      "", "--over-steps: expected layers, mean or heatmap, found \"" + std::string(text) + "\"");
+  if (const auto kind = value_named(kStepPlots, text)) return *kind;
+  throw Error("", "--over-steps: " + expected_name(kStepPlots, text));
 }
 
 void check_step_plot_inputs(std::size_t inputs) {

@@ -125,8 +125,7 @@ std::vector<std::string> direction_names() { return names_of(kDirections); }
 Direction parse_direction(std::string_view name) {
   if (const auto direction = value_named(kDirections, name, &Named<Direction>::value))
     return *direction;
-  throw Error("", "--direction: unknown direction \"" + excerpt(name) + "\" (expected " +
-                      name_list(kDirections) + ")");
+  throw Error("", "--direction: " + expected_name(kDirections, name));
 }
 
 namespace {

@@ -221,6 +221,28 @@ class EmptyAndLongValues(Case):
                 self.assertLess(len(run.stderr), 1000)
                 self.assertIn("...", run.stderr)
 
+    def test_long_enumerated_values_are_quoted_as_excerpts(self):
+        tiny = os.path.join(harness.TINY, sorted(os.listdir(harness.TINY))[0])
+        result = self.path("tiny.json")
+        made = harness.run("analyze", tiny, "-q", "-o", result, timeout=60)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        long_value = "7" * 100_000
+        found = f', found "{"7" * 60}... (100000 bytes)"\n'
+        for option, args in (
+                ("--family", ("analyze", tiny)),
+                ("--rope", ("plan", tiny, "--kv-heads", "1")),
+                ("--direction", ("check", result, "--baseline", result)),
+                ("--over-steps", ("plot", result, "-o", self.path("steps.svg")))):
+            with self.subTest(option=option):
+                run = harness.run(*args, option, long_value, timeout=20)
+                self.assertEqual(run.returncode, 2, run.stderr[:500])
+                self.assertTrue(run.stderr.startswith(f"kvrank: error: {option}: expected "),
+                                run.stderr[:500])
+                self.assertTrue(run.stderr.endswith(found), run.stderr[-500:])
+                self.assertEqual(run.stderr.count("\n"), 1, run.stderr[:500])
+                self.assertEqual(run.stdout, "")
+        self.assertFalse(os.path.exists(self.path("steps.svg")))
+
     def test_merge_quotes_a_long_version_and_label_as_excerpts(self):
         tiny = os.path.join(harness.TINY, sorted(os.listdir(harness.TINY))[0])
         first = analyze_part(tiny)

@@ -425,7 +425,9 @@ TEST_CASE("steps: one line per layer against the step, runs from the checkpoint 
   CHECK(test::error_message([&] { plot_steps_svg(no_step, StepPlot::mean, {}); }) ==
         "x.json: model \"m\" has no training step: analyze checkpoint-N folders, or give --step N "
         "to analyze");
-  CHECK_THROWS_AS(parse_step_plot("both"), Error);
+  CHECK_THROWS_WITH(parse_step_plot("both"),
+                    "--over-steps: expected layers, mean or heatmap, found \"both\"");
+  CHECK(parse_step_plot("heatmap") == StepPlot::heatmap);
 }
 
 }  // namespace kvrank

@@ -81,6 +81,14 @@ TEST_CASE("one layer moved beyond tolerance is exactly one violation", "[check]"
   CHECK(other[0].layer == 2);
 }
 
+TEST_CASE("parse_direction reads down, up or both and words any other name as the others",
+          "[check]") {
+  CHECK(parse_direction("up") == Direction::up);
+  CHECK(direction_name(parse_direction("both")) == "both");
+  CHECK_THROWS_WITH(parse_direction("sideways"),
+                    "--direction: expected down, up or both, found \"sideways\"");
+}
+
 TEST_CASE("rel_tol lets a difference within rel_tol·|golden| pass", "[check]") {
   const auto golden = golden_set();
   auto current = golden;
