@@ -117,10 +117,15 @@ limit() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-# The kernels `kvrank analyze "$@"` runs (its -v products line, shortened), for the last column.
+# The kernels `kvrank analyze "$@"` runs, for the last column: its -v products line, shortened,
+# and the line naming what forms the Grams of this model's weights (bf16 or float32).
 kernels() {
-  "$build/kvrank" -v analyze "$@" --layers 0 --format json -o "$tmp/kernels.json" 2>&1 |
-    sed -nE 's/.*products: .*, ([^ ,]+) kernels; (.*)/\1; \2/p; s/.*products: (.*)/\1/p' | head -1
+  local log products grams
+  log=$("$build/kvrank" -v analyze "$@" --layers 0 --format json -o "$tmp/kernels.json" 2>&1)
+  products=$(sed -nE 's/.*products: .*, ([^ ,]+) kernels; (.*)/\1; \2/p; s/.*products: (.*)/\1/p' \
+    <<<"$log" | head -1)
+  grams=$(sed -nE 's/.* weights: (.*)/\1/p' <<<"$log" | head -1)
+  echo "$products${grams:+; $grams}"
 }
 
 echo "kvrank benchmark: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads threads, best of $repeat, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $("$build/bench/kvrank_bench_floor" --blas-info)" >&2
