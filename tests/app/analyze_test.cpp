@@ -16,10 +16,15 @@ namespace {
 using Catch::Matchers::Contains;
 using test::error_message;
 
+/// The repository's data/tiny/NAME, wherever the tests run from.
+std::string tiny(const std::string& name) {
+  return (test::source_dir() / "data/tiny" / name).string();
+}
+
 /// Two trained models of data/tiny around an input that fails.
 app::AnalyzeRequest around(const std::string& failing) {
   app::AnalyzeRequest request;
-  request.inputs = {"data/tiny/mha", failing, "data/tiny/gqa"};
+  request.inputs = {tiny("mha"), failing, tiny("gqa")};
   request.labels = {"first", "second", "third"};
   request.steps = {100, 200, 300};
   request.keep_going = true;
@@ -32,7 +37,7 @@ TEST_CASE("keep-going: a missing input does not shift --step or --label", "[app]
   std::vector<std::string> errors;
   app::Hooks hooks;
   hooks.error = [&](const std::string& line) { errors.push_back(line); };
-  const app::AnalyzeOutcome outcome = app::analyze(around("data/tiny/absent"), hooks);
+  const app::AnalyzeOutcome outcome = app::analyze(around(tiny("absent")), hooks);
   REQUIRE(outcome.models.size() == 2);
   CHECK(outcome.failed_inputs == 1);
   CHECK(outcome.models[0].label == "first");
@@ -44,7 +49,7 @@ TEST_CASE("keep-going: a missing input does not shift --step or --label", "[app]
 }
 
 TEST_CASE("keep-going: an input that runs out of memory is one failure", "[app][keep_going]") {
-  app::AnalyzeRequest request = around("data/tiny/mqa");
+  app::AnalyzeRequest request = around(tiny("mqa"));
   std::size_t current = 0;
   std::vector<std::string> errors;
   app::Hooks hooks;
