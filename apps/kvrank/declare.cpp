@@ -6,6 +6,7 @@
 #include "kvrank/base/name_table.hpp"
 #include "kvrank/layout/family.hpp"
 #include "kvrank/layout/layout.hpp"
+#include "kvrank/plot/svg.hpp"
 #include "kvrank/report/check.hpp"
 #include "kvrank/report/result_model.hpp"
 #include "option_kinds.hpp"
@@ -267,7 +268,7 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
   add_colour_map(command, figure.colour_map, "rdbu for similarity, viridis over steps");
   command.add_option("--style", figure.style_file,
                      "JSON file: label -> {colour, marker, dash}, the same look in every figure");
-  add_choice(command, "--over-steps", {"layers", "mean", "heatmap"},
+  add_choice(command, "--over-steps", step_plot_names(),
              "Metric against training step: layers (a line per layer), mean (a line per run) or "
              "heatmap (layers x steps) (default: curves against layer)",
              [&request](const std::string& name) { request.over_steps = name; });
@@ -359,7 +360,7 @@ void declare_plan(CLI::App& command, app::PlanRequest& request) {
       "What the groups minimise: merge (key_error + value_error) or qk (qk_error)",
       [&options](const std::string& name) { options.objective = parse_plan_objective(name); })
       ->default_str(std::string(plan_objective_name(options.objective)));
-  add_choice(command, "--rope", {"rotate_half", "interleaved", "none"},
+  add_choice(command, "--rope", rope_convention_names(),
              "RoPE convention of the keys (default: the model type's)",
              [&options](const std::string& name) { options.rope = parse_rope_convention(name); });
   command.add_option("--layers", options.layers, "Layers to plan, e.g. 0-11,20 (default: all)");

@@ -49,6 +49,8 @@ std::string_view rope_convention_name(RopeConvention convention) noexcept {
   return name_of(kRopeConventions, convention);
 }
 
+std::vector<std::string> rope_convention_names() { return names_of(kRopeConventions); }
+
 RopeConvention parse_rope_convention(std::string_view name) {
   if (const auto convention = value_named(kRopeConventions, name)) return *convention;
   throw Error("", "--rope: " + expected_name(kRopeConventions, name));

@@ -338,6 +338,8 @@ std::string heatmap_svg(const Panel& panel, const std::vector<Run>& runs,
 
 }  // namespace
 
+std::vector<std::string> step_plot_names() { return names_of(kStepPlots); }
+
 StepPlot parse_step_plot(std::string_view text) {
   if (const auto kind = value_named(kStepPlots, text)) return *kind;
   throw Error("", "--over-steps: " + expected_name(kStepPlots, text));

@@ -34,6 +34,8 @@ enum class RopeConvention { none, rotate_half, interleaved };
 std::string_view rope_convention_name(RopeConvention convention) noexcept;
 /// Parses "none", "rotate_half", "interleaved"; throws kvrank::Error (usage) otherwise.
 RopeConvention parse_rope_convention(std::string_view name);
+/// The conventions' names, in the enum's order (--rope's choices).
+std::vector<std::string> rope_convention_names();
 
 /// The convention plan assumes for a model type (config.json's model_type), from its table in
 /// plan_rope.cpp; nullopt when it assumes none.

@@ -44,6 +44,8 @@ std::string plot_curves_svg(const std::vector<Panel>& panels, const PlotOptions&
 enum class StepPlot { layers, mean, heatmap };
 
 StepPlot parse_step_plot(std::string_view text);
+/// The kinds' names, in the enum's order (--over-steps' choices).
+std::vector<std::string> step_plot_names();
 
 /// The figures over training steps draw one result (its runs told apart by their labels): throws
 /// the usage error for `inputs` other than 1.
