@@ -10,6 +10,7 @@
 #include "kvrank/metric/gram_backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -22,7 +23,7 @@
 #include "base/pages.hpp"
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/memory_limit.hpp"
-#include "kvrank/base/text.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "metric/bf16_gram_kernel.hpp"
 #include "metric/blas.hpp"
 #include "metric/thread_pool.hpp"
@@ -40,6 +41,13 @@ namespace {
 
 constexpr const char* kBackendVariable = "KVRANK_GRAM_BACKEND";
 
+constexpr std::array<Named<GramBackend>, 5> kBackends{{{GramBackend::automatic, "auto"},
+                                                       {GramBackend::f32, "f32"},
+                                                       {GramBackend::bf16, "bf16"},
+                                                       {GramBackend::bf16_onednn, "bf16-onednn"},
+                                                       {GramBackend::onednn_f32, "onednn-f32"}}};
+static_assert(in_enum_order(kBackends));
+
 // Below this many multiply-adds (m²·d) `auto` keeps the f32 path: oneDNN's per-call set-up and its
 // first-call JIT cost more than the bf16 kernel saves on a small Gram.
 constexpr double kMinAutoWork = 256.0 * 256.0 * 256.0;
@@ -54,7 +62,7 @@ bool is_bf16(GramBackend backend) {
 
 void require_supported(GramBackend backend, const std::string& origin) {
   if (is_bf16(backend) && !bf16_gram_supported()) {
-    throw Error("", origin + (backend == GramBackend::bf16 ? "bf16" : "bf16-onednn") +
+    throw Error("", origin + std::string(name_of(kBackends, backend)) +
                         ": this kvrank has no bf16 Gram kernel (it needs oneDNN at build time "
                         "and a CPU with AVX512-BF16); use auto or f32");
   }
@@ -224,14 +232,8 @@ bool bf16_gram_chosen(Index m, Index d) {
 }  // namespace
 
 GramBackend parse_gram_backend(std::string_view name) {
-  if (name == "auto") return GramBackend::automatic;
-  if (name == "f32") return GramBackend::f32;
-  if (name == "bf16") return GramBackend::bf16;
-  if (name == "bf16-onednn") return GramBackend::bf16_onednn;
-  if (name == "onednn-f32") return GramBackend::onednn_f32;
-  throw Error("", std::string(kBackendVariable) +
-                      ": expected auto, f32, bf16, bf16-onednn or onednn-f32, found \"" +
-                      excerpt(name) + "\"");
+  if (const auto backend = value_named(kBackends, name)) return *backend;
+  throw Error("", std::string(kBackendVariable) + ": " + expected_name(kBackends, name));
 }
 
 void set_gram_backend(GramBackend backend) {

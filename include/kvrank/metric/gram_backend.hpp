@@ -60,7 +60,7 @@
 
 namespace kvrank {
 
-enum class GramBackend { automatic, f32, bf16, onednn_f32, bf16_onednn };
+enum class GramBackend { automatic, f32, bf16, bf16_onednn, onednn_f32 };
 
 /// "auto", "f32", "bf16", "bf16-onednn" or "onednn-f32"; anything else throws kvrank::Error naming
 /// KVRANK_GRAM_BACKEND.
