@@ -9,8 +9,10 @@
 //              n × n × n, n = 2048 (8.6 G multiply-adds), on --threads T threads:
 //                bf16  oneDNN's matmul, bf16 × bf16 → f32 (the kernel of kvrank's bf16 Grams)
 //                f16   oneDNN's matmul, f16 × f16 → f32 (where this oneDNN has such a kernel)
-//                f32   the BLAS's SGEMM (OpenBLAS, the kernels of kvrank's float32 Grams)
-//   prints:    "<limit seconds> <rate G-MAC/s>" on one line.
+//                f32   the faster of the BLAS's SGEMM (OpenBLAS) and oneDNN's float32 matmul: the
+//                      two libraries kvrank's float32 products run on (gram_backend.hpp: `auto`
+//                      takes oneDNN's where OpenBLAS's kernels are narrower than the CPU's)
+//   prints:    "<limit seconds> <rate G-MAC/s> <what ran: onednn or blas>" on one line.
 //
 //   kvrank_bench_limit --rate bf16 --layers 32 --d 4096 --q-rows 4096 --k-rows 1024 --threads 2
 //   kvrank_bench_limit --rate f32 --gemm-gmacs 72 --threads 2    (seconds of G·10⁹ MACs at the
@@ -86,17 +88,32 @@ double time_sgemm(long n) {
 #endif
 }
 
-/// Multiply-adds per second (G) of the named kernel; negative when it is not available here.
-double rate_gmacs(const std::string& kernel) {
-  double seconds = -1;
-  if (kernel == "f32") seconds = time_sgemm(kRateSize);
-#ifdef KVRANK_HAVE_DNNL
-  if (kernel == "bf16") seconds = time_onednn(kRateSize, dnnl::memory::data_type::bf16);
-  if (kernel == "f16") seconds = time_onednn(kRateSize, dnnl::memory::data_type::f16);
-#endif
-  if (seconds <= 0) return -1;
+/// A rate: multiply-adds per second (G), negative when no such kernel is available here, and the
+/// library that ran it.
+struct Rate {
+  double gmacs = -1;
+  const char* library = "-";
+};
+
+/// The square product's rate from its seconds (≤ 0: not available).
+Rate rate_of(double seconds, const char* library) {
+  if (seconds <= 0) return {};
   const double macs = static_cast<double>(kRateSize) * kRateSize * kRateSize;
-  return macs / seconds / 1e9;
+  return {macs / seconds / 1e9, library};
+}
+
+/// The rate of the named kernel: bf16 and f16 on oneDNN, f32 the faster of the BLAS and oneDNN.
+Rate rate_gmacs(const std::string& kernel) {
+  Rate rate;
+  if (kernel == "f32") rate = rate_of(time_sgemm(kRateSize), "blas");
+#ifdef KVRANK_HAVE_DNNL
+  const dnnl::memory::data_type type = kernel == "bf16"  ? dnnl::memory::data_type::bf16
+                                       : kernel == "f16" ? dnnl::memory::data_type::f16
+                                                         : dnnl::memory::data_type::f32;
+  const Rate onednn = rate_of(time_onednn(kRateSize, type), "onednn");
+  if (onednn.gmacs > rate.gmacs) rate = onednn;
+#endif
+  return rate;
 }
 
 }  // namespace
@@ -120,9 +137,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_threads(threads);
-  const double rate = rate_gmacs(kernel);
-  if (rate <= 0) {
-    std::printf("- -\n");  // no such kernel in this build or on this CPU
+  const Rate rate = rate_gmacs(kernel);
+  if (rate.gmacs <= 0) {
+    std::printf("- - -\n");  // no such kernel in this build or on this CPU
     return 0;
   }
   const auto gram_macs = [d](long rows) {
@@ -131,6 +148,6 @@ int main(int argc, char** argv) {
   const double gmacs =
       gemm_gmacs > 0 ? static_cast<double>(gemm_gmacs)
                      : static_cast<double>(layers) * (gram_macs(q_rows) + gram_macs(k_rows)) / 1e9;
-  std::printf("%.3f %.1f\n", gmacs / rate, rate);
+  std::printf("%.3f %.1f %s\n", gmacs / rate.gmacs, rate.gmacs, rate.library);
   return 0;
 }

@@ -1,6 +1,6 @@
 // The square oneDNN product the benchmark programs (limit.cpp, bf16_gram.cpp) rate a machine by:
-// C = A·B of n × n × n with inputs of one data type and a float32 result, built once, timed per
-// call.
+// C = A·B of n × n × n with inputs of one data type (bf16, f16 or f32) and a float32 result, built
+// once, timed per call.
 #pragma once
 
 #ifdef KVRANK_HAVE_DNNL
@@ -19,11 +19,15 @@ class OnednnSquare {
   OnednnSquare(long n, dnnl::memory::data_type type)
       : engine_(dnnl::engine::kind::cpu, 0),
         stream_(engine_),
-        // 0x3F80 (bf16) and 0x3C00 (f16) are 1.0: the values do not change the time.
-        a_(static_cast<std::size_t>(n * n),
-           type == dnnl::memory::data_type::bf16 ? std::uint16_t(0x3F80) : std::uint16_t(0x3C00)),
+        // Inputs of 1.0 (the values do not change the time): 0x3F80 in bf16, 0x3C00 in f16, and
+        // 0x3F800000 in f32, two words of this array a value.
+        a_(static_cast<std::size_t>(type == dnnl::memory::data_type::f32 ? 2 * n * n : n * n),
+           one_of(type)),
         b_(a_),
         c_(static_cast<std::size_t>(n * n)) {
+    if (type == dnnl::memory::data_type::f32) {
+      for (std::size_t i = 0; i < a_.size(); i += 2) a_[i] = b_[i] = 0;  // the low halves
+    }
     using dnnl::memory;
     const memory::desc a_desc({n, n}, type, memory::format_tag::ab);
     const memory::desc c_desc({n, n}, memory::data_type::f32, memory::format_tag::ab);
@@ -51,6 +55,10 @@ class OnednnSquare {
   }
 
  private:
+  static std::uint16_t one_of(dnnl::memory::data_type type) {
+    return type == dnnl::memory::data_type::f16 ? std::uint16_t(0x3C00) : std::uint16_t(0x3F80);
+  }
+
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::vector<std::uint16_t> a_, b_;

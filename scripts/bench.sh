@@ -109,10 +109,11 @@ fastest_floor() {
   echo "$best"
 }
 
-# The limit of `layers` layers (bench/limit.cpp): sets limit_s and rate (G-MAC/s, measured now).
+# The limit of `layers` layers (bench/limit.cpp): sets limit_s, rate (G-MAC/s, measured now) and
+# library (what ran the square product: onednn, or blas for OpenBLAS's SGEMM).
 # The flags: the floor's, or --gemm-gmacs G for MLA's contraction.
 limit() {
-  read -r limit_s rate < <("$build/bench/kvrank_bench_limit" "$@")
+  read -r limit_s rate library < <("$build/bench/kvrank_bench_limit" "$@")
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -156,11 +157,11 @@ for shape in "${shapes[@]}"; do
   limit_flags=(--layers "$layers" $floor_flags)
   [[ $contraction_gmacs == - ]] || limit_flags=(--gemm-gmacs $((contraction_gmacs * layers)))
   # No bf16 kernel here (no oneDNN, no AVX512-BF16): kvrank's Grams are float32, so is the limit.
-  [[ $("$build/bench/kvrank_bench_limit" --rate "$kernel" --gemm-gmacs 1) == "- -" ]] && kernel=f32
+  [[ $("$build/bench/kvrank_bench_limit" --rate "$kernel" --gemm-gmacs 1) == "- - -" ]] && kernel=f32
   limit --rate "$kernel" "${limit_flags[@]}" --threads 1
   limit_1=$limit_s
   limit --rate "$kernel" "${limit_flags[@]}" --threads "$threads"
-  limit_cell="$limit_s ($kernel, $rate G/s)"
+  limit_cell="$limit_s ($kernel on $library, $rate G/s)"
 
   numpy_cell="not run"
   numpy_ratio="—"
@@ -184,7 +185,7 @@ for shape in "${shapes[@]}"; do
     # The first layer also pays start-up and fresh pages; the ones after it reuse the freed memory
     # (heap.hpp), so a long model's layers cost what the second one does.
     steady=$(awk -v a="$kvrank_s" -v b="$one_layer_s" -v l="$layers" 'BEGIN { if (l > 1) printf "%.2f", (a - b) / (l - 1); else printf "%.2f", a }')
-    gemm_cell="$gemm_s s ($contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×; a layer after the first $steady s, $(ratio "$steady" "$gemm_s")×"
+    gemm_cell="$gemm_s s (BLAS, $contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×; a layer after the first $steady s, $(ratio "$steady" "$gemm_s")×"
   fi
   kernels_used=$(kernels "$ckpt")
   rows+=("| $name, $dtype ($layers layers) | $kvrank_s ($per_layer/layer) | $limit_cell | **$(ratio "$kvrank_s" "$limit_s")** | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $limit_1 | $(ratio "$kvrank_1" "$limit_1") | $kvrank_cpu1, $(ratio "$kvrank_cpu1" "$limit_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")

@@ -226,6 +226,25 @@ bool blas_kernels_are_generic() {
 #endif
 }
 
+bool blas_kernels_use_avx512() {
+#ifdef KVRANK_HAVE_OPENBLAS
+  static const bool avx512 = [] {
+    const std::string_view core = openblas_get_corename();
+    return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  }();
+  return avx512;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512() {
+  static const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return avx512;
+}
+
 void onednn_sgemm(bool trans_a, bool trans_b, Index rows, Index cols, Index inner, const float* a,
                   Index lda, const float* b, Index ldb, float beta, float* c, Index ldc) {
 #ifdef KVRANK_HAVE_DNNL

@@ -73,6 +73,14 @@ bool blas_nests_in_openmp();
 /// it does not recognise the CPU (Debian 12's 0.3.21 on 5th-generation Xeon or Zen 5).
 bool blas_kernels_are_generic();
 
+/// Whether OpenBLAS runs AVX-512 kernels: the cores it has them for (SkylakeX, and Cooperlake and
+/// SapphireRapids, which differ from it only in bf16 routines). False without OpenBLAS.
+bool blas_kernels_use_avx512();
+
+/// Whether the CPU runs the AVX-512 subsets (F, BW, VL, DQ) that OpenBLAS's and oneDNN's AVX-512
+/// float kernels need.
+bool cpu_has_avx512();
+
 /// C (rows × cols, ldc) = op(A) · op(B) + beta · C on oneDNN's SGEMM, op(X) = X or Xᵀ (row-major
 /// BLAS conventions); throws std::runtime_error when oneDNN fails or kvrank was built without it.
 void onednn_sgemm(bool trans_a, bool trans_b, Index rows, Index cols, Index inner, const float* a,

@@ -59,8 +59,7 @@ std::optional<std::string> generic_blas_kernels_advice() {
   if (!detail::openblas_kernels() || !detail::blas_kernels_are_generic()) return std::nullopt;
   // On oneDNN's float32 kernels (gram_backend.hpp) the run is already about as fast.
   if (float_products_on_onednn()) return std::nullopt;
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool avx512 = detail::cpu_has_avx512();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (!avx2 && !avx512) return std::nullopt;  // Prescott is the right choice there
   // SkylakeX and Haswell are the float kernels OpenBLAS runs on every CPU it knows with AVX-512,

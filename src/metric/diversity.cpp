@@ -207,6 +207,18 @@ GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& 
   return bytes;
 }
 
+/// Whether every side of `factors` is a basis left stored as bf16 (FactorSide::stored) whose heads
+/// are plain slices of it: the pairwise path then runs no float32 product, only bf16 Grams.
+bool only_stored_slices(const HeadFactors& factors) {
+  auto stored_slices = [](const FactorSide& side) {
+    return side.stored &&
+           std::all_of(side.heads.begin(), side.heads.end(), [&](const auto& blocks) {
+             return identity_slice_row(blocks, side.head_cols) >= 0;
+           });
+  };
+  return stored_slices(factors.left) && (factors.symmetric || stored_slices(factors.right));
+}
+
 /// What runs a layer's float32 products: the backend in force (gram_backend.hpp), as long as the
 /// room under a memory limit holds what the layer allocates and what the faster kernels (the bf16
 /// Grams, oneDNN) may take; else the BLAS
@@ -222,7 +234,8 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
   // Where oneDNN runs none of the layer's products, nothing for what it takes itself (kernels,
   // scratchpads).
-  const bool own_bf16 = bf16_grams_on_own_kernel() && !float_products_on_onednn();
+  const bool own_bf16 = bf16_grams_on_own_kernel() &&
+                        (!float_products_on_onednn() || (!plan && only_stored_slices(factors)));
   std::uint64_t kernels =
       own_bf16 ? 0 : detail::kOnednnReserve + threads * detail::kOnednnPerThread;
   const GramBytes left =

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -284,6 +285,31 @@ bool onednn_has_amx() {
 }  // namespace
 #endif
 
+namespace {
+
+/// Why `auto` takes oneDNN's float32 kernels over OpenBLAS's: OpenBLAS runs its generic kernels
+/// (or kvrank has none), or AVX2 kernels on a CPU whose AVX-512 oneDNN uses (OPENBLAS_CORETYPE set
+/// to Haswell, as some machines do to avoid 0.3.21's AVX-512 kernels: on the development machine,
+/// a Zen 5 EPYC with two 512-bit FMA pipes, oneDNN's SGEMM ran 200 G-MAC/s on 2 threads against
+/// OpenBLAS's 110 there; docs/choices.md). nullopt where OpenBLAS's kernels are as wide as
+/// oneDNN's.
+std::optional<std::string> blas_shortfall() {
+  if (detail::blas_kernels_are_generic()) return "the BLAS runs generic kernels here";
+#ifdef KVRANK_HAVE_DNNL
+  if (detail::cpu_has_avx512() && !detail::blas_kernels_use_avx512() &&
+      dnnl_isa_has(dnnl::cpu_isa::avx512_core))
+    return "the BLAS runs AVX2 kernels on this AVX-512 CPU";
+#endif
+  return std::nullopt;
+}
+
+bool blas_kernels_below_onednn() {
+  static const bool below = blas_shortfall().has_value();
+  return below;
+}
+
+}  // namespace
+
 bool bf16_gram_supported() {
 #ifdef KVRANK_HAVE_DNNL
   static const bool supported = dnnl_isa_has(dnnl::cpu_isa::avx512_core_bf16);
@@ -324,7 +350,7 @@ bool onednn_f32_supported() {
 #endif
 }
 
-bool onednn_f32_in_auto() { return onednn_f32_supported() && detail::blas_kernels_are_generic(); }
+bool onednn_f32_in_auto() { return onednn_f32_supported() && blas_kernels_below_onednn(); }
 
 bool float_products_on_onednn() {
   const GramBackend backend = gram_backend();
@@ -338,7 +364,7 @@ std::string gram_backend_description() {
   const bool bf16 = is_bf16(backend) || (automatic && bf16_gram_in_auto());
   // Whether a model's Grams take bf16 depends on its weights: gram_kernel_description() says.
   if (float_products_on_onednn()) {
-    return automatic ? "float32 products on oneDNN (onednn-f32: the BLAS runs generic kernels here)"
+    return automatic ? "float32 products on oneDNN (onednn-f32: " + *blas_shortfall() + ")"
                      : "float32 products on oneDNN (onednn-f32)";
   }
   if (bf16) return "float32 products on the BLAS";

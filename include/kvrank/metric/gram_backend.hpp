@@ -90,7 +90,8 @@ bool bf16_gram_in_auto();
 bool onednn_f32_supported();
 
 /// Whether `auto` runs the float32 products on oneDNN: onednn_f32_supported(), and OpenBLAS runs
-/// its generic kernels (or kvrank has no OpenBLAS).
+/// its generic kernels (or kvrank has no OpenBLAS), or its AVX2 kernels on a CPU whose AVX-512
+/// oneDNN uses (docs/choices.md).
 bool onednn_f32_in_auto();
 
 /// Whether the bf16 Grams run on kvrank's own AVX512-BF16 kernel rather than oneDNN's matmul:
