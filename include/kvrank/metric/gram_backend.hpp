@@ -26,15 +26,16 @@
 //               large float32 products of the metric (the MLA / LRKV contraction's GEMMs, TRMMs and
 //               SYRKs, metric/blas.hpp), i.e. everything OpenBLAS would run in float32. This is
 //               for an OpenBLAS that does not know the CPU (Debian 12's 0.3.21 on 5th-generation
-//               Xeon or Zen 5) and runs its generic Prescott (SSE3) kernels, 3–5× slower; the
-//               double-precision LAPACK steps stay on OpenBLAS.
+//               Xeon) and runs its generic Prescott (SSE3) kernels, 3–5× slower, or that was told
+//               to run its AVX2 kernels on an AVX-512 CPU (OPENBLAS_CORETYPE=Haswell: on a Zen 5
+//               EPYC half oneDNN's rate); the double-precision LAPACK steps stay on OpenBLAS.
 //
 // Selection, for the whole process: set_gram_backend(), or the environment variable
 //   KVRANK_GRAM_BACKEND=auto|f32|bf16|bf16-onednn|onednn-f32   (read once, at the first Gram;
 //   default auto)
 //   auto        where OpenBLAS runs generic kernels (or there is no OpenBLAS) and oneDNN has AVX2
-//               or better kernels here: every float32 product on onednn-f32
-//               (onednn_f32_in_auto()). bf16 Grams where the basis is bf16-exact, the Gram is not
+//               or better kernels here, or OpenBLAS runs AVX2 kernels where oneDNN runs AVX-512:
+//               every float32 product on onednn-f32 (onednn_f32_in_auto()). bf16 Grams where the basis is bf16-exact, the Gram is not
 //               tiny and the CPU has AMX or is AMD's (bf16_gram_in_auto()), else f32. The bf16
 //               kernel beats the f32 SSYRK with AMX, and on AMD's AVX512-BF16 (Zen 4 EPYC: 1.65×
 //               OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2 one, measured on oneDNN's kernel); on
