@@ -2,7 +2,8 @@
 // double of a float32 A (rows × inner) by
 //   kernel   kvrank's AVX-512 kernel (metric/double_syrk_kernel.cpp)
 //   blas     A cast to double and OpenBLAS's DSYRK (Eigen's rankUpdate without OpenBLAS)
-// on one thread (as the contraction calls it, inside its loop over heads), in one process,
+// on one thread (as the contraction calls it, inside its loop over heads; --threads N gives the
+// BLAS N, as a call from serial code has, the kernel keeping one), in one process,
 // interleaved round by round, each the fastest of --rounds calls (after one untimed call each).
 // "max diff" is max |k_ij − b_ij| / sqrt(b_ii b_jj) over all entries: round-off of double sums.
 // Default shapes: DeepSeek-V3's two per-head products (192 × 1536, 192 × 576), 128 × 4096, and the
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
   const long rows = kvrank_bench::parse_flag(argc, argv, "--rows", 0);
   const long inner = kvrank_bench::parse_flag(argc, argv, "--inner", 0);
   const long rounds = kvrank_bench::parse_flag(argc, argv, "--rounds", 20);
-  if (rows < 0 || inner < 0 || rounds < 1 || (rows > 0) != (inner > 0)) {
+  const long threads = kvrank_bench::parse_flag(argc, argv, "--threads", 1);
+  if (rows < 0 || inner < 0 || rounds < 1 || threads < 1 || (rows > 0) != (inner > 0)) {
     std::fprintf(stderr, "kvrank_bench_double_syrk: --rows and --inner go together, positive\n");
     return 2;
   }
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
     std::printf("no AVX-512F here: syrk_in_double runs the BLAS\n");
     return 0;
   }
-  kvrank_bench::set_threads(1);
+  kvrank_bench::set_threads(threads);  // the BLAS's; the kernel runs on the calling thread
   if (rows > 0) {
     run_shape(rows, inner, rounds);
     return 0;

@@ -11,8 +11,10 @@
 // left out (a depth step dropped) moves an entry by about Σ|p_k|/n, far past that bound.
 //
 // The kernel sums each entry as one FMA chain in depth order: the very bits of the naive loop,
-// which the tests tagged [.double_syrk] require, and of syrk_in_double where the CPU has AVX-512F
-// (run as the ctest test unit.double_syrk_kernel there, a visible skip elsewhere).
+// which the tests tagged [.double_syrk] require of it, and of syrk_in_double on the calling thread
+// alone (run as the ctest test unit.double_syrk_kernel where the CPU has AVX-512F, a visible skip
+// elsewhere). The tests that fail when the kernel drops a depth step, the mirror's last column,
+// a panel's last row or the diagonal's register block: all of them but "empty shapes".
 #include "metric/double_syrk_kernel.hpp"
 
 #include <bit>
@@ -22,6 +24,7 @@
 #include <random>
 #include <vector>
 
+#include "kvrank/metric/compute.hpp"
 #include "metric/blas.hpp"
 #include "support/catch.hpp"
 
@@ -186,16 +189,31 @@ TEST_CASE("double syrk: the kernel's entries are the in-order double sums, bit f
 TEST_CASE("double syrk: syrk_in_double takes the kernel, which the BLAS's order tells apart",
           "[.double_syrk]") {
   REQUIRE(detail::double_syrk_kernel_supported());
-  CHECK(detail::syrk_in_double_path() == DoubleSyrkPath::kernel);
   std::mt19937 rng(43);
   const StridedRows a = random_rows(192, 1536, 1536, rng);
   const MatrixD sums = in_order_sums(a);
+  set_compute_threads(1);  // the calling thread alone: the kernel
+  CHECK(detail::syrk_in_double_path() == DoubleSyrkPath::kernel);
   CHECK(same_bits(detail::syrk_in_double(a.rows, a.inner, a.values.data(), a.lda), sums));
   // The BLAS path sums in another order (its blocks of the depth): other bits, the same bound.
   // Were they the same bits, the check above could not tell which path ran.
   const MatrixD blas = run(DoubleSyrkPath::blas, a);
   CHECK_FALSE(same_bits(blas, sums));
   CHECK(worst_bound_ratio(blas, a) <= 1.0);
+#ifdef _OPENMP
+  // From serial code with two threads at hand the BLAS threads the product; inside a parallel
+  // loop (the contraction's over heads) each call has its thread alone: the kernel.
+  set_compute_threads(2);
+  CHECK(detail::syrk_in_double_path() == DoubleSyrkPath::blas);
+  DoubleSyrkPath inside = DoubleSyrkPath::blas;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    inside = detail::syrk_in_double_path();
+  }
+  CHECK(inside == DoubleSyrkPath::kernel);
+#endif
+  set_compute_threads(0);
 }
 
 TEST_CASE("double syrk: threads calling the kernel at once get each their own result",
