@@ -13,8 +13,8 @@
 // The kernel sums each entry as one FMA chain in depth order: the very bits of the naive loop,
 // which the tests tagged [.double_syrk] require of it, and of syrk_in_double on the calling thread
 // alone (run as the ctest test unit.double_syrk_kernel where the CPU has AVX-512F, a visible skip
-// elsewhere). The tests that fail when the kernel drops a depth step, the mirror's last column,
-// a panel's last row or the diagonal's register block: all of them but "empty shapes".
+// elsewhere). A kernel that drops a depth step, the mirror's last column, a panel's last row in
+// the depth's tail or the diagonal's register block fails both the bound and the bit tests.
 #include "metric/double_syrk_kernel.hpp"
 
 #include <bit>
