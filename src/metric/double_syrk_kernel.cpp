@@ -106,15 +106,13 @@ KVRANK_DSYRK_TARGET void pack_panel(const float* a, Index lda, Index first, Inde
 #endif
 
 /// Lane masks of a register block whose rows i start at `first_row`: rows ≥ `rows` are not
-/// stored.
+/// stored (a panel's low `valid` lanes, 0 to 8 of them).
 struct LaneMasks {
   __mmask8 lanes[kPanels];
   LaneMasks(Index first_row, Index rows) {
     for (int v = 0; v < kPanels; ++v) {
-      const Index valid = rows - first_row - v * kLanes;
-      lanes[v] = valid >= kLanes ? __mmask8(0xFF)
-                 : valid <= 0    ? __mmask8(0)
-                                 : static_cast<__mmask8>((1u << valid) - 1);
+      const Index valid = std::clamp<Index>(rows - first_row - v * kLanes, 0, kLanes);
+      lanes[v] = static_cast<__mmask8>(0xFFu >> (kLanes - valid));
     }
   }
 };
@@ -134,12 +132,7 @@ struct BlockAt {
 /// One register block over the whole depth, each accumulator one FMA chain from zero.
 template <int Vecs>
 KVRANK_DSYRK_TARGET void register_block(const BlockAt& at, Index depth, const LaneMasks& masks) {
-  __m512d sums[kRows][Vecs];
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < Vecs; ++v) sums[r][v] = _mm512_setzero_pd();
-  }
+  __m512d sums[kRows][Vecs] = {};  // zeros
   for (Index k = 0; k < depth; ++k) {
     __m512d panel[Vecs];
 #pragma GCC unroll 4
