@@ -193,10 +193,17 @@ void upper_blocks(const PackedRows& packed, double* c) {
   }
 }
 
-/// C's strict lower triangle from its upper one (column-major, rows × rows).
+/// C's strict lower triangle from its upper one (column-major, rows × rows), in 8 × 8 tiles: a
+/// tile's reads are 8 cache lines and its writes 8 more, where a whole column's copy strided
+/// across all of C (192 × 576: 0.19 ms a call against 0.22, bench/double_syrk.cpp).
 void mirror_upper(Index rows, double* c) {
-  for (Index j = 1; j < rows; ++j) {
-    for (Index i = 0; i < j; ++i) c[i * rows + j] = c[j * rows + i];
+  for (Index j0 = 0; j0 < rows; j0 += kLanes) {
+    const Index j_end = std::min(j0 + kLanes, rows);
+    for (Index i0 = 0; i0 <= j0; i0 += kLanes) {
+      for (Index j = j0; j < j_end; ++j) {
+        for (Index i = i0; i < std::min(i0 + kLanes, j); ++i) c[i * rows + j] = c[j * rows + i];
+      }
+    }
   }
 }
 
