@@ -132,7 +132,7 @@ TEST_CASE("double syrk: this CPU runs kvrank's AVX-512 kernel", "[.double_syrk_p
 }
 
 TEST_CASE("double syrk: within the bound of double sums of a long double reference, symmetric",
-          "[double_syrk]") {
+          "[syrk_in_double]") {
   std::mt19937 rng(40);
   for (const Index rows : kRows) {
     for (const Index inner : kInner) {
@@ -147,7 +147,7 @@ TEST_CASE("double syrk: within the bound of double sums of a long double referen
   }
 }
 
-TEST_CASE("double syrk: rows of 1e30 and 1e-30 overflow nothing", "[double_syrk]") {
+TEST_CASE("double syrk: rows of 1e30 and 1e-30 overflow nothing", "[syrk_in_double]") {
   std::mt19937 rng(41);
   // Products of 1e60, 1e-60 and 1: beyond float32's range, well inside double's.
   const StridedRows a = random_rows(25, 576, 580, rng, [](Index i) {
@@ -164,7 +164,7 @@ TEST_CASE("double syrk: rows of 1e30 and 1e-30 overflow nothing", "[double_syrk]
   }
 }
 
-TEST_CASE("double syrk: empty shapes give zeros", "[double_syrk]") {
+TEST_CASE("double syrk: empty shapes give zeros", "[syrk_in_double]") {
   const float none[1] = {0.0f};
   CHECK(detail::syrk_in_double(0, 5, none, 5).size() == 0);
   CHECK(detail::syrk_in_double(3, 0, none, 1) == MatrixD::Zero(3, 3));
