@@ -375,7 +375,7 @@ MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* 
 
 DoubleSyrkPath syrk_in_double_path() {
   // Measured at 1152 × 7168 (MLA's stacked latent bases in diff): OpenBLAS's DSYRK on 2 threads
-  // took 0.87× the kernel's time on one, and its lead grows with the threads.
+  // took 0.87–0.89× the kernel's time on one, and its lead grows with the threads.
   return double_syrk_kernel_supported() && available_threads() == 1 ? DoubleSyrkPath::kernel
                                                                     : DoubleSyrkPath::blas;
 }

@@ -117,7 +117,7 @@ enum class DoubleSyrkPath { kernel, blas };
 
 /// The path syrk_in_double() takes now: the kernel where the CPU has AVX-512F and the call has the
 /// calling thread alone (available_threads() == 1: inside a parallel loop over heads, or one
-/// thread), at every size (bench/double_syrk.cpp, one thread: 2.0–2.3× OpenBLAS's DSYRK on the
+/// thread), at every size (bench/double_syrk.cpp, one thread: 2.3–2.4× OpenBLAS's DSYRK on the
 /// per-head shapes, 1.3–3.4× from 2 rows up, never slower). With more threads at hand (diff's
 /// stacked bases, from serial code) the BLAS, which threads the product: the kernel runs on one.
 DoubleSyrkPath syrk_in_double_path();
