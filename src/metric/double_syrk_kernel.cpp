@@ -41,10 +41,18 @@ constexpr Index kLanes = 8;  // doubles in a zmm: the rows of a panel
 constexpr int kRows = 8;     // a register block's rows j (broadcasts): one panel
 constexpr int kPanels = 3;   // a register block's panels of rows i (loads)
 
-/// The calling thread's panel buffer, kept call after call (one head after another): 64-byte
-/// aligned, `doubles` long at least.
-double* thread_panels(Index doubles) {
+/// Panel buffers up to this size stay with their thread for the next call (a V3 head's: 2.4 MB);
+/// a larger one-off product's (diff's stacked bases, hundreds of MB) is freed after it.
+constexpr std::size_t kKeptDoubles = std::size_t(4) << 20;
+
+/// The calling thread's panel buffer, kept call after call (one head after another).
+std::vector<double>& thread_buffer() {
   thread_local std::vector<double> buffer;
+  return buffer;
+}
+
+/// `doubles` of `buffer`, 64-byte aligned.
+double* aligned_panels(std::vector<double>& buffer, Index doubles) {
   const auto needed = static_cast<std::size_t>(doubles + kLanes);  // + the alignment's slack
   if (buffer.size() < needed) buffer.resize(needed);
   const auto address = reinterpret_cast<std::uintptr_t>(buffer.data());
@@ -226,11 +234,13 @@ void double_syrk_kernel(Index rows, Index inner, const float* a, Index lda, doub
   using namespace double_syrk;
   const Index count = (rows + kLanes - 1) / kLanes;
   const Index stride = inner * kLanes;
-  double* panels = thread_panels(count * stride);
+  std::vector<double>& buffer = thread_buffer();
+  double* panels = aligned_panels(buffer, count * stride);
   for (Index q = 0; q < count; ++q)
     pack_panel(a, lda, q * kLanes, rows, inner, panels + q * stride);
   upper_blocks({panels, stride, count, rows}, out);
   mirror_upper(rows, out);
+  if (buffer.size() > kKeptDoubles) std::vector<double>().swap(buffer);
 #else
   (void)rows, (void)inner, (void)a, (void)lda, (void)out;
   throw std::logic_error("double_syrk_kernel: not in this build");

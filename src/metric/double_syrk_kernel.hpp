@@ -25,8 +25,9 @@ bool double_syrk_kernel_supported() noexcept;
 
 /// Writes A·Aᵀ for A (rows × inner, row stride lda ≥ inner, float32, row-major) into `out`
 /// (rows × rows, column-major, leading dimension rows), both triangles, exactly symmetric; on the
-/// calling thread. The packed panels are kept per thread for the next call. Preconditions:
-/// double_syrk_kernel_supported(), rows ≥ 1, inner ≥ 1.
+/// calling thread. The packed panels (rows × inner doubles) are kept per thread for the next call
+/// up to 32 MB, a larger product's freed. Preconditions: double_syrk_kernel_supported(), rows ≥ 1,
+/// inner ≥ 1.
 void double_syrk_kernel(Index rows, Index inner, const float* a, Index lda, double* out);
 
 }  // namespace kvrank::detail
