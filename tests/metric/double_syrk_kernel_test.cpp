@@ -184,7 +184,7 @@ TEST_CASE("double syrk: the kernel's entries are the in-order double sums, bit f
   const StridedRows scaled =
       random_rows(25, 576, 576, rng, [](Index i) { return i % 2 == 0 ? 1e30f : 1e-30f; });
   CHECK(same_bits(run_kernel(scaled), in_order_sums(scaled)));
-  // Panels of 40 MB, freed after the call (over the 32 MB a thread keeps), then a small product.
+  // Panels of 70 MB, freed after the call (over the 32 MB a thread keeps), then a small product.
   const StridedRows large = random_rows(9, 550'000, 550'000, rng);
   CHECK(same_bits(run_kernel(large), in_order_sums(large)));
   const StridedRows small = random_rows(23, 31, 33, rng);
