@@ -110,9 +110,24 @@ void syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, I
 /// double.
 MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda);
 
+/// What forms syrk_in_double's product: kvrank's AVX-512 kernel (double_syrk_kernel.hpp: each
+/// entry one FMA chain over the depth in order), or the BLAS's DSYRK on A cast to double (Eigen's
+/// rankUpdate without OpenBLAS). The two agree to double round-off, not bit for bit.
+enum class DoubleSyrkPath { kernel, blas };
+
+/// The path syrk_in_double() takes now: the kernel where the CPU has AVX-512F and the call has the
+/// calling thread alone (available_threads() == 1: inside a parallel loop over heads, or one
+/// thread), at every size (bench/double_syrk.cpp, one thread: 2.3–2.4× OpenBLAS's DSYRK on the
+/// per-head shapes, 1.3–3.4× from 2 rows up, never slower). With more threads at hand (diff's
+/// stacked bases, from serial code) the BLAS, which threads the product: the kernel runs on one.
+DoubleSyrkPath syrk_in_double_path();
+
 /// A · Aᵀ for A (rows × inner, lda) accumulated in double (the entries of A are float32), both
-/// triangles: for the small per-head products whose rank must survive round-off.
+/// triangles, exactly symmetric: for the small per-head products whose rank must survive round-off.
 MatrixD syrk_in_double(Index rows, Index inner, const float* a, Index lda);
+/// The same on the path given (tests, the benchmark); `kernel` runs the BLAS where the CPU has no
+/// AVX-512F.
+MatrixD syrk_in_double(DoubleSyrkPath path, Index rows, Index inner, const float* a, Index lda);
 
 /// Replaces a symmetric positive definite matrix (lower triangle read) by its lower Cholesky
 /// factor L (L Lᵀ = the matrix, zeros above the diagonal); false, leaving it unspecified, when the
