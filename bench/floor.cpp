@@ -1,14 +1,10 @@
 // kvrank_bench_floor — times L × (SYRK of an M×D and an N×D float32 matrix), the two Grams per
 // layer that `kvrank analyze --repr qk` cannot avoid (query rows and key rows), through the same
-// BLAS as kvrank_core. Prints the seconds on stdout. With --gemm-gmacs G it times instead one
-// square float32 GEMM of G·10⁹ multiply-adds (the yardstick of the MLA contraction, whose work is
-// GEMMs, TRMMs and SYRKs of about that many multiply-adds per layer).
+// BLAS as kvrank_core. Prints the seconds on stdout.
 //
 //   kvrank_bench_floor --layers 32 --d 4096 --q-rows 4096 --k-rows 4096 --threads 2
-//   kvrank_bench_floor --gemm-gmacs 70 --threads 2
 #include <Eigen/Core>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,27 +38,6 @@ void syrk(const RowMatrixF& rows, Eigen::MatrixXf& gram) {
 #endif
 }
 
-/// Seconds of one n × n × n SGEMM with about `gmacs`·10⁹ multiply-adds (after a warm-up call).
-double time_gemm(double gmacs) {
-  const auto n = static_cast<Eigen::Index>(std::cbrt(gmacs * 1e9));
-  const RowMatrixF a = RowMatrixF::Random(n, n);
-  const RowMatrixF b = RowMatrixF::Random(n, n);
-  RowMatrixF c(n, n);
-  auto multiply = [&] {
-#ifdef KVRANK_HAVE_OPENBLAS
-    const auto size = static_cast<blasint>(n);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, size, size, size, 1.0f, a.data(), size,
-                b.data(), size, 0.0f, c.data(), size);
-#else
-    c.noalias() = a * b;
-#endif
-  };
-  multiply();
-  const auto start = std::chrono::steady_clock::now();
-  multiply();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +53,7 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fprintf(stderr,
                  "usage: kvrank_bench_floor --layers L --d D --q-rows M --k-rows N [--threads T] | "
-                 "--gemm-gmacs G [--threads T] | --blas-info\n");
+                 "--blas-info\n");
     return argc < 2 ? 2 : 0;
   }
   const long layers = parse_flag(argc, argv, "--layers", 1);
@@ -91,11 +66,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   kvrank_bench::set_threads(threads);
-  const long gemm_gmacs = parse_flag(argc, argv, "--gemm-gmacs", 0);
-  if (gemm_gmacs > 0) {
-    std::printf("%.3f\n", time_gemm(static_cast<double>(gemm_gmacs)));
-    return 0;
-  }
   const RowMatrixF q = RowMatrixF::Random(q_rows, d);
   const RowMatrixF k = RowMatrixF::Random(k_rows, d);
   Eigen::MatrixXf q_gram(q_rows, q_rows), k_gram(k_rows, k_rows);

@@ -4,14 +4,16 @@
 #   - the limit (bench/limit.cpp): the multiply-adds no method can skip — one symmetric Gram of the
 #     query rows and one of the key rows per layer, each counted as half a square product — at the
 #     GEMM rate this machine reaches with the kernel the weights' type allows (bf16: oneDNN's bf16
-#     matmul; f16 and f32: OpenBLAS's SGEMM, see docs/performance.md), the rate measured in the same
-#     run; for MLA the float32 GEMM rate times its contraction's multiply-adds (the cost model of
-#     src/metric/contraction.cpp: ~72 G a layer for DeepSeek-V3's qk),
+#     matmul; f16 and f32: the faster of OpenBLAS's SGEMM and oneDNN's float32 matmul, see
+#     docs/performance.md), the rate measured in the same run; for MLA the float32 GEMM rate times
+#     its contraction's multiply-adds (the cost model of src/metric/contraction.cpp: ~72 G a layer
+#     for DeepSeek-V3's qk),
 #   - the float32 floor of earlier rounds: the two float32 SYRKs per layer through the same BLAS
 #     (bench/floor.cpp) — for MLA the Grams of the two latent bases (q_a rows and kv_a rows),
 #   - a straightforward numpy implementation of the metric (scripts/bench_numpy.py, explicit d×d
 #     heads), on the small shapes,
-#   - for MLA, also one timed float32 GEMM of as many multiply-adds as one layer's contraction,
+#   - a layer after the first (the first also pays start-up and fresh pages) against the limit's
+#     share of a layer,
 # all measured in the same run on the same machine, one after the other, so that the ratios hold
 # even when the machine is shared (absolute seconds do not). kvrank runs with --threads T and with
 # 1 thread (against the limit at T and at 1 thread); peak RSS is given for one layer and for all
@@ -179,16 +181,15 @@ for shape in "${shapes[@]}"; do
     numpy_ratio="$(ratio "$numpy_s" "$kvrank_s")×"
   fi
   per_layer=$(awk -v a="$kvrank_s" -v l="$layers" 'BEGIN { printf "%.2f", a / l }')
-  gemm_cell="—"
-  if [[ $contraction_gmacs != - ]]; then  # a layer against one GEMM of its multiply-adds
-    gemm_s=$("$build/bench/kvrank_bench_floor" --gemm-gmacs "$contraction_gmacs" --threads "$threads")
-    # The first layer also pays start-up and fresh pages; the ones after it reuse the freed memory
-    # (heap.hpp), so a long model's layers cost what the second one does.
-    steady=$(awk -v a="$kvrank_s" -v b="$one_layer_s" -v l="$layers" 'BEGIN { if (l > 1) printf "%.2f", (a - b) / (l - 1); else printf "%.2f", a }')
-    gemm_cell="$gemm_s s (BLAS, $contraction_gmacs G), $(ratio "$per_layer" "$gemm_s")×; a layer after the first $steady s, $(ratio "$steady" "$gemm_s")×"
+  # The first layer also pays start-up and fresh pages; the ones after it reuse the freed memory
+  # (heap.hpp), so a long model's layers cost what the second one does.
+  steady_cell="—"
+  if ((layers > 1)); then
+    steady=$(awk -v a="$kvrank_s" -v b="$one_layer_s" -v l="$layers" 'BEGIN { printf "%.3f", (a - b) / (l - 1) }')
+    steady_cell="$steady s, $(ratio "$steady" "$(awk -v a="$limit_s" -v l="$layers" 'BEGIN { print a / l }')")×"
   fi
   kernels_used=$(kernels "$ckpt")
-  rows+=("| $name, $dtype ($layers layers) | $kvrank_s ($per_layer/layer) | $limit_cell | **$(ratio "$kvrank_s" "$limit_s")** | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $limit_1 | $(ratio "$kvrank_1" "$limit_1") | $kvrank_cpu1, $(ratio "$kvrank_cpu1" "$limit_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $gemm_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
+  rows+=("| $name, $dtype ($layers layers) | $kvrank_s ($per_layer/layer) | $limit_cell | **$(ratio "$kvrank_s" "$limit_s")** | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $limit_1 | $(ratio "$kvrank_1" "$limit_1") | $kvrank_cpu1, $(ratio "$kvrank_cpu1" "$limit_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $steady_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
   # A table (or CSV) holds no per-head ranks, so analyze skips their eigenproblems (diversity.hpp).
   echo "[$name] kvrank analyze, table output" >&2
   timed "$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt" --threads "$threads"
@@ -215,7 +216,7 @@ for shape in "${shapes[@]}"; do
   rm -rf "$ckpt"
 done
 
-echo "| shape | kvrank s, $threads thr | limit s, $threads thr (kernel, rate) | kvrank / limit | f32 floor s | kvrank / floor | kvrank s, 1 thr | limit s, 1 thr | kvrank / limit | kvrank CPU s, 1 thr; / limit | speed-up | GEMM of a layer's MACs, $threads thr; layer / GEMM | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
+echo "| shape | kvrank s, $threads thr | limit s, $threads thr (kernel, rate) | kvrank / limit | f32 floor s | kvrank / floor | kvrank s, 1 thr | limit s, 1 thr | kvrank / limit | kvrank CPU s, 1 thr; / limit | speed-up | a layer after the first, $threads thr; / the limit's layer | numpy s | numpy / kvrank | peak RSS MB, 1 layer / all | kernels |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 printf '%s\n' "${rows[@]}"
