@@ -35,13 +35,14 @@
 //   default auto)
 //   auto        where OpenBLAS runs generic kernels (or there is no OpenBLAS) and oneDNN has AVX2
 //               or better kernels here, or OpenBLAS runs AVX2 kernels where oneDNN runs AVX-512:
-//               every float32 product on onednn-f32 (onednn_f32_in_auto()). bf16 Grams where the basis is bf16-exact, the Gram is not
-//               tiny and the CPU has AMX or is AMD's (bf16_gram_in_auto()), else f32. The bf16
-//               kernel beats the f32 SSYRK with AMX, and on AMD's AVX512-BF16 (Zen 4 EPYC: 1.65×
-//               OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2 one, measured on oneDNN's kernel); on
-//               Intel's AVX512-BF16 without AMX oneDNN's was 2–3× slower than OpenBLAS's AVX-512
-//               SSYRK (5th-generation Xeon; kvrank's own was not measured there), so float32 keeps
-//               it there (the measurements: docs/performance.md, docs/choices.md).
+//               every float32 product on onednn-f32 (onednn_f32_in_auto()). bf16 Grams where the
+//               basis is bf16-exact, the Gram is not tiny and the CPU has AMX or is AMD's
+//               (bf16_gram_in_auto()), else f32. The bf16 kernel beats the f32 SSYRK with AMX, and
+//               on AMD's AVX512-BF16 (Zen 4 EPYC: 1.65× OpenBLAS's AVX-512 SSYRK, 1.9× its AVX2
+//               one, measured on oneDNN's kernel); on Intel's AVX512-BF16 without AMX oneDNN's was
+//               2–3× slower than OpenBLAS's AVX-512 SSYRK (5th-generation Xeon; kvrank's own was
+//               not measured there), so float32 keeps it there (the measurements:
+//               docs/performance.md, docs/choices.md).
 //   f32         always f32 (the fallback, e.g. to compare the others with)
 //   bf16        bf16 for every bf16-exact basis, f32 for the others; an error when this build or
 //               CPU has no bf16 kernel
