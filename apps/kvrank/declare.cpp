@@ -79,7 +79,7 @@ void add_layout_options(CLI::App& command, app::LayoutRequest& layout) {
       .add_option_function<std::string>(
           "--npy-dtype", [&layout](const std::string&) { layout.npy_bf16 = true; },
           "Element type of '<V2' NPY arrays (default: refused, the type is unknown)")
-      ->check(CLI::IsMember({"bf16"}));
+      ->check(one_of({"bf16"}));
   command.add_flag("--activations", layout.activations, "Inputs are captured Q/K/V activations");
   command.add_flag("--fold-input-norm", layout.fold_input_norm,
                    "Fold the pre-attention norm's gain into q, k and v (docs/metric.md)");
@@ -151,7 +151,7 @@ void declare_analyze(CLI::App& command, AnalyzeCommand& options) {
   command
       .add_option("--progress", options.progress,
                   "Progress on stderr (auto: a bar on a terminal, plain lines elsewhere)")
-      ->check(CLI::IsMember(
+      ->check(one_of(
           std::vector<std::string>(std::begin(kProgressChoices), std::end(kProgressChoices))))
       ->capture_default_str();
   command.add_flag("--keep-going", request.keep_going,
@@ -163,11 +163,8 @@ void declare_analyze(CLI::App& command, AnalyzeCommand& options) {
 
 void declare_inspect(CLI::App& command, app::InspectRequest& request) {
   command.add_option("paths", request.inputs, "Checkpoints")->required();
-  command
-      .add_option_function<std::string>(
-          "--format", [&request](const std::string& name) { request.json = name == "json"; },
-          "Output format")
-      ->check(CLI::IsMember({"text", "table", "json"}))
+  add_choice(command, "--format", app::inspect_format_names(), "Output format",
+             [&request](const std::string& name) { request.json = app::parse_inspect_json(name); })
       ->default_str("text");
   add_layout_options(command, request.layout);
 }
@@ -191,11 +188,8 @@ void declare_check(CLI::App& command, app::CheckRequest& request) {
       "Which changes fail: down (a rank that falls), up, or both",
       [&request](const std::string& name) { request.options.direction = parse_direction(name); })
       ->default_str(std::string(direction_name(request.options.direction)));
-  command
-      .add_option_function<std::string>(
-          "--format", [&request](const std::string& name) { request.json = name == "json"; },
-          "Output: text table or JSON")
-      ->check(CLI::IsMember({"text", "json"}))
+  add_choice(command, "--format", app::check_format_names(), "Output: text table or JSON",
+             [&request](const std::string& name) { request.json = app::parse_check_json(name); })
       ->default_str("text");
   add_choice(command, "--annotate", app::annotate_names(),
              "GitHub Actions annotations (grouped per model and representation, at most 10) and "
@@ -261,7 +255,7 @@ void declare_plot(CLI::App& command, app::PlotRequest& request) {
       .add_option("--legend", figure.legend, "Legend place: below, right, inside[:CORNER], none")
       ->type_name("TEXT:{below,right,inside,inside:CORNER,none}")
       ->capture_default_str();
-  add_choice(command, "--head-order", {"index", "cluster"},
+  add_choice(command, "--head-order", head_order_names(),
              "Heads of a --heatmap in index order, or clustered (similar heads side by side)",
              [&figure](const std::string& name) { figure.head_order = name; })
       ->default_str("index");

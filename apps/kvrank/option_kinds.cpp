@@ -1,8 +1,10 @@
 // The kinds of command-line options (option_kinds.hpp).
 #include "option_kinds.hpp"
 
+#include <algorithm>
 #include <limits>
 
+#include "kvrank/base/name_table.hpp"
 #include "kvrank/base/text.hpp"
 
 namespace kvrank::cli {
@@ -85,6 +87,15 @@ CLI::Option* add_choice(CLI::App& command, const std::string& names,
                         std::function<void(const std::string&)> apply) {
   return command.add_option_function<std::string>(names, std::move(apply), help)
       ->type_name("TEXT:{" + comma_list(choices) + "}");
+}
+
+CLI::Validator one_of(const std::vector<std::string>& choices) {
+  return CLI::Validator(
+      [choices](std::string& value) {
+        if (std::find(choices.begin(), choices.end(), value) != choices.end()) return std::string();
+        return "expected " + name_list(choices) + ", found \"" + excerpt(value) + "\"";
+      },
+      "{" + comma_list(choices) + "}", "ONE-OF");  // the help's TEXT:{a,b,c}, as IsMember's
 }
 
 /// An empty value is a value: `--layer-shard "$TASK"` with TASK unset must not read as "no option"

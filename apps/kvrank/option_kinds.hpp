@@ -31,6 +31,11 @@ CLI::Option* add_choice(CLI::App& command, const std::string& names,
                         const std::vector<std::string>& choices, const std::string& help,
                         std::function<void(const std::string&)> apply);
 
+/// A check that the value is one of `choices`, worded as the library's name errors ("--X: expected
+/// a, b or c, found "…"") where CLI11's IsMember would say "… not in {a,b,c}"; for options the
+/// front end keeps (the choice is its own, not a request's).
+CLI::Validator one_of(const std::vector<std::string>& choices);
+
 /// Refuses "" for every option taking a value (an unset shell variable), except --title.
 void refuse_empty_values(CLI::App& app);
 

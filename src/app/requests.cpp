@@ -39,6 +39,12 @@ static_assert(in_enum_order(kAnnotate));
 /// plan's --gauge: align heads before merging (auto) or not (none).
 constexpr std::array<Named<bool>, 2> kGauges{{{true, "auto"}, {false, "none"}}};
 
+/// inspect's --format: the text listing (also called table) or JSON; check's: text or JSON. The
+/// value is whether JSON is written.
+constexpr std::array<Named<bool>, 3> kInspectFormats{
+    {{false, "text"}, {false, "table"}, {true, "json"}}};
+constexpr std::array<Named<bool>, 2> kCheckFormats{{{false, "text"}, {true, "json"}}};
+
 /// Whether a plan has a form in `format` (a table, JSON or CSV; no TSV).
 bool plan_writes(ResultFormat format) { return format != ResultFormat::tsv; }
 
@@ -105,6 +111,20 @@ std::string_view annotate_name(Annotate choice) noexcept { return name_of(kAnnot
 Annotate parse_annotate(std::string_view name) {
   if (const auto choice = value_named(kAnnotate, name)) return *choice;
   invalid("--annotate", expected_name(kAnnotate, name));
+}
+
+std::vector<std::string> inspect_format_names() { return names_of(kInspectFormats); }
+
+bool parse_inspect_json(std::string_view name) {
+  if (const auto json = value_named(kInspectFormats, name)) return *json;
+  invalid("--format", expected_name(kInspectFormats, name));
+}
+
+std::vector<std::string> check_format_names() { return names_of(kCheckFormats); }
+
+bool parse_check_json(std::string_view name) {
+  if (const auto json = value_named(kCheckFormats, name)) return *json;
+  invalid("--format", expected_name(kCheckFormats, name));
 }
 
 std::vector<std::string> gauge_names() { return names_of(kGauges); }

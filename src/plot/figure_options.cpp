@@ -10,10 +10,14 @@
 
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/json_file.hpp"
+#include "kvrank/base/name_table.hpp"
 #include "kvrank/base/text.hpp"
 
 namespace kvrank {
 namespace {
+
+/// --head-order: the heads of a heatmap in index order, or clustered (the value: whether to).
+constexpr std::array<Named<bool>, 2> kHeadOrders{{{false, "index"}, {true, "cluster"}}};
 
 /// The narrowest --ylim, relative to the size of its limits (a double has 15–16 digits: ticks
 /// closer than this would print alike).
@@ -166,11 +170,11 @@ PlotOptions plot_options(const FigureSettings& settings) {
   options.legend = legend.place;
   options.legend_corner = legend.corner;
   if (!settings.colour_map.empty()) options.colour_map = parse_colour_map(settings.colour_map);
-  if (!settings.head_order.empty() && settings.head_order != "index") {
-    if (settings.head_order != "cluster")
-      throw Error("", "--head-order: expected index or cluster, found \"" +
-                          excerpt(settings.head_order) + "\"");
-    options.cluster_heads = true;
+  if (!settings.head_order.empty()) {
+    const std::optional<bool> cluster = value_named(kHeadOrders, settings.head_order);
+    if (!cluster)
+      throw Error("", "--head-order: " + expected_name(kHeadOrders, settings.head_order));
+    options.cluster_heads = *cluster;
   }
   if (!settings.style_file.empty())
     options.styles = parse_style_file(read_json_object(settings.style_file), settings.style_file);
@@ -256,6 +260,8 @@ std::map<std::string, SeriesStyle> parse_style_file(const nlohmann::json& docume
   }
   return styles;
 }
+
+std::vector<std::string> head_order_names() { return names_of(kHeadOrders); }
 
 const std::vector<std::string>& marker_names() {
   static const std::vector<std::string> kMarkers = {

@@ -232,8 +232,13 @@ class EmptyAndLongValues(Case):
                 ("--family", ("analyze", tiny)),
                 ("--rope", ("plan", tiny, "--kv-heads", "1")),
                 ("--direction", ("check", result, "--baseline", result)),
-                ("--over-steps", ("plot", result, "-o", self.path("steps.svg")))):
-            with self.subTest(option=option):
+                ("--over-steps", ("plot", result, "-o", self.path("steps.svg"))),
+                ("--head-order", ("plot", result, "--heatmap", "0", "-o", self.path("steps.svg"))),
+                ("--format", ("inspect", tiny)),
+                ("--format", ("check", result, "--baseline", result)),
+                ("--progress", ("analyze", tiny)),
+                ("--npy-dtype", ("analyze", tiny))):
+            with self.subTest(option=option, command=args[0]):
                 run = harness.run(*args, option, long_value, timeout=20)
                 self.assertEqual(run.returncode, 2, run.stderr[:500])
                 self.assertTrue(run.stderr.startswith(f"kvrank: error: {option}: expected "),

@@ -263,7 +263,7 @@ class OutputsTest(harness.TestCase):
         result = self.analyze(MHA, "--progress", "none", "--format", "json")
         self.assertEqual(result.stderr, "")
         self.usage_error(run("analyze", MHA, "--progress", "sometimes"),
-                         "--progress: sometimes not in {auto,bar,plain,none}")
+                         "--progress: expected auto, bar, plain or none, found \"sometimes\"")
 
     # ---------------------------------------------------------------- 5. --keep-going
 

@@ -213,6 +213,15 @@ std::string_view annotate_name(Annotate choice) noexcept;
 /// Parses an --annotate name; throws kvrank::Error listing the names.
 Annotate parse_annotate(std::string_view name);
 
+/// "text", "table", "json": inspect's --format names (text and table are the same listing).
+std::vector<std::string> inspect_format_names();
+/// Parses inspect's --format: true for json; throws kvrank::Error listing the names.
+bool parse_inspect_json(std::string_view name);
+/// "text", "json": check's --format names.
+std::vector<std::string> check_format_names();
+/// Parses check's --format: true for json; throws kvrank::Error listing the names.
+bool parse_check_json(std::string_view name);
+
 /// "auto", "none": plan's --gauge names.
 std::vector<std::string> gauge_names();
 /// "auto" for true (align heads before merging), "none" for false.

@@ -131,6 +131,9 @@ const char* colour_map_name(ColourMap map);
 std::map<std::string, SeriesStyle> parse_style_file(const nlohmann::json& document,
                                                     const std::string& file);
 
+/// "index", "cluster": --head-order's names.
+std::vector<std::string> head_order_names();
+
 /// "circle", "square", "triangle", "diamond", "triangle-down", "pentagon", "hexagon", "star",
 /// "plus", "cross": the default markers, in the order series get them.
 const std::vector<std::string>& marker_names();
