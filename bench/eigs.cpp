@@ -34,6 +34,7 @@
 #include "kvrank/base/eigen.hpp"
 #include "kvrank/io/dtype.hpp"
 #include "metric/blas.hpp"
+#include "metric/lapack.hpp"
 
 #ifndef KVRANK_HAVE_OPENBLAS
 int main() {
@@ -42,24 +43,6 @@ int main() {
 }
 #else
 #include <cblas.h>
-
-extern "C" {
-void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, double* a,
-            const int* lda, double* b, const int* ldb, double* w, double* work, const int* lwork,
-            int* info, std::size_t jobz_len, std::size_t uplo_len);
-void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info,
-             std::size_t uplo_len);
-void dsygst_(const int* itype, const char* uplo, const int* n, double* a, const int* lda,
-             const double* b, const int* ldb, int* info, std::size_t uplo_len);
-void dsytrd_(const char* uplo, const int* n, double* a, const int* lda, double* d, double* e,
-             double* tau, double* work, const int* lwork, int* info, std::size_t uplo_len);
-void dpttrf_(const int* n, double* d, double* e, int* info);
-void dlasq2_(const int* n, double* z, int* info);
-void dgebrd_(const int* m, const int* n, double* a, const int* lda, double* d, double* e,
-             double* tauq, double* taup, double* work, const int* lwork, int* info);
-void dlasq1_(const int* n, double* d, double* e, double* work, int* info);
-void dsterf_(const int* n, double* d, double* e, int* info);
-}
 
 namespace {
 

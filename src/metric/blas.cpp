@@ -13,6 +13,7 @@
 #include "base/memory_limit_text.hpp"
 #include "kvrank/base/memory_limit.hpp"
 #include "metric/double_syrk_kernel.hpp"
+#include "metric/lapack.hpp"
 #include "metric/thread_pool.hpp"
 
 #ifdef _OPENMP
@@ -22,20 +23,7 @@
 #ifdef KVRANK_HAVE_OPENBLAS
 #include <cblas.h>
 
-// LAPACK as OpenBLAS exports it (gfortran conventions: trailing hidden lengths of the char args).
 extern "C" {
-void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
-            double* work, const int* lwork, int* info, std::size_t jobz_len, std::size_t uplo_len);
-void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, double* a,
-            const int* lda, double* b, const int* ldb, double* w, double* work, const int* lwork,
-            int* info, std::size_t jobz_len, std::size_t uplo_len);
-void dsyevr_(const char* jobz, const char* range, const char* uplo, const int* n, double* a,
-             const int* lda, const double* vl, const double* vu, const int* il, const int* iu,
-             const double* abstol, int* m, double* w, double* z, const int* ldz, int* isuppz,
-             double* work, const int* lwork, int* iwork, const int* liwork, int* info,
-             std::size_t jobz_len, std::size_t range_len, std::size_t uplo_len);
-void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info,
-             std::size_t uplo_len);
 // OpenBLAS's pool of work buffers (memory.c; exported by its shared library, weak so that a build
 // without them still links): a slot freed keeps its buffer mapped for the next caller.
 [[gnu::weak]] void* blas_memory_alloc(int procpos);
