@@ -17,13 +17,6 @@
 namespace kvrank {
 namespace {
 
-/// Whether every head of `side` is a plain slice of its basis (MHA/GQA/MQA, activations).
-bool plain_slices(const FactorSide& side) {
-  return std::all_of(side.heads.begin(), side.heads.end(), [&](const auto& blocks) {
-    return identity_slice_row(blocks, side.head_cols) >= 0;
-  });
-}
-
 /// C_h (basis rows × head columns) as a dense matrix.
 MatrixD dense_coefficients(const FactorSide& side, std::size_t head) {
   MatrixD coefficients = MatrixD::Zero(side.basis.rows(), side.head_cols);

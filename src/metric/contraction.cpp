@@ -47,12 +47,6 @@ constexpr double kMaxCoordinateFloats = 2e9;
 
 // ---- heads and costs -----------------------------------------------------------------------
 
-bool all_simple(const FactorSide& side) {
-  return std::all_of(side.heads.begin(), side.heads.end(), [&](const auto& blocks) {
-    return identity_slice_row(blocks, side.head_cols) >= 0;
-  });
-}
-
 double sq(double x) { return x * x; }
 
 /// Multiply-adds of the pairwise path (diversity.cpp's SideGram) for one side.
@@ -82,7 +76,7 @@ double pairwise_side_cost(const FactorSide& side) {
 double coordinate_cost(const FactorSide& side, Coordinates how) {
   const double m = static_cast<double>(side.rows());
   const double n = static_cast<double>(side.cols());
-  if (how == Coordinates::raw && all_simple(side)) return 0;
+  if (how == Coordinates::raw && plain_slices(side)) return 0;
   double cost = how == Coordinates::latent ? sq(m) * n / 2 + kDoubleWeight * m * m * m / 6 : 0;
   for (const auto& blocks : side.heads) {
     for (const CoeffBlock& block : blocks) {
@@ -145,7 +139,7 @@ class SideCoordinates {
       : k_(side.head_cols), storage_(storage), kernels_(kernels.products) {
     const Index heads = static_cast<Index>(side.heads.size());
     dim_ = dimension(side, how);
-    if (how == Coordinates::raw && all_simple(side)) {
+    if (how == Coordinates::raw && plain_slices(side)) {
       // The heads' own rows of the basis: nothing to compute or copy.
       base_ = side.basis.data();
       ld_ = dim_;
@@ -255,8 +249,8 @@ std::vector<MatrixD> self_products(const SideCoordinates& x, Index heads, Index 
 
 std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Contraction how) {
   if (how == Contraction::pairwise) return std::nullopt;
-  if (how == Contraction::automatic && all_simple(factors.left) &&
-      (factors.symmetric || all_simple(factors.right))) {
+  if (how == Contraction::automatic && plain_slices(factors.left) &&
+      (factors.symmetric || plain_slices(factors.right))) {
     return std::nullopt;  // plain slices of a Gram: the pairwise path is the SYRK floor
   }
   std::optional<ContractionPlan> best;
@@ -307,7 +301,7 @@ std::uint64_t new_buffer_bytes(const RowMatrixF& held, Index rows, Index cols) {
 
 /// What SideCoordinates allocates for one side written in `how` coordinates.
 std::uint64_t coordinate_bytes(const FactorSide& side, Coordinates how, const RowMatrixF& held) {
-  if (how == Coordinates::raw && all_simple(side)) return 0;
+  if (how == Coordinates::raw && plain_slices(side)) return 0;
   const auto m = static_cast<std::uint64_t>(side.rows());
   // latent_factor: the float32 Gram, its double copy, the factor in double (LDLᵀ: two more m × m)
   // and in float32.

@@ -210,12 +210,7 @@ GramBytes gram_bytes(const FactorSide& side, int scale_exponent, const MatrixF& 
 /// Whether every side of `factors` is a basis left stored as bf16 (FactorSide::stored) whose heads
 /// are plain slices of it: the pairwise path then runs no float32 product, only bf16 Grams.
 bool only_stored_slices(const HeadFactors& factors) {
-  auto stored_slices = [](const FactorSide& side) {
-    return side.stored &&
-           std::all_of(side.heads.begin(), side.heads.end(), [&](const auto& blocks) {
-             return identity_slice_row(blocks, side.head_cols) >= 0;
-           });
-  };
+  auto stored_slices = [](const FactorSide& side) { return side.stored && plain_slices(side); };
   return stored_slices(factors.left) && (factors.symmetric || stored_slices(factors.right));
 }
 

@@ -17,6 +17,7 @@
 // built and the cost scales with m, the size of what is cached, not with d.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -124,6 +125,14 @@ struct FactorSide {
   Index rows() const noexcept { return stored ? stored->rows : basis.rows(); }  ///< m
   Index cols() const noexcept { return stored ? stored->cols : basis.cols(); }  ///< n
 };
+
+/// Whether every head of `side` is a plain slice of its basis (identity_slice_row ≥ 0): MHA, GQA,
+/// MQA, activations.
+inline bool plain_slices(const FactorSide& side) {
+  return std::all_of(side.heads.begin(), side.heads.end(), [&](const auto& blocks) {
+    return identity_slice_row(blocks, side.head_cols) >= 0;
+  });
+}
 
 /// `side` with its basis as a float32 matrix: a stored basis is copied (and checked) through
 /// StoredBf16Rows::to_float; any other side is returned as it is.
