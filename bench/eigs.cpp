@@ -8,6 +8,8 @@
 //              Q = UᵀU (dpotrf), so Fᵀ Q F = (U F)ᵀ(U F) with U F upper triangular (dtrmm); then
 //              dgebrd and dqds on the bidiagonal (dlasq1)
 //   trmm       dsygv's steps with dsygst's U Q Uᵀ as two level-3 dtrmm, then dsytrd and dsterf
+//   lanes      kvrank's own solver, eight heads at a time in the lanes of a zmm (eigen_lanes.hpp;
+//              timed over batches of 8 heads, per head)
 // and the last steps alone on the same heads (dsterf against dpttrf + dlasq2 on one tridiagonal;
 // dgebrd and dlasq1 of U F), each the fastest of --rounds passes over the heads (interleaved, one
 // thread), on random heads of L, R: --rows × --d Gaussian values rounded to bf16 ("plain"), the
@@ -34,6 +36,7 @@
 #include "kvrank/base/eigen.hpp"
 #include "kvrank/io/dtype.hpp"
 #include "metric/blas.hpp"
+#include "metric/eigen_lanes.hpp"
 #include "metric/lapack.hpp"
 
 #ifndef KVRANK_HAVE_OPENBLAS
@@ -95,6 +98,21 @@ Sigmas library_route(const Head& head) {
       kvrank::detail::congruent_eigenvalues(head.p, head.q);
   return values ? roots_descending(*values) : Sigmas{};
 }
+
+/// The heads in batches of kEigenLanes through lane_eigenvalues; σ of the last head.
+Sigmas lanes_batches(const Head* heads, std::size_t count) {
+  Sigmas last;
+  for (std::size_t first = 0; first < count; first += kvrank::detail::kEigenLanes) {
+    std::vector<kvrank::detail::EigenProblem> batch;
+    for (std::size_t h = first; h < std::min(count, first + kvrank::detail::kEigenLanes); ++h)
+      batch.push_back({&heads[h].p, &heads[h].q});
+    const auto values = kvrank::detail::lane_eigenvalues(batch);
+    last = values.back() ? roots_descending(*values.back()) : Sigmas{};
+  }
+  return last;
+}
+
+Sigmas lanes_route(const Head& head) { return lanes_batches(&head, 1); }
 
 /// dsygv with one workspace per order, asked once.
 Sigmas cached_dsygv(const Head& head) {
@@ -282,12 +300,10 @@ struct Route {
   const char* name;
   Sigmas (*solve)(const Head&);
 };
-const Route kRoutes[] = {{"dsygv", library_route},
-                         {"cached", cached_dsygv},
-                         {"dqds", tridiagonal_dqds},
-                         {"svd", triangular_svd},
-                         {"trmm", trmm_reduction}};
-constexpr int kRouteCount = 5;
+const Route kRoutes[] = {{"dsygv", library_route},   {"cached", cached_dsygv},
+                         {"dqds", tridiagonal_dqds}, {"svd", triangular_svd},
+                         {"trmm", trmm_reduction},   {"lanes", lanes_route}};
+constexpr int kRouteCount = 6;
 
 void run_kind(Kind kind, int count, int rounds, Index rows, Index d, std::mt19937& rng) {
   const std::vector<Head> heads = make_heads(kind, count, rows, d, rng);
@@ -296,7 +312,10 @@ void run_kind(Kind kind, int count, int rounds, Index rows, Index d, std::mt1993
   for (int round = 0; round <= rounds; ++round) {  // round 0 warms up, untimed
     for (int r = 0; r < kRouteCount; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      for (const Head& head : heads) kRoutes[r].solve(head);
+      if (kRoutes[r].solve == lanes_route && kvrank::detail::eigen_lanes_supported())
+        lanes_batches(heads.data(), heads.size());
+      else
+        for (const Head& head : heads) kRoutes[r].solve(head);
       if (round > 0) best[r] = std::min(best[r], kvrank_bench::seconds_since(start) / count);
     }
   }
