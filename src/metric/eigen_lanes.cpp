@@ -111,39 +111,28 @@ KVRANK_LANES_TARGET void symmetric_times(const Entry* a, Index n, Index first, c
   }
 }
 
-/// S −= v wᵀ + w vᵀ on the trailing matrix of `a` from row and column `first` on (order m).
-KVRANK_LANES_TARGET void symmetric_rank2_update(Entry* a, Index n, Index first, const Entry* v,
-                                                const Entry* w) {
-  const Index m = n - first;
-  for (Index k = 0; k < m; ++k) {
-    Entry* column = a + offset(n, first + k);
-    const Vec v_k = load(v[k]);
-    const Vec w_k = load(w[k]);
-    for (Index r = 0; r < m - k; ++r) {
-      store(column[r], fnma(load(w[k + r]), v_k, fnma(load(v[k + r]), w_k, load(column[r]))));
-    }
-  }
-}
-
 /// The binade 2^exponent of the largest magnitude in the lower triangle of `source` (0 for a zero
 /// matrix), clamped to −1022 … 1023 so that 2^−exponent is a double; nullopt if an entry is not
 /// finite.
-std::optional<int> largest_binade(const MatrixD& source) {
+KVRANK_LANES_TARGET std::optional<int> largest_binade(const MatrixD& source) {
   const Index n = source.rows();
   double largest = 0;
+  bool finite = true;  // and-ed without a branch: the loop vectorises
   for (Index j = 0; j < n; ++j) {
     for (Index i = j; i < n; ++i) {
       const double magnitude = std::abs(source(i, j));
-      if (!(magnitude <= std::numeric_limits<double>::max())) return std::nullopt;
-      largest = std::max(largest, magnitude);
+      largest = magnitude > largest ? magnitude : largest;
+      finite &= magnitude <= std::numeric_limits<double>::max();
     }
   }
+  if (!finite) return std::nullopt;
   return largest > 0 ? std::max(std::ilogb(largest), -1022) : 0;
 }
 
 /// The lower triangles of `sources` (one per lane), each times its `scales` (a power of two:
 /// exact), into `packed`: one entry, all lanes, at a time.
-void pack_lanes(const MatrixD* const* sources, const double* scales, Entry* packed) {
+KVRANK_LANES_TARGET void pack_lanes(const MatrixD* const* sources, const double* scales,
+                                    Entry* packed) {
   const Index n = sources[0]->rows();
   for (Index j = 0; j < n; ++j) {
     Entry* column = packed + offset(n, j);
@@ -200,31 +189,97 @@ KVRANK_LANES_TARGET void congruence(Entry* q, const Entry* l, Index n, Entry* t,
   }
 }
 
+/// A Householder reflector H = I − τ v vᵀ (v₀ = 1) and the vector w of its two-sided update
+/// H S H = S − v wᵀ − w vᵀ, both indexed from the first row of the block S it reduces.
+struct Reflector {
+  Entry* v;
+  Entry* w;
+};
+
+/// The reflector of the column x (length m, below the diagonal) that leaves β e₁: v, τ and β
+/// (LAPACK's dlarfg, without its rescaling: the entries are near 1). A column already reduced
+/// (x₁… all 0) gets τ = 0, β = x₀.
+KVRANK_LANES_TARGET Vec make_reflector(const Entry* x, Index m, Entry* v, Vec& beta_out) {
+  const Vec alpha = load(x[0]);
+  const Vec rest = dot(x + 1, x + 1, m - 1);
+  const Mask none = _mm512_cmp_pd_mask(rest, splat(0), _CMP_EQ_OQ);
+  const Vec norm = _mm512_sqrt_pd(fma(alpha, alpha, rest));
+  const Vec beta = where(_mm512_cmp_pd_mask(alpha, splat(0), _CMP_GE_OQ), -norm, norm);
+  const Vec scale = where(none, splat(0), splat(1) / (alpha - beta));
+  store(v[0], splat(1));
+  for (Index r = 1; r < m; ++r) store(v[r], load(x[r]) * scale);
+  beta_out = where(none, alpha, beta);
+  return where(none, splat(0), (beta - alpha) / beta);
+}
+
+/// Column `column` (its entries from the diagonal down, `count` of them) less the pending update
+/// (v wᵀ + w vᵀ) at index k of its block.
+KVRANK_LANES_TARGET Vec updated(const Entry* column, Index r, Index k, const Reflector& pending) {
+  return fnma(load(pending.w[k + r]), load(pending.v[k]),
+              fnma(load(pending.v[k + r]), load(pending.w[k]), load(column[r])));
+}
+
+/// One pass over the trailing block S (rows and columns j + 1 …, order m) of step j: applies the
+/// pending update of step j − 1 (indexed from row j) to each column and, from the updated values,
+/// forms t = S v (indexed from row j + 1; each column serves both of its uses, as in
+/// symmetric_times). One read and one write of S a step where the update and the product apart
+/// read it twice.
+KVRANK_LANES_TARGET void update_and_multiply(Entry* a, Index n, Index j, const Reflector& pending,
+                                             const Entry* v, Entry* t) {
+  const Index m = n - j - 1;
+  for (Index i = 0; i < m; ++i) store(t[i], splat(0));
+  for (Index k = 0; k < m; ++k) {
+    Entry* column = a + offset(n, j + 1 + k);
+    const Vec v_k = load(v[k]);
+    const Vec diagonal = updated(column, 0, k + 1, pending);
+    store(column[0], diagonal);
+    Vec sums[2] = {diagonal * v_k, splat(0)};
+    Index r = 1;
+    for (; r + 2 <= m - k; r += 2) {
+      for (int u = 0; u < 2; ++u) {
+        const Vec s = updated(column, r + u, k + 1, pending);
+        store(column[r + u], s);
+        store(t[k + r + u], fma(s, v_k, load(t[k + r + u])));
+        sums[u] = fma(s, load(v[k + r + u]), sums[u]);
+      }
+    }
+    for (; r < m - k; ++r) {
+      const Vec s = updated(column, r, k + 1, pending);
+      store(column[r], s);
+      store(t[k + r], fma(s, v_k, load(t[k + r])));
+      sums[0] = fma(s, load(v[k + r]), sums[0]);
+    }
+    store(t[k], load(t[k]) + (sums[0] + sums[1]));
+  }
+}
+
 /// Householder reduction of the symmetric `a` (lower, destroyed) to the tridiagonal d, e: e[j]
-/// couples j and j + 1, e[n − 1] = 0 (LAPACK's dsytd2, lower).
-KVRANK_LANES_TARGET void tridiagonalize(Entry* a, Index n, Entry* d, Entry* e, Entry* v, Entry* w) {
+/// couples j and j + 1, e[n − 1] = 0 (LAPACK's dsytd2, lower). Each step's two-sided update is
+/// applied lazily, column by column, in the next step's pass (update_and_multiply). `reflectors`:
+/// two pairs of n entries.
+KVRANK_LANES_TARGET void tridiagonalize(Entry* a, Index n, Entry* d, Entry* e,
+                                        Reflector (&reflectors)[2]) {
+  Reflector pending = reflectors[0], next = reflectors[1];
+  for (Index i = 0; i < n; ++i) {
+    store(pending.v[i], splat(0));
+    store(pending.w[i], splat(0));
+  }
   for (Index j = 0; j + 1 < n; ++j) {
     Entry* column = a + offset(n, j);
     const Index m = n - j - 1;  // the reflector's length
+    for (Index r = 0; r <= m; ++r) store(column[r], updated(column, r, 0, pending));
     store(d[j], load(column[0]));
-    const Vec alpha = load(column[1]);
-    const Vec rest = dot(column + 2, column + 2, m - 1);
-    const Mask none = _mm512_cmp_pd_mask(rest, splat(0), _CMP_EQ_OQ);  // already reduced
-    const Vec norm = _mm512_sqrt_pd(fma(alpha, alpha, rest));
-    const Vec beta = where(_mm512_cmp_pd_mask(alpha, splat(0), _CMP_GE_OQ), -norm, norm);
-    const Vec tau = where(none, splat(0), (beta - alpha) / beta);
-    const Vec scale = where(none, splat(0), splat(1) / (alpha - beta));
-    store(e[j], where(none, alpha, beta));
-    if (m == 1) continue;
-    store(v[0], splat(1));
-    for (Index r = 1; r < m; ++r) store(v[r], load(column[1 + r]) * scale);
-    symmetric_times(a, n, j + 1, v, w);  // w = τ S v − (τ/2)(τ vᵀ S v) v
-    for (Index r = 0; r < m; ++r) store(w[r], load(w[r]) * tau);
-    const Vec half = splat(0.5) * tau * dot(w, v, m);
-    for (Index r = 0; r < m; ++r) store(w[r], fnma(half, load(v[r]), load(w[r])));
-    symmetric_rank2_update(a, n, j + 1, v, w);
+    Vec beta;
+    const Vec tau = make_reflector(column + 1, m, next.v, beta);
+    store(e[j], beta);
+    update_and_multiply(a, n, j, pending, next.v, next.w);  // w = τ S v − (τ/2)(τ vᵀ S v) v
+    for (Index r = 0; r < m; ++r) store(next.w[r], load(next.w[r]) * tau);
+    const Vec half = splat(0.5) * tau * dot(next.w, next.v, m);
+    for (Index r = 0; r < m; ++r) store(next.w[r], fnma(half, load(next.v[r]), load(next.w[r])));
+    std::swap(pending, next);
   }
-  store(d[n - 1], load(a[offset(n, n - 1)]));
+  Entry* last = a + offset(n, n - 1);  // its pending update is step n − 2's, whose τ is 0
+  store(d[n - 1], load(last[0]));
   store(e[n - 1], splat(0));
 }
 
@@ -328,7 +383,7 @@ KVRANK_LANES_TARGET Mask tridiagonal_eigenvalues(Entry* d, Entry* e, Index n, Ma
 
 /// A thread's buffers, kept for the next call (the next heads).
 struct Buffers {
-  std::vector<Entry> p, q, d, e, t, u;
+  std::vector<Entry> p, q, d, e, t, u, v, w;
 };
 
 Buffers& thread_buffers(Index n) {
@@ -337,7 +392,8 @@ Buffers& thread_buffers(Index n) {
   const auto vector = static_cast<std::size_t>(n);
   buffers.p.resize(packed);
   buffers.q.resize(packed);
-  for (std::vector<Entry>* v : {&buffers.d, &buffers.e, &buffers.t, &buffers.u}) v->resize(vector);
+  for (auto* v : {&buffers.d, &buffers.e, &buffers.t, &buffers.u, &buffers.v, &buffers.w})
+    v->resize(vector);
   return buffers;
 }
 
@@ -399,8 +455,9 @@ std::vector<std::optional<std::vector<double>>> lane_eigenvalues(
     congruence(buffers.q.data(), buffers.p.data(), n, buffers.t.data(), buffers.u.data());
   }
   Entry* symmetric = with_q ? buffers.q.data() : buffers.p.data();
-  tridiagonalize(symmetric, n, buffers.d.data(), buffers.e.data(), buffers.t.data(),
-                 buffers.u.data());
+  Reflector reflectors[2] = {{buffers.t.data(), buffers.u.data()},
+                             {buffers.v.data(), buffers.w.data()}};
+  tridiagonalize(symmetric, n, buffers.d.data(), buffers.e.data(), reflectors);
   failed |= tridiagonal_eigenvalues(buffers.d.data(), buffers.e.data(), n, failed);
   for (std::size_t k = 0; k < problems.size(); ++k) {
     if (failed >> k & 1) continue;
