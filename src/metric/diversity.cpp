@@ -272,7 +272,11 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   const auto heads = static_cast<std::uint64_t>(factors.num_heads());
   const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
   const auto threads = static_cast<std::uint64_t>(detail::available_threads());
-  std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * 8 * k * k * 8;
+  // Per thread, the per-head eigenproblems: a call of the lane solver holds its heads' two
+  // d_h × d_h products (2 × kEigenLanes matrices) and its own packed buffers (about kEigenLanes
+  // more), and LAPACK's route for a head it gives up on 8 more.
+  constexpr std::uint64_t kEigenMatrices = 3 * detail::kEigenLanes + 8;
+  std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * kEigenMatrices * k * k * 8;
   // Where oneDNN runs none of the layer's products, nothing for what it takes itself (kernels,
   // scratchpads).
   const bool own_bf16 = bf16_grams_on_own_kernel() &&

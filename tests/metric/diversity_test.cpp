@@ -23,16 +23,10 @@ using namespace kvrank;
 
 namespace {
 
+using test::factors_of;
 using test::Heads;
 using test::random_heads;
 using test::side_of;
-
-HeadFactors factors_of(const Heads& left, const Heads& right) {
-  HeadFactors f;
-  f.left = side_of(left);
-  f.right = side_of(right);
-  return f;
-}
 
 /// Explicit L_h = basisᵀ C_h of one side (d × k, double).
 Heads explicit_heads(const FactorSide& side) {

@@ -38,4 +38,12 @@ inline FactorSide side_of(const Heads& heads) {
   return side;
 }
 
+/// A layer of heads A_h = L_h R_hᵀ, each side its heads' own rows (side_of).
+inline HeadFactors factors_of(const Heads& left, const Heads& right) {
+  HeadFactors f;
+  f.left = side_of(left);
+  f.right = side_of(right);
+  return f;
+}
+
 }  // namespace kvrank::test
