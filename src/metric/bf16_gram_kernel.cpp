@@ -16,7 +16,6 @@
 #include "metric/bf16_gram_kernel.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -190,22 +189,9 @@ std::vector<std::uint32_t>& thread_panel_buffer() {
   return buffer;
 }
 
-/// Whether stored rows whose largest magnitude has the bits `largest` (sign cleared) are the
-/// kernel's: finite, and within 2^±kSafeScaleExponent, where the float32 Gram neither overflows
-/// nor underflows unscaled (docs/input-limits.md).
-bool kernel_takes_magnitude(std::uint16_t largest) {
-  constexpr std::uint16_t kInfinityBits = 0x7F80;
-  return largest < kInfinityBits &&
-         safe_scale_exponent(std::bit_cast<float>(std::uint32_t{largest} << 16)) == 0;
-}
-
-/// Packs a side; false when it is not the kernel's (a float32 value that is not a bf16, stored rows
-/// the kernel does not take or could not read).
 bool pack_side(const Bf16GramSide& side, Panels& panels) {
-  if (!side.stored) return pack_panels(*side.basis, thread_panel_buffer(), panels);
-  const std::optional<std::uint16_t> largest =
-      pack_stored_panels(*side.stored, thread_panel_buffer(), panels);
-  return largest && kernel_takes_magnitude(*largest);
+  return side.stored ? pack_stored_panels(*side.stored, thread_panel_buffer(), panels)
+                     : pack_panels(*side.basis, thread_panel_buffer(), panels);
 }
 
 Index side_rows(const Bf16GramSide& side) {

@@ -39,11 +39,8 @@ std::uint64_t bf16_kernel_buffer_bytes(Index m, Index d) noexcept;
 bool bf16_kernel_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 
 /// The same for a basis left stored (StoredBf16Rows: the panels packed from its bits, no float32
-/// copy; the same bits of G). False, `gram` then partly written, when bf16_kernel_supported() is
-/// not, when a read met a page its file no longer backs (guarded_read.hpp), or when the rows hold a
-/// value the kernel does not take — an Inf or NaN, or a largest magnitude outside
-/// 2^±kSafeScaleExponent (the scale check of docs/input-limits.md) — which the packing finds on
-/// its way: the caller's float32 copy then reports or scales it.
+/// copy; the same bits of G). False when bf16_kernel_supported() is not, or when a read met a page
+/// its file no longer backs (guarded_read.hpp), `gram` then partly written.
 bool bf16_kernel_gram_upper(const StoredBf16Rows& rows, MatrixF& gram);
 
 /// A basis whose Gram bf16_kernel_gram_pair() forms — stored bf16 rows, or a float32 matrix whose
@@ -59,10 +56,14 @@ struct Bf16GramSide {
 /// what is left of the other side's, its smallest blocks first, so that a thread whose side ends
 /// first — or whose partner lost its core to another process — does not wait idle at the join. The
 /// same bits as bf16_kernel_gram_upper() on each. False when the kernel is unsupported, a float32
-/// side holds a value that is not a bf16, or a stored side is refused as bf16_kernel_gram_upper()
-/// refuses it: the Grams are then
+/// side holds a value that is not a bf16, or a read of a stored side failed: the Grams are then
 /// partly written, and the caller forms them one by one. Precondition: each side has at least one
 /// row and one column.
 bool bf16_kernel_gram_pair(const Bf16GramSide& left, const Bf16GramSide& right);
+
+/// The largest magnitude among stored bf16 values, as bits with the sign cleared (0x7F80 and up:
+/// an Inf or NaN is among them); one guarded pass over the threads. Nullopt when
+/// bf16_kernel_supported() is not, or a read met a page its file no longer backs.
+std::optional<std::uint16_t> stored_bf16_largest_bits(std::span<const std::byte> bytes) noexcept;
 
 }  // namespace kvrank::detail

@@ -160,50 +160,48 @@ void pack_panel(const Panels& panels, Index m, Index q, Full&& full, Row&& row) 
 }
 
 /// Row `row` of stored bf16 values (2·d bytes) from pair `from` on into panel slot `out`: two
-/// consecutive bf16s, read as a little-endian word, are already a pair (even value low). Returns
-/// the largest magnitude among them, as bits with the sign cleared.
-std::uint16_t pack_stored_row(const std::byte* row, Index d, Index from, std::uint32_t* out) {
+/// consecutive bf16s, read as a little-endian word, are already a pair (even value low).
+void pack_stored_row(const std::byte* row, Index d, Index from, std::uint32_t* out) {
   const Index whole = d / 2;
-  std::uint32_t largest = 0;
-  for (Index p = from; p < whole; ++p) {
-    std::uint32_t pair = 0;
-    std::memcpy(&pair, row + 4 * p, 4);
-    out[p * kPanelRows] = pair;
-    largest = std::max({largest, pair & 0x7FFFu, (pair >> 16) & 0x7FFFu});
-  }
+  for (Index p = from; p < whole; ++p) std::memcpy(out + p * kPanelRows, row + 4 * p, 4);
   if (d % 2 != 0) {  // the last pair's second value is a zero
     std::uint16_t last = 0;
     std::memcpy(&last, row + 2 * (d - 1), 2);
     out[whole * kPanelRows] = last;
-    largest = std::max<std::uint32_t>(largest, last & 0x7FFFu);
   }
-  return static_cast<std::uint16_t>(largest);
 }
 
 /// The 16 full rows of stored bf16 values from `rows` (2·d bytes apart) into `panel`: 32 values of
 /// a row in one load are its 16 words, so each chunk is 16 loads, the transpose and 16 stores.
-/// Returns the largest magnitude among them (bits, sign cleared), found on the way: the scale check
-/// (docs/input-limits.md) needs no read of its own.
-KVRANK_BF16_TARGET std::uint16_t pack_stored_panel(const std::byte* rows, Index d,
-                                                   std::uint32_t* panel) {
-  const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
-  __m512i largest = _mm512_setzero_si512();
+KVRANK_BF16_TARGET void pack_stored_panel(const std::byte* rows, Index d, std::uint32_t* panel) {
   const Index chunks = d / (2 * kPanelRows);
   for (Index c = 0; c < chunks; ++c) {
     __m512i words[kPanelRows];
-    for (Index r = 0; r < kPanelRows; ++r) {
+    for (Index r = 0; r < kPanelRows; ++r)
       words[r] = _mm512_loadu_si512(rows + 2 * (r * d + c * 2 * kPanelRows));
-      largest = _mm512_max_epu16(largest, _mm512_and_si512(words[r], magnitude));
-    }
     transpose_words(words);
     for (Index p = 0; p < kPanelRows; ++p)
       _mm512_store_si512(panel + (c * kPanelRows + p) * kPanelRows, words[p]);
   }
+  for (Index r = 0; r < kPanelRows; ++r)
+    pack_stored_row(rows + 2 * r * d, d, chunks * kPanelRows, panel + r);
+}
+
+/// The largest of `count` bf16 magnitudes (sign cleared) at `values`.
+KVRANK_BF16_TARGET std::uint16_t largest_magnitude(const std::byte* values, std::size_t count) {
+  const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
+  __m512i largest = _mm512_setzero_si512();
+  std::size_t i = 0;
+  for (; i + 32 <= count; i += 32)
+    largest =
+        _mm512_max_epu16(largest, _mm512_and_si512(_mm512_loadu_si512(values + 2 * i), magnitude));
   alignas(64) std::uint16_t lanes[32];
   _mm512_store_si512(lanes, largest);
   std::uint16_t result = *std::max_element(lanes, lanes + 32);
-  for (Index r = 0; r < kPanelRows; ++r) {
-    result = std::max(result, pack_stored_row(rows + 2 * r * d, d, chunks * kPanelRows, panel + r));
+  for (; i < count; ++i) {
+    std::uint16_t value = 0;
+    std::memcpy(&value, values + 2 * i, 2);
+    result = std::max<std::uint16_t>(result, value & 0x7FFF);
   }
   return result;
 }
@@ -233,37 +231,59 @@ bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Pa
   return low == 0;
 }
 
-std::optional<std::uint16_t> pack_stored_panels(const StoredBf16Rows& rows,
-                                                std::vector<std::uint32_t>& buffer,
-                                                Panels& panels) {
+bool pack_stored_panels(const StoredBf16Rows& rows, std::vector<std::uint32_t>& buffer,
+                        Panels& panels) {
   const Index m = rows.rows;
   const Index d = rows.cols;
   panels = panel_buffer(m, d, buffer);
   const std::byte* bytes = rows.bytes.data();
   bool complete = true;
-  std::uint16_t largest = 0;
   const Index count = panels.count;
-#pragma omp parallel for reduction(&& : complete) reduction(max : largest) schedule(static) \
-    if (copy_worth_threads(m * d))
+#pragma omp parallel for reduction(&& : complete) schedule(static) if (copy_worth_threads(m * d))
   for (Index q = 0; q < count; ++q) {
-    std::uint16_t part = 0;
     complete = guarded_read([&] {
                  pack_panel(
                      panels, m, q,
                      [&](Index first, std::uint32_t* panel) {
-                       part = pack_stored_panel(bytes + 2 * first * d, d, panel);
+                       pack_stored_panel(bytes + 2 * first * d, d, panel);
                      },
                      [&](Index row, std::uint32_t* slot) {
-                       part = std::max(part, pack_stored_row(bytes + 2 * row * d, d, 0, slot));
+                       pack_stored_row(bytes + 2 * row * d, d, 0, slot);
                      });
+               }) &&
+               complete;
+  }
+  return complete;
+}
+
+#endif  // KVRANK_BF16_KERNEL
+
+std::optional<std::uint16_t> stored_bf16_largest_bits(std::span<const std::byte> bytes) noexcept {
+#ifdef KVRANK_BF16_KERNEL
+  if (!bf16_kernel_supported()) return std::nullopt;
+  constexpr std::size_t kChunk = std::size_t(1) << 19;  // values a guarded read takes at once
+  const std::size_t count = bytes.size() / 2;
+  const auto chunks = static_cast<Index>((count + kChunk - 1) / kChunk);
+  std::uint16_t largest = 0;
+  bool complete = true;
+#pragma omp parallel for reduction(max : largest) reduction(&& : complete) \
+    if (copy_worth_threads(static_cast<Index>(count)))
+  for (Index c = 0; c < chunks; ++c) {
+    const std::size_t first = static_cast<std::size_t>(c) * kChunk;
+    std::uint16_t part = 0;
+    complete = guarded_read([&] {
+                 part =
+                     largest_magnitude(bytes.data() + 2 * first, std::min(kChunk, count - first));
                }) &&
                complete;
     largest = std::max(largest, part);
   }
   if (!complete) return std::nullopt;
   return largest;
+#else
+  (void)bytes;
+  return std::nullopt;
+#endif
 }
-
-#endif  // KVRANK_BF16_KERNEL
 
 }  // namespace kvrank::detail

@@ -46,11 +46,10 @@ Index panel_words(const Panels& panels);
 /// not a bf16 (a float32 basis is usually caught by its first row, before the full pass).
 bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Panels& panels);
 
-/// Packs stored bf16 rows into panels in `buffer`, each panel's reads guarded (guarded_read.hpp),
-/// and returns the largest magnitude among the rows as bits with the sign cleared (0x7F80 and up:
-/// an Inf or NaN is among them); nullopt when a read met a page its file no longer backs.
-std::optional<std::uint16_t> pack_stored_panels(const StoredBf16Rows& rows,
-                                                std::vector<std::uint32_t>& buffer, Panels& panels);
+/// Packs stored bf16 rows into panels in `buffer`, each panel's reads guarded (guarded_read.hpp);
+/// false when one met a page its file no longer backs.
+bool pack_stored_panels(const StoredBf16Rows& rows, std::vector<std::uint32_t>& buffer,
+                        Panels& panels);
 #endif
 
 }  // namespace kvrank::detail

@@ -53,20 +53,16 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram, const detail::LayerKerne
   if (triangles == Triangles::both) mirror_upper(gram);
 }
 
-int gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const detail::LayerKernels& kernels,
-                   Triangles triangles) {
+void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const detail::LayerKernels& kernels,
+                    Triangles triangles) {
   detail::fit_buffer(gram, rows.rows, rows.rows);
   if (!bf16_kernel_gram_upper(rows, gram)) {
-    // Rows the kernel does not take: the reader's copy names an Inf or NaN, or a file that shrank
-    // (or, if the file is whole again, serves), and an extreme scale is scaled out of it.
-    RowMatrixF copy = rows.to_float();
-    const int exponent = unit_scale_exponent(copy);
-    if (exponent != 0) copy *= std::ldexp(1.0f, -exponent);
-    gram_float(copy, gram, kernels, triangles);
-    return exponent;
+    // A read met a page its file no longer backs: the reader's copy says so (or, if the file is
+    // whole again, serves).
+    gram_float(rows.to_float(), gram, kernels, triangles);
+    return;
   }
   if (triangles == Triangles::both) mirror_upper(gram);
-  return 0;
 }
 
 bool bf16_grams_together(const FactorSide& left, const FactorSide& right, MatrixF& left_gram,
@@ -102,9 +98,10 @@ int unit_scale_exponent(const RowMatrixF& basis) {
 
 std::optional<int> side_scale_exponent(const FactorSide& side) {
   if (!side.stored) return unit_scale_exponent(side.basis);
-  // A stored side's largest magnitude is found while the kernel packs it (bf16_panels.hpp): rows it
-  // does not take go through the reader's copy then (gram_of_stored).
-  return bf16_kernel_supported() ? std::optional<int>(0) : std::nullopt;
+  const std::optional<std::uint16_t> largest = stored_bf16_largest_bits(side.stored->bytes);
+  constexpr std::uint16_t kInfinityBits = 0x7F80;
+  if (!largest || *largest >= kInfinityBits) return std::nullopt;
+  return safe_scale_exponent(std::bit_cast<float>(std::uint32_t{*largest} << 16));
 }
 
 namespace {

@@ -35,17 +35,15 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kern
 /// head ~2^60 times smaller than the side's largest entry can still underflow to zero.
 int unit_scale_exponent(const RowMatrixF& basis);
 
-/// unit_scale_exponent of a side's basis; 0 for a stored one (FactorSide::stored), whose largest
-/// magnitude the bf16 kernel checks while it packs the rows (gram_of_stored); nullopt for a stored
-/// one where there is no kernel to read it: the float32 copy then serves (with_float_basis).
+/// unit_scale_exponent of a side's basis, a stored one (FactorSide::stored) read from its bits;
+/// nullopt when stored rows hold an Inf or NaN or could not be read (or the kernel that reads them
+/// is missing): the float32 copy then reports which (with_float_basis).
 std::optional<int> side_scale_exponent(const FactorSide& side);
 
 /// gram_float of stored bf16 rows, on kvrank's own bf16 kernel (no float32 copy); through the
-/// reader's float32 copy, scaled by 2^-unit_scale_exponent, where the kernel does not take the rows
-/// (an Inf or NaN, which the copy reports; a file that shrank; a scale outside 2^±32). Returns
-/// that exponent (0 on the kernel).
-int gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const LayerKernels& kernels,
-                   Triangles triangles);
+/// reader's float32 copy if a read of the rows fails.
+void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const LayerKernels& kernels,
+                    Triangles triangles);
 
 /// G's upper triangle mirrored into its lower one.
 void mirror_upper(MatrixF& gram);
@@ -66,8 +64,8 @@ bool bf16_grams_together(const FactorSide& left, const FactorSide& right, Matrix
 class SideGram {
  public:
   /// `scale_exponent`: side_scale_exponent(side), which the caller has already read (0 for a
-  /// stored basis, whose Gram may still be formed from a scaled copy: exponent()). `formed`:
-  /// `workspace` already holds the Gram's upper triangle (bf16_grams_together).
+  /// stored basis). `formed`: `workspace` already holds the Gram's upper triangle
+  /// (bf16_grams_together).
   SideGram(const FactorSide& side, int scale_exponent, MatrixF& workspace,
            const detail::LayerKernels& kernels, bool formed = false)
       : side_(side), gram_(workspace), k_(side.head_cols), gram_exponent_(scale_exponent) {
@@ -79,8 +77,8 @@ class SideGram {
     const Triangles triangles = all_simple ? Triangles::upper : Triangles::both;
     if (formed) {
       if (triangles == Triangles::both) mirror_upper(gram_);
-    } else if (side.stored) {  // scaled only through the copy the kernel leaves it to
-      gram_exponent_ = gram_of_stored(*side.stored, gram_, kernels, triangles);
+    } else if (side.stored) {  // never scaled: analyze_layer copies an extreme one
+      gram_of_stored(*side.stored, gram_, kernels, triangles);
     } else if (gram_exponent_ == 0) {
       gram_float(side.basis, gram_, kernels, triangles);
     } else {  // a copy: only when extreme

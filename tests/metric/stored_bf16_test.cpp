@@ -24,7 +24,6 @@
 #include "kvrank/metric/diversity.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/bf16_gram_kernel.hpp"
-#include "metric/bf16_panels.hpp"
 #include "metric/side_gram.hpp"
 #include "support/backend_guard.hpp"
 #include "support/catch.hpp"
@@ -252,45 +251,21 @@ TEST_CASE("stored bf16 kernel: the Gram of stored rows has the float32 basis's b
   }
 }
 
-TEST_CASE("stored bf16 kernel: packing finds the largest magnitude, Inf and NaN, anywhere",
+TEST_CASE("stored bf16 kernel: the magnitude scan finds the largest value, Inf and NaN",
           "[.bf16_kernel][bf16_kernel]") {
   std::mt19937 rng(5);
-  // Full panels of 16 rows and a partial one; columns in whole chunks of 32, a tail, an odd count.
-  for (const auto& [m, d] : {std::pair<Index, Index>{1, 31}, {16, 32}, {17, 33}, {40, 1000}}) {
-    for (const Index at : {Index{0}, m * d / 2, m * d - 1}) {  // a chunk, a tail, the last row
-      INFO(m << " × " << d << ", the largest at " << at);
-      RowMatrixF values = bf16_rows(m, d, rng);
-      auto packed_largest = [&](std::size_t offset) {
-        std::vector<std::uint32_t> buffer;
-        detail::Panels panels;
-        StoredCopy stored(values, offset);
-        return detail::pack_stored_panels(stored.stored(), buffer, panels);
-      };
-      values.data()[at] = -1024.0f;  // the largest magnitude is negative
-      CHECK(packed_largest(1) == std::uint16_t{0x4480});
-      values.data()[at] = std::numeric_limits<float>::infinity();
-      CHECK(packed_largest(0) == std::uint16_t{0x7F80});
-      values.data()[at] = -std::numeric_limits<float>::quiet_NaN();
-      CHECK(*packed_largest(1) > 0x7F80);
+  for (Index count : {1, 31, 32, 33, 1000, 600'000}) {  // tails, and more than one guarded chunk
+    for (std::size_t offset : {0, 1}) {
+      INFO(count << " values at +" << offset);
+      RowMatrixF values = bf16_rows(1, count, rng);
+      values(0, count / 2) = -1024.0f;  // the largest magnitude is negative
+      StoredCopy stored(values, offset);
+      CHECK(detail::stored_bf16_largest_bits(stored.bytes) == std::uint16_t{0x4480});
+      values(0, count - 1) = std::numeric_limits<float>::infinity();
+      CHECK(detail::stored_bf16_largest_bits(StoredCopy(values, offset).bytes) ==
+            std::uint16_t{0x7F80});
+      values(0, 0) = -std::numeric_limits<float>::quiet_NaN();
+      CHECK(*detail::stored_bf16_largest_bits(StoredCopy(values, offset).bytes) > 0x7F80);
     }
   }
-}
-
-TEST_CASE("stored bf16 kernel: rows outside 2^±32 or not finite are left to the float32 copy",
-          "[.bf16_kernel][bf16_kernel]") {
-  std::mt19937 rng(6);
-  MatrixF gram = MatrixF::Zero(20, 20);
-  for (const float extreme : {0x1p40f, -0x1p33f, std::numeric_limits<float>::infinity()}) {
-    INFO("a value " << extreme);
-    RowMatrixF values = bf16_rows(20, 40, rng);
-    values(19, 39) = extreme;
-    StoredCopy stored(values, 0);
-    CHECK_FALSE(detail::bf16_kernel_gram_upper(stored.stored(), gram));
-  }
-  StoredCopy tiny(bf16_rows(20, 40, rng) * 0x1p-40f, 0);  // every value below 2^-32
-  CHECK_FALSE(detail::bf16_kernel_gram_upper(tiny.stored(), gram));
-  RowMatrixF edge = bf16_rows(20, 40, rng);
-  edge(0, 0) = 0x1p32f;  // the edge of the range is still the kernel's
-  StoredCopy kept(edge, 0);
-  CHECK(detail::bf16_kernel_gram_upper(kept.stored(), gram));
 }
