@@ -18,11 +18,9 @@
 //   - one head kept: erank 1, erank_centered 1 (degenerate rule), mean_similarity 1.
 #include "kvrank/metric/diversity.hpp"
 
-#include <Eigen/Cholesky>
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <limits>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -35,35 +33,26 @@
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/blas.hpp"
 #include "metric/contraction.hpp"
-#include "metric/eigen_lanes.hpp"
+#include "metric/head_spectra.hpp"
 #include "metric/side_gram.hpp"
 #include "metric/thread_pool.hpp"
 
 namespace kvrank {
 namespace {
 
+using detail::eigen_tasks;
 using detail::gram_float;
 using detail::head_inner_products;
 using detail::side_scale_exponent;
 using detail::SideGram;
 using detail::worth_threads;
-
-constexpr double kEps = std::numeric_limits<double>::epsilon();
+using detail::zero_round_off;
 
 /// Eigenvalues of a symmetric matrix, descending.
 std::vector<double> descending_eigenvalues(const MatrixD& symmetric) {
   std::vector<double> values = detail::symmetric_eigenvalues(symmetric);  // ascending
   std::reverse(values.begin(), values.end());
   return values;
-}
-
-/// Sets to 0 the negative values and the eigensolver's round-off of an H×H problem whose entries
-/// have magnitude `scale`: anything ≤ H·ε·scale.
-void zero_round_off(std::vector<double>& values, double scale) {
-  const double noise = static_cast<double>(values.size()) * kEps * std::max(scale, 0.0);
-  for (double& value : values) {
-    if (value <= noise) value = 0.0;
-  }
 }
 
 void check_side(const FactorSide& side, Index heads, const char* name) {
@@ -120,79 +109,6 @@ void side_by_side(First&& first, Second&& second) {
   }
   for (const std::exception_ptr& failure : failures)
     if (failure) std::rethrow_exception(failure);
-}
-
-/// Symmetric square root of a positive semi-definite matrix (negative round-off clipped).
-MatrixD psd_sqrt(const MatrixD& psd) {
-  Eigen::SelfAdjointEigenSolver<MatrixD> solver(psd);
-  const VectorD roots = solver.eigenvalues().cwiseMax(0.0).cwiseSqrt();
-  return solver.eigenvectors() * roots.asDiagonal() * solver.eigenvectors().transpose();
-}
-
-/// A head's L_hᵀL_h and, unless the layer is symmetric, R_hᵀR_h.
-using SelfProducts = std::pair<MatrixD, std::optional<MatrixD>>;
-
-/// σ(A_h) from the ascending eigenvalues of P·Q (`squares`: they are σ², A = L Rᵀ) or of P (A =
-/// L Lᵀ, positive semi-definite: they are σ), round-off below the largest set to 0.
-std::vector<double> sigma_from(std::vector<double> ascending, bool squares) {
-  std::reverse(ascending.begin(), ascending.end());
-  zero_round_off(ascending, ascending.empty() ? 0.0 : ascending.front());
-  if (squares) {
-    for (double& value : ascending) value = std::sqrt(value);
-  }
-  return ascending;
-}
-
-/// Singular values of A = L Rᵀ from P = LᵀL and Q = RᵀR: σ² = λ(Fᵀ Q F) for any F with P = F Fᵀ
-/// (Cholesky when P is positive definite — LAPACK dsygv — else P's symmetric square root).
-/// Without Q, A = L Lᵀ is positive semi-definite and σ = λ(P).
-std::vector<double> singular_values(const MatrixD& p, const MatrixD* q) {
-  if (!q) return sigma_from(detail::symmetric_eigenvalues(p), false);
-  std::optional<std::vector<double>> values = detail::congruent_eigenvalues(p, *q);
-  if (!values) {
-    const MatrixD root = psd_sqrt(p);
-    values = detail::symmetric_eigenvalues(root * (*q) * root);
-  }
-  return sigma_from(std::move(*values), true);
-}
-
-/// A call of the lane solver costs about the same for 1 and for 8 heads (0.2 ms a head of 8 at
-/// order 128, one thread): for 3 heads and more it beats LAPACK's 0.55 ms a head.
-constexpr std::size_t kLanesPayFrom = 3;
-
-/// singular_values of each head, all at once in the SIMD lanes of kvrank's own solver where the CPU
-/// has it (eigen_lanes.hpp: 2.8× LAPACK's dsygv a head at order 128); a head it gives up on (P not
-/// positive definite), or every head where there is no solver, by LAPACK.
-std::vector<std::vector<double>> lane_singular_values(const std::vector<SelfProducts>& heads) {
-  std::vector<std::optional<std::vector<double>>> values(heads.size());
-  if (detail::eigen_lanes_supported() && heads.size() >= kLanesPayFrom) {
-    std::vector<detail::EigenProblem> problems;
-    for (const auto& [p, q] : heads) problems.push_back({&p, q ? &*q : nullptr});
-    values = detail::lane_eigenvalues(problems);
-  }
-  std::vector<std::vector<double>> sigmas;
-  for (std::size_t h = 0; h < heads.size(); ++h) {
-    const auto& [p, q] = heads[h];
-    sigmas.push_back(values[h] ? sigma_from(std::move(*values[h]), q.has_value())
-                               : singular_values(p, q ? &*q : nullptr));
-  }
-  return sigmas;
-}
-
-/// The heads' eigenproblems as tasks [first, last) of 0 … count: kEigenLanes heads a task (one call
-/// of the lane solver); a remainder too small for the lanes (kLanesPayFrom) one head a task, for
-/// LAPACK, spread over the threads.
-std::vector<std::pair<Index, Index>> eigen_tasks(Index count) {
-  std::vector<std::pair<Index, Index>> tasks;
-  for (Index first = 0; first < count; first += detail::kEigenLanes) {
-    const Index last = std::min(count, first + detail::kEigenLanes);
-    if (last - first >= static_cast<Index>(kLanesPayFrom)) {
-      tasks.emplace_back(first, last);
-    } else {
-      for (Index i = first; i < last; ++i) tasks.emplace_back(i, i + 1);
-    }
-  }
-  return tasks;
 }
 
 /// pcs_90: the smallest k whose top-k values hold ≥ 90 % of the sum.
@@ -272,11 +188,9 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   const auto heads = static_cast<std::uint64_t>(factors.num_heads());
   const auto k = static_cast<std::uint64_t>(factors.left.head_cols);
   const auto threads = static_cast<std::uint64_t>(detail::available_threads());
-  // Per thread, the per-head eigenproblems: a call of the lane solver holds its heads' two
-  // d_h × d_h products (2 × kEigenLanes matrices) and its own packed buffers (about kEigenLanes
-  // more), and LAPACK's route for a head it gives up on 8 more.
-  constexpr std::uint64_t kEigenMatrices = 3 * detail::kEigenLanes + 8;
-  std::uint64_t own = kLayerSlack + 4 * heads * heads * 8 + threads * kEigenMatrices * k * k * 8;
+  // Per thread, the per-head eigenproblems' d_h × d_h matrices (head_spectra.hpp).
+  std::uint64_t own =
+      kLayerSlack + 4 * heads * heads * 8 + threads * detail::kEigenMatrices * k * k * 8;
   // Where oneDNN runs none of the layer's products, nothing for what it takes itself (kernels,
   // scratchpads).
   const bool own_bf16 = bf16_grams_on_own_kernel() &&
@@ -453,9 +367,9 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     for (std::size_t task = 0; task < tasks.size(); ++task) {
       failure.run([&] {
         const auto [first, last] = tasks[task];
-        std::vector<SelfProducts> products;
+        std::vector<detail::SelfProducts> products;
         for (Index i = first; i < last; ++i) products.push_back(self(ranked[i]));
-        const std::vector<std::vector<double>> sigmas = lane_singular_values(products);
+        const std::vector<std::vector<double>> sigmas = detail::head_singular_values(products);
         for (Index i = first; i < last; ++i)
           head_erank[ranked[i]] = effective_rank(sigmas[i - first]);
       });
