@@ -1,6 +1,6 @@
 // head_erank through analyze_layer for head counts that take every route of the per-head
-// eigenproblems (diversity.cpp: eight heads a call of the lane solver where the CPU has AVX-512, a
-// remainder of 3 or more one more call, of 1 or 2 LAPACK head by head): 1, 2, 3, 8, 9, 11, 18
+// eigenproblems (head_spectra.cpp: eight heads a call of the lane solver where the CPU has AVX-512,
+// a remainder of 3 or more one more call, of 1 or 2 LAPACK head by head): 1, 2, 3, 8, 9, 11, 18
 // heads, with zero heads among them. The reference forms each A_h = L_h R_hᵀ as a d × d matrix and
 // takes its singular values by Eigen's Jacobi SVD: no Gram, no P·Q eigenproblem. The Grams are
 // float32, so the two agree to about 1e-7; a head's value written to another head's slot, or a
