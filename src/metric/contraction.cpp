@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "base/pages.hpp"
 #include "metric/blas.hpp"
@@ -111,6 +112,8 @@ std::optional<ContractionPlan> costed(const HeadFactors& factors, Coordinates le
 
 // ---- coordinates ---------------------------------------------------------------------------
 
+}  // namespace
+
 /// F with F Fᵀ = G (see the file comment); `lower` when F is the Cholesky factor.
 struct LatentFactor {
   RowMatrixF f;
@@ -165,6 +168,7 @@ class SideCoordinates {
     failure.rethrow();
   }
 
+  Index head_cols() const noexcept { return k_; }
   Index dim() const noexcept { return dim_; }
   Index ld() const noexcept { return ld_; }
   /// Head h's k × p coordinates, row-major with leading dimension ld().
@@ -206,6 +210,8 @@ class SideCoordinates {
   std::vector<Index> offsets_;
 };
 
+namespace {
+
 /// Σ over row chunks of M_h = X_h Y_hᵀ of the chunk's H × H Gram, in double, over rows scaled and
 /// centred first (centred_products.hpp: heads 0.999… alike keep their differences).
 CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoordinates& y,
@@ -235,17 +241,14 @@ CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoord
   return inner.products();
 }
 
-std::vector<MatrixD> self_products(const SideCoordinates& x, Index heads, Index k) {
-  std::vector<MatrixD> out(static_cast<std::size_t>(heads));
-  ParallelFailure failure;
-#pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
-  for (Index h = 0; h < heads; ++h)
-    failure.run([&] { out[h] = syrk_in_double(k, x.dim(), x.head(h), x.ld()); });
-  failure.rethrow();
-  return out;
-}
-
 }  // namespace
+
+MatrixD self_product(const SideCoordinates& side, Index h) {
+  // On kvrank's kernel wherever the CPU has it, as when every head's product was formed at once
+  // (one head a thread): the same bits on any thread count.
+  return syrk_in_double(DoubleSyrkPath::kernel, side.head_cols(), side.dim(), side.head(h),
+                        side.ld());
+}
 
 std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Contraction how) {
   if (how == Contraction::pairwise) return std::nullopt;
@@ -274,20 +277,21 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
                                const LayerKernels& kernels) {
   const Index heads = factors.num_heads();
   const Index k = factors.left.head_cols;
-  const bool self = head_ranks == HeadRanks::computed;
-  const SideCoordinates left(factors.left, plan.left, workspace.left_coordinates, kernels);
+  const auto left = std::make_shared<const SideCoordinates>(factors.left, plan.left,
+                                                            workspace.left_coordinates, kernels);
   ContractedHeads out;
-  if (self) out.left_self = self_products(left, heads, k);
   if (factors.symmetric) {
     out.centred =
-        chunked_inner_products(left, left, heads, k, workspace.contracted_rows, kernels.products);
+        chunked_inner_products(*left, *left, heads, k, workspace.contracted_rows, kernels.products);
   } else {
-    const SideCoordinates right(factors.right, plan.right, workspace.right_coordinates, kernels);
-    if (self) out.right_self = self_products(right, heads, k);
-    out.centred =
-        chunked_inner_products(left, right, heads, k, workspace.contracted_rows, kernels.products);
+    out.right = std::make_shared<const SideCoordinates>(factors.right, plan.right,
+                                                        workspace.right_coordinates, kernels);
+    out.centred = chunked_inner_products(*left, *out.right, heads, k, workspace.contracted_rows,
+                                         kernels.products);
   }
   out.inner = out.centred.inner();
+  out.left = left;
+  if (head_ranks == HeadRanks::skipped) out.left = out.right = nullptr;
   return out;
 }
 
@@ -326,10 +330,11 @@ std::uint64_t contraction_bytes(const HeadFactors& factors, const ContractionPla
     const Index chunk = std::clamp<Index>(kChunkFloats / (heads * q), 1, std::max<Index>(p, 1));
     bytes += new_buffer_bytes(workspace.contracted_rows, heads, chunk * q);
   }
-  // The per-head k × k products, their double copies of X_hᵀ (one per thread), the H × H sums.
+  // The double copies of X_hᵀ (one per thread) for the heads' own products (their k × k results
+  // are the eigenproblems', counted with them: head_spectra.hpp), the H × H sums.
   const auto h = static_cast<std::uint64_t>(heads);
   const auto widest = static_cast<std::uint64_t>(std::max(p, q));
-  bytes += 2 * h * k * k * 8 + static_cast<std::uint64_t>(available_threads()) * k * widest * 8;
+  bytes += static_cast<std::uint64_t>(available_threads()) * k * widest * 8;
   return bytes + 4 * h * h * 8 * static_cast<std::uint64_t>(available_threads());
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -37,16 +38,24 @@ struct ContractionPlan {
 /// than the pairwise path; with Contraction::latent always; never with Contraction::pairwise.
 std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Contraction how);
 
-/// What analyze_layer needs from a contraction: all ⟨A_i, A_j⟩_F and, per head, L_hᵀL_h and (when
-/// not symmetric) R_hᵀR_h — those only for the heads' own ranks (empty with HeadRanks::skipped).
+/// One side's heads as coordinates X_hᵀ (contraction.cpp).
+class SideCoordinates;
+
+/// L_hᵀL_h = X_hᵀX_h of head h (k × k, in double), on the calling thread.
+MatrixD self_product(const SideCoordinates& side, Index h);
+
+/// What analyze_layer needs from a contraction: all ⟨A_i, A_j⟩_F and, for the heads' own ranks,
+/// each side's coordinates, from which self_product() forms a head's L_hᵀL_h and R_hᵀR_h when its
+/// eigenproblem asks: a few heads a thread at a time, not every head's at once (76 MB for V3).
 struct ContractedHeads {
   MatrixD inner;
   CentredProducts centred;  ///< the sums `inner` came from, for J S J (centred_products.hpp)
-  std::vector<MatrixD> left_self;
-  std::vector<MatrixD> right_self;
+  std::shared_ptr<const SideCoordinates> left;   ///< null with HeadRanks::skipped
+  std::shared_ptr<const SideCoordinates> right;  ///< null also when the factors are symmetric
 };
 
-/// The contraction of `plan`, in the buffers of `workspace` (see compute.hpp), on `kernels`.
+/// The contraction of `plan`, in the buffers of `workspace` (see compute.hpp), on `kernels`. The
+/// coordinates it returns live in `workspace` and `factors`: they serve while both do.
 ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
                                ComputeWorkspace& workspace, HeadRanks head_ranks,
                                const LayerKernels& kernels);

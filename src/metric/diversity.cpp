@@ -396,9 +396,10 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
     centred_products = contracted.centred;
     const FactorSide& right = factors.symmetric ? factors.left : factors.right;
     per_head(inner, factors.left.exponent + right.exponent, [&](Index h) {
-      return std::pair{
-          contracted.left_self[h],
-          factors.symmetric ? std::nullopt : std::optional<MatrixD>(contracted.right_self[h])};
+      return std::pair{detail::self_product(*contracted.left, h),
+                       contracted.right
+                           ? std::optional<MatrixD>(detail::self_product(*contracted.right, h))
+                           : std::nullopt};
     });
   } else {
     std::optional<SideGram> left;

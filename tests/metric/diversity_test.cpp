@@ -484,14 +484,20 @@ void check_contraction(const HeadFactors& f, const detail::ContractionPlan& plan
     }
   }
   CHECK((got.inner - want).norm() <= 1e-5 * want.norm());
+  REQUIRE(got.left);
+  REQUIRE(static_cast<bool>(got.right) == !f.symmetric);
   for (Index h = 0; h < heads; ++h) {
     const MatrixD p = left[h].transpose() * left[h];
-    CHECK((got.left_self[h] - p).norm() <= 1e-5 * p.norm());
+    CHECK((detail::self_product(*got.left, h) - p).norm() <= 1e-5 * p.norm());
     if (!f.symmetric) {
       const MatrixD q = right[h].transpose() * right[h];
-      CHECK((got.right_self[h] - q).norm() <= 1e-5 * q.norm());
+      CHECK((detail::self_product(*got.right, h) - q).norm() <= 1e-5 * q.norm());
     }
   }
+  const detail::ContractedHeads skipped =
+      detail::contract_heads(f, plan, workspace, HeadRanks::skipped, detail::LayerKernels{});
+  CHECK_FALSE(skipped.left);
+  CHECK_FALSE(skipped.right);
 }
 
 void check_paths_agree(const HeadFactors& f) {
