@@ -120,17 +120,38 @@ struct LatentFactor {
   bool lower = false;
 };
 
+/// `matrix` (column-major, double) as a row-major float32 matrix, copied in 64 × 64 tiles over the
+/// threads: element by element across the two storage orders, every read missed the cache (18 ms
+/// for V3's 1536² factor, serial, a layer).
+RowMatrixF row_major_float(const MatrixD& matrix) {
+  const Index rows = matrix.rows();
+  const Index cols = matrix.cols();
+  RowMatrixF out(rows, cols);
+  constexpr Index kTile = 64;
+#pragma omp parallel for schedule(static) if (copy_worth_threads(rows * cols))
+  for (Index i0 = 0; i0 < rows; i0 += kTile) {
+    const Index i_end = std::min(i0 + kTile, rows);
+    for (Index j0 = 0; j0 < cols; j0 += kTile) {
+      const Index j_end = std::min(j0 + kTile, cols);
+      for (Index j = j0; j < j_end; ++j) {
+        for (Index i = i0; i < i_end; ++i) out(i, j) = static_cast<float>(matrix(i, j));
+      }
+    }
+  }
+  return out;
+}
+
 LatentFactor latent_factor(const RowMatrixF& basis, const LayerKernels& kernels) {
   MatrixF gram_f;
   float_gram(basis, gram_f, kernels);
   const MatrixD gram = gram_f.cast<double>();
   MatrixD lower = gram;
-  if (cholesky_lower(lower)) return {RowMatrixF(lower.cast<float>()), true};
+  if (cholesky_lower(lower)) return {row_major_float(lower), true};
   Eigen::LDLT<MatrixD> ldlt(gram);  // G = Pᵀ L D Lᵀ P
   const VectorD root_d = ldlt.vectorD().cwiseMax(0.0).cwiseSqrt();
   MatrixD l = ldlt.matrixL();
   const MatrixD f = ldlt.transpositionsP().transpose() * (l * root_d.asDiagonal());
-  return {RowMatrixF(f.cast<float>()), false};
+  return {row_major_float(f), false};
 }
 
 /// Every head of one side as k × p row-major coordinates X_hᵀ (see the file comment).
