@@ -226,16 +226,6 @@ std::jthread compile_gram_kernels_for(const Checkpoint& checkpoint, const ModelL
   return compile_gram_kernels_aside(gram.rows, gram.cols, gram.bf16_values);
 }
 
-/// Releases a layer's tensors, spread over the threads: tearing down a mapped tensor's pages takes
-/// about 1 ms for 10 MB of weights, and on the calling thread alone the others waited for it
-/// between two layers (2.5B shape, 2 threads: 1–2 ms a layer). Small layers (LayerThreads) stay
-/// on the calling thread.
-void release_tensors(const Checkpoint& checkpoint, const std::vector<const TensorView*>& tensors) {
-  const auto count = static_cast<std::ptrdiff_t>(tensors.size());
-#pragma omp parallel for schedule(dynamic)
-  for (std::ptrdiff_t i = 0; i < count; ++i) checkpoint.release(*tensors[i]);
-}
-
 /// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance, and
 /// `step` is the training step they record.
 std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const ModelInput& input,
@@ -298,7 +288,7 @@ std::vector<ModelReport> analyze_opened(const Checkpoint& checkpoint, const Mode
         metrics.layer = layer;
         reports[run.first_report + r].layers.push_back(std::move(metrics));
       }
-      release_tensors(checkpoint, tensors);
+      release_layer(checkpoint, *run.layout, layer);
       if (options.progress) options.progress(++done, total);
     }
   }

@@ -202,12 +202,8 @@ void compare_heads(const OpenedModel& a, const OpenedModel& b, const std::vector
                 head_similarity(layer_factors(a.checkpoint, layout_a, layer.layer, repr),
                                 layer_factors(b.checkpoint, layout_b, layer.layer, repr)));
       }
-      for (const OpenedModel* model : {&a, &b}) {
-        const ModelLayout& layout = model == &a ? layout_a : layout_b;
-        for (const std::string& name : layer_tensor_names(layout, layer.layer))
-          if (const TensorView* tensor = model->checkpoint.find(name))
-            model->checkpoint.release(*tensor);
-      }
+      release_layer(a.checkpoint, layout_a, layer.layer);
+      release_layer(b.checkpoint, layout_b, layer.layer);
     }
   }
 }

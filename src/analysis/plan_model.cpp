@@ -180,8 +180,7 @@ PlanModel plan_checkpoint(const Checkpoint& checkpoint, const LayoutOverrides& o
     const PlanLayerGrams grams =
         plan_layer_grams(checkpoint, layout, layer, latent || model.refit, latent);
     model.layers.push_back(plan_layer(grams, keys, options.align, options));
-    for (const std::string& name : layer_tensor_names(layout, layer))
-      if (const TensorView* tensor = checkpoint.find(name)) checkpoint.release(*tensor);
+    release_layer(checkpoint, layout, layer);
   }
   return model;
 }

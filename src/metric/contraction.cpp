@@ -311,8 +311,12 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
                                          kernels.products);
   }
   out.inner = out.centred.inner();
-  out.left = left;
-  if (head_ranks == HeadRanks::skipped) out.left = out.right = nullptr;
+  // The coordinates stay only for the heads' own products (self_product), which a table skips.
+  if (head_ranks == HeadRanks::computed) {
+    out.left = left;
+  } else {
+    out.right.reset();
+  }
   return out;
 }
 

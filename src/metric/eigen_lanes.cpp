@@ -406,8 +406,9 @@ Mask load_problems(std::span<const EigenProblem> problems, Buffers& buffers, int
   const MatrixD* ps[kLanes];
   const MatrixD* qs[kLanes];
   double p_scales[kLanes], q_scales[kLanes];
-  for (int k = 0; k < kLanes; ++k) {
-    const EigenProblem& problem = problems[k < static_cast<int>(problems.size()) ? k : 0];
+  const auto count = static_cast<int>(problems.size());
+  for (int k = 0; k < count; ++k) {
+    const EigenProblem& problem = problems[k];
     const std::optional<int> p_binade = largest_binade(*problem.p);
     const std::optional<int> q_binade = problem.q ? largest_binade(*problem.q) : 0;
     if (!p_binade || !q_binade) bad |= Mask(1u << k);
@@ -416,6 +417,14 @@ Mask load_problems(std::span<const EigenProblem> problems, Buffers& buffers, int
     p_scales[k] = std::ldexp(1.0, -p_binade.value_or(0));
     q_scales[k] = std::ldexp(1.0, -q_binade.value_or(0));
     exponents[k] = p_binade.value_or(0) + q_binade.value_or(0);
+  }
+  for (int k = count; k < kLanes; ++k) {  // lane 0 again, its scan not repeated
+    ps[k] = ps[0];
+    qs[k] = qs[0];
+    p_scales[k] = p_scales[0];
+    q_scales[k] = q_scales[0];
+    exponents[k] = exponents[0];
+    if (bad & 1) bad |= Mask(1u << k);
   }
   pack_lanes(ps, p_scales, buffers.p.data());
   if (problems.front().q) pack_lanes(qs, q_scales, buffers.q.data());

@@ -213,4 +213,8 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
 /// The tensor names of one layer that layer_factors() reads (for release() after use).
 std::vector<std::string> layer_tensor_names(const ModelLayout& layout, int layer);
 
+/// Releases the tensors layer_factors() read for `layer` (Checkpoint::release), once the layer is
+/// done with: analyze, diff and plan keep memory at one layer's this way.
+void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int layer);
+
 }  // namespace kvrank
