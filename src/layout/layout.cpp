@@ -401,7 +401,7 @@ std::vector<int> attention_layer_list(const ModelLayout& layout) {
 
 void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int layer) {
   std::vector<const TensorView*> tensors;
-  std::size_t bytes = 0;
+  [[maybe_unused]] std::size_t bytes = 0;  // only in the OpenMP clause
   for (const std::string& name : layer_tensor_names(layout, layer)) {
     if (const TensorView* tensor = checkpoint.find(name)) {
       tensors.push_back(tensor);
@@ -411,7 +411,7 @@ void release_layer(const Checkpoint& checkpoint, const ModelLayout& layout, int 
   // Tearing down a mapped tensor's pages takes about 1 ms for 10 MB; on the calling thread alone
   // the others waited for it between two layers (2.5B shape, 2 threads: 1–2 ms a layer). Small
   // layers stay on the calling thread: no pool started for them.
-  constexpr std::size_t kThreadedBytes = std::size_t(16) << 20;
+  [[maybe_unused]] constexpr std::size_t kThreadedBytes = std::size_t(16) << 20;
   const auto count = static_cast<std::ptrdiff_t>(tensors.size());
 #pragma omp parallel for schedule(dynamic) if (bytes >= kThreadedBytes)
   for (std::ptrdiff_t i = 0; i < count; ++i) checkpoint.release(*tensors[i]);
