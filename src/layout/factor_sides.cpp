@@ -51,6 +51,7 @@ void set_basis(FactorSide& side, FoldedRows rows) {
   side.basis = std::move(rows.rows);
   side.exponent = rows.exponent;
   side.stored = std::move(rows.stored);
+  side.row_gains = std::move(rows.row_gains);
 }
 
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols) {

@@ -62,6 +62,7 @@ struct FoldedRows {
   RowMatrixF rows;
   int exponent = 0;
   std::optional<StoredBf16Rows> stored = {};  ///< set instead of `rows`: the rows as stored (bf16)
+  std::vector<double> row_gains = {};         ///< FactorSide::row_gains (gain_beside)
 };
 
 /// A side whose heads are consecutive row blocks of `rows` (m × n): head h uses block
@@ -98,6 +99,10 @@ FoldedRows fold_gain(RowMatrixF rows, const std::vector<float>& values, const Ga
 inline FoldedRows fold_gain(RowMatrixF rows, const Gain& gain) {
   return fold_gain(std::move(rows), gain.values, gain);
 }
+/// The rows as they are, with the factors fold_gain would have applied to them (gain and power of
+/// two) kept beside them (FoldedRows::row_gains): folding those later (with_float_basis) gives
+/// fold_gain's rows, to the bit. The same errors as fold_gain.
+FoldedRows gain_beside(RowMatrixF rows, const Gain& gain);
 
 // ---- hybrids: attention in some layers only (src/layout/hybrid_layers.cpp) ----------------------
 
@@ -117,8 +122,10 @@ void set_attention_layers(const Checkpoint& checkpoint, int found, ModelLayout& 
 // MLA (deepseek_v2 / deepseek_v3), src/layout/family_mla.cpp
 bool is_mla(const Checkpoint& checkpoint);
 ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& overrides);
+/// Under Bases::stored_bf16, the norm gains of q_a and kv_a stay beside their rows
+/// (FactorSide::row_gains); folded into them otherwise.
 HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
-                        const MlaTensors& tensors, int layer, Repr repr);
+                        const MlaTensors& tensors, int layer, Repr repr, Bases bases);
 std::vector<std::string> mla_tensor_names(const MlaTensors& tensors, int layer);
 
 // LRKV (this project's layout), src/layout/family_lrkv.cpp

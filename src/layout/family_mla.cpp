@@ -92,14 +92,22 @@ std::string dims_text(const MlaDims& dims) {
          std::to_string(dims.v_dim) + ", hidden_size " + std::to_string(dims.d_model);
 }
 
+// Under Bases::stored_bf16 a gain stays beside its rows (gain_beside): bf16 rows then keep their
+// bf16 values for kvrank's own Gram kernel, which the contraction's latent coordinates use (a
+// folded gain made V3's query-side Gram a float32 one, ~9 % of a layer).
+FoldedRows with_gain(RowMatrixF rows, const Gain& gain, Bases bases) {
+  return bases == Bases::stored_bf16 ? gain_beside(std::move(rows), gain)
+                                     : fold_gain(std::move(rows), gain);
+}
+
 // Rows [diag(γ_kv)·kv_a[:c]; kv_a[c:]] — the latent (and rope) basis both K and V live in.
-FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
+FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
   const std::string attn = self_attn_prefix(dims.prefix, layer);
   const std::string why = dims_text(dims);
   RowMatrixF kv_a = load_dequantized(checkpoint, attn + "kv_a_proj_with_mqa.weight",
                                      dims.kv_lora + dims.rope, dims.d_model, why);
-  return fold_gain(std::move(kv_a),
-                   load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why));
+  return with_gain(std::move(kv_a),
+                   load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why), bases);
 }
 
 using SharedRows = std::shared_ptr<const RowMatrixF>;
@@ -117,10 +125,10 @@ SharedRows load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int laye
 }
 
 // Effective keys: C_h = kv_b_h,Kᵀ on the latent rows, identity on the rope rows.
-FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
+FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
   const SharedRows kv_b = load_kv_b(checkpoint, dims, layer);
   FactorSide side;
-  set_basis(side, latent_basis(checkpoint, dims, layer));
+  set_basis(side, latent_basis(checkpoint, dims, layer, bases));
   side.head_cols = dims.nope + dims.rope;
   for (int h = 0; h < dims.heads; ++h) {
     std::vector<CoeffBlock> blocks;
@@ -135,11 +143,12 @@ FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer
 }
 
 // Effective values: C_h = kv_b_h,Vᵀ on the latent rows (the rope rows carry no value).
-FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
+FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
   const SharedRows kv_b = load_kv_b(checkpoint, dims, layer);
   FactorSide side;
-  set_basis(side, latent_basis(checkpoint, dims, layer));
+  set_basis(side, latent_basis(checkpoint, dims, layer, bases));
   side.basis.conservativeResize(dims.kv_lora, Eigen::NoChange);  // the latent rows only
+  if (!side.row_gains.empty()) side.row_gains.resize(dims.kv_lora);
   side.head_cols = dims.v_dim;
   for (int h = 0; h < dims.heads; ++h) {
     const Index first = Index{h} * (dims.nope + dims.v_dim) + dims.nope;
@@ -149,7 +158,7 @@ FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
 }
 
 // Queries: row blocks of q_proj, or with q_lora C_h = q_b_hᵀ on the basis diag(γ_q)·q_a.
-FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
+FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
   const std::string attn = self_attn_prefix(dims.prefix, layer);
   const std::string why = dims_text(dims);
   const Index head_cols = dims.nope + dims.rope;
@@ -164,9 +173,10 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
       load_dequantized(checkpoint, attn + "q_b_proj.weight", rows, dims.q_lora, lora_why));
   FactorSide side;
   set_basis(side,
-            fold_gain(load_dequantized(checkpoint, attn + "q_a_proj.weight", dims.q_lora,
+            with_gain(load_dequantized(checkpoint, attn + "q_a_proj.weight", dims.q_lora,
                                        dims.d_model, lora_why),
-                      load_gain(checkpoint, attn + "q_a_layernorm.weight", dims.q_lora, lora_why)));
+                      load_gain(checkpoint, attn + "q_a_layernorm.weight", dims.q_lora, lora_why),
+                      bases));
   side.head_cols = head_cols;
   for (int h = 0; h < dims.heads; ++h) {
     side.heads.push_back(single_block(q_b, h * head_cols, head_cols));
@@ -299,24 +309,24 @@ ModelLayout detect_mla(const Checkpoint& checkpoint, const LayoutOverrides& over
 }
 
 HeadFactors mla_factors(const Checkpoint& checkpoint, const ModelLayout& layout,
-                        const MlaTensors& tensors, int layer, Repr repr) {
+                        const MlaTensors& tensors, int layer, Repr repr, Bases bases) {
   const MlaDims dims = dims_of(layout, tensors);
   HeadFactors factors;
   switch (repr) {
     case Repr::qk:
-      factors.left = query_side(checkpoint, dims, layer);
-      factors.right = key_side(checkpoint, dims, layer);
+      factors.left = query_side(checkpoint, dims, layer, bases);
+      factors.right = key_side(checkpoint, dims, layer, bases);
       break;
     case Repr::ov:
       factors.left = output_side(checkpoint, dims, layer);
-      factors.right = value_side(checkpoint, dims, layer);
+      factors.right = value_side(checkpoint, dims, layer, bases);
       break;
     case Repr::k:
-      factors.left = key_side(checkpoint, dims, layer);
+      factors.left = key_side(checkpoint, dims, layer, bases);
       factors.symmetric = true;
       break;
     case Repr::v:
-      factors.left = value_side(checkpoint, dims, layer);
+      factors.left = value_side(checkpoint, dims, layer, bases);
       factors.symmetric = true;
       break;
   }

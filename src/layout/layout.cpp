@@ -376,7 +376,7 @@ HeadFactors layer_factors(const Checkpoint& checkpoint, const ModelLayout& layou
                    return detail::dense_factors(checkpoint, layout, tensors, layer, repr, bases);
                  },
                  [&](const MlaTensors& tensors) {
-                   return detail::mla_factors(checkpoint, layout, tensors, layer, repr);
+                   return detail::mla_factors(checkpoint, layout, tensors, layer, repr, bases);
                  },
                  [&](const LrkvTensors& tensors) {
                    return detail::lrkv_factors(checkpoint, layout, tensors, layer, repr);

@@ -60,13 +60,16 @@ Gain load_gain(const Checkpoint& checkpoint, const std::string& name, Index size
   return {to_f32(tensor), tensor.file, name};
 }
 
+namespace {
+
 // A float32 product of a weight near 1e20 and a gain near 1e20 overflows to inf (and the Gram of
 // every head became 0: "all zero and left out"); the product of two floats is exact in double, so
 // the fold is done there, and one power of two brings the whole matrix back into float's range.
-FoldedRows fold_gain(RowMatrixF rows, const std::vector<float>& values, const Gain& gain) {
+// The factor of each row (the gain, 1 past it, times 2^-exponent) and that exponent.
+FoldedRows row_factors(const RowMatrixF& rows, const std::vector<float>& values, const Gain& gain) {
   const Index scaled = std::min(static_cast<Index>(values.size()), rows.rows());
   auto row_gain = [&](Index i) { return i < scaled ? static_cast<double>(values[i]) : 1.0; };
-  // Two passes over tens of MB a layer (DeepSeek-V3's q_a_proj: 44 MB): worth both threads.
+  // A pass over tens of MB a layer (DeepSeek-V3's q_a_proj: 44 MB): worth both threads.
   [[maybe_unused]] const bool threaded = rows.size() >= (Index(1) << 20);  // OpenMP's clause
   double largest = 0;
   if (rows.cols() > 0) {
@@ -80,13 +83,28 @@ FoldedRows fold_gain(RowMatrixF rows, const std::vector<float>& values, const Ga
     throw Error(gain.file, gain.name,
                 "folding this gain into its projection rows gives non-finite values");
   }
-  const int exponent = safe_scale_exponent(largest);
-#pragma omp parallel for if (threaded)
-  for (Index i = 0; i < rows.rows(); ++i) {
-    const double factor = std::ldexp(row_gain(i), -exponent);
-    rows.row(i) = (rows.row(i).cast<double>() * factor).cast<float>();
-  }
-  return {std::move(rows), exponent};
+  FoldedRows factors;
+  factors.exponent = safe_scale_exponent(largest);
+  factors.row_gains.resize(rows.rows());
+  for (Index i = 0; i < rows.rows(); ++i)
+    factors.row_gains[i] = std::ldexp(row_gain(i), -factors.exponent);
+  return factors;
+}
+
+}  // namespace
+
+FoldedRows fold_gain(RowMatrixF rows, const std::vector<float>& values, const Gain& gain) {
+  FoldedRows folded = row_factors(rows, values, gain);
+  scale_rows(rows, folded.row_gains);
+  folded.row_gains.clear();
+  folded.rows = std::move(rows);
+  return folded;
+}
+
+FoldedRows gain_beside(RowMatrixF rows, const Gain& gain) {
+  FoldedRows beside = row_factors(rows, gain.values, gain);
+  beside.rows = std::move(rows);
+  return beside;
 }
 
 }  // namespace detail

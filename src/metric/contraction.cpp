@@ -141,10 +141,19 @@ RowMatrixF row_major_float(const MatrixD& matrix) {
   return out;
 }
 
-LatentFactor latent_factor(const RowMatrixF& basis, const LayerKernels& kernels) {
+/// The true basis's Gram in double: the float32 Gram of the rows, with a side's row gains
+/// (FactorSide::row_gains) applied here as diag(g) G diag(g), where the rows kept their bf16 values
+/// for kvrank's own bf16 kernel.
+MatrixD true_gram(const FactorSide& side, const LayerKernels& kernels) {
   MatrixF gram_f;
-  float_gram(basis, gram_f, kernels);
-  const MatrixD gram = gram_f.cast<double>();
+  float_gram(side.basis, gram_f, kernels);
+  if (side.row_gains.empty()) return gram_f.cast<double>();
+  const Eigen::Map<const VectorD> gains(side.row_gains.data(), gram_f.rows());
+  return gains.asDiagonal() * gram_f.cast<double>() * gains.asDiagonal();
+}
+
+LatentFactor latent_factor(const FactorSide& side, const LayerKernels& kernels) {
+  const MatrixD gram = true_gram(side, kernels);
   MatrixD lower = gram;
   if (cholesky_lower(lower)) return {row_major_float(lower), true};
   Eigen::LDLT<MatrixD> ldlt(gram);  // G = Pᵀ L D Lᵀ P
@@ -161,6 +170,8 @@ class SideCoordinates {
   SideCoordinates(const FactorSide& side, Coordinates how, RowMatrixF& storage,
                   const LayerKernels& kernels)
       : k_(side.head_cols), storage_(storage), kernels_(kernels.products) {
+    if (how == Coordinates::raw && !side.row_gains.empty())  // analyze_layer folds them first
+      throw std::logic_error("contraction: raw coordinates of a side with its gains beside it");
     const Index heads = static_cast<Index>(side.heads.size());
     dim_ = dimension(side, how);
     if (how == Coordinates::raw && plain_slices(side)) {
@@ -172,7 +183,7 @@ class SideCoordinates {
       return;
     }
     LatentFactor factor;
-    if (how == Coordinates::latent) factor = latent_factor(side.basis, kernels);
+    if (how == Coordinates::latent) factor = latent_factor(side, kernels);
     const RowMatrixF& rows = how == Coordinates::latent ? factor.f : side.basis;
     fit_buffer(storage_, heads * k_, dim_);
     base_ = storage_.data();

@@ -132,6 +132,15 @@ bool stored_bases_served(const HeadFactors& factors) {
   return served(factors.left) && (factors.symmetric || served(factors.right));
 }
 
+/// Whether `plan` reads every side's row gains where they are (FactorSide::row_gains): only the
+/// latent coordinates do (contraction.cpp's true_gram).
+bool gains_read_in_place(const HeadFactors& factors, const detail::ContractionPlan& plan) {
+  auto read = [](const FactorSide& side, detail::Coordinates how) {
+    return side.row_gains.empty() || how == detail::Coordinates::latent;
+  };
+  return read(factors.left, plan.left) && (factors.symmetric || read(factors.right, plan.right));
+}
+
 /// The kernels of gram_backend.hpp's backend in force, where memory is no concern.
 detail::LayerKernels backend_kernels() {
   return {true,
@@ -222,7 +231,8 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
 
 /// The power-of-two scales of the two sides' bases (side_scale_exponent), the sides read at once on
 /// two threads where their Grams will be; nullopt when a stored basis (FactorSide::stored) cannot
-/// be used as it is: no kernel reads it, or it holds an Inf or NaN, or it needs scaling.
+/// be used as it is: no kernel reads it, or it holds an Inf or NaN, or it needs scaling; or when
+/// row gains (FactorSide::row_gains) cannot stay beside their rows.
 std::optional<std::pair<int, int>> side_scales(const HeadFactors& factors) {
   if (factors.has_stored_basis() && !stored_bases_served(factors)) return std::nullopt;
   std::optional<int> left = 0;
@@ -388,6 +398,8 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
   const detail::LayerKernels kernels = layer_kernels(factors, plan, *scales, workspace);
   if (factors.has_stored_basis() && (plan || !kernels.onednn_grams))
+    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
+  if (factors.has_row_gains() && !(plan && gains_read_in_place(factors, *plan)))
     return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   if (plan) {
     const detail::ContractedHeads contracted =

@@ -96,7 +96,32 @@ int unit_scale_exponent(const RowMatrixF& basis) {
   return safe_scale_exponent(static_cast<double>(largest));
 }
 
+namespace {
+
+/// 0 when a side's rows and the rows its gains scale (FactorSide::row_gains) both lie within
+/// 2^±kSafeScaleExponent: the latent path forms the rows' float32 Gram and then float32 coordinates
+/// of the scaled rows. nullopt otherwise: the gains are then folded and the folded rows scaled.
+std::optional<int> gains_scale_exponent(const FactorSide& side) {
+  float rows_largest = 0;
+  double scaled_largest = 0;
+#pragma omp parallel for reduction(max             \
+                                   : rows_largest, \
+                                     scaled_largest) if (worth_threads(side.basis.size()))
+  for (Index row = 0; row < side.basis.rows(); ++row) {
+    const float largest = side.basis.row(row).cwiseAbs().maxCoeff();
+    rows_largest = std::max(rows_largest, largest);
+    scaled_largest =
+        std::max(scaled_largest, std::abs(side.row_gains[row]) * static_cast<double>(largest));
+  }
+  if (safe_scale_exponent(rows_largest) != 0 || safe_scale_exponent(scaled_largest) != 0)
+    return std::nullopt;
+  return 0;
+}
+
+}  // namespace
+
 std::optional<int> side_scale_exponent(const FactorSide& side) {
+  if (!side.row_gains.empty()) return side.basis.size() == 0 ? 0 : gains_scale_exponent(side);
   if (!side.stored) return unit_scale_exponent(side.basis);
   const std::optional<std::uint16_t> largest = stored_bf16_largest_bits(side.stored->bytes);
   constexpr std::uint16_t kInfinityBits = 0x7F80;

@@ -37,7 +37,9 @@ int unit_scale_exponent(const RowMatrixF& basis);
 
 /// unit_scale_exponent of a side's basis, a stored one (FactorSide::stored) read from its bits;
 /// nullopt when stored rows hold an Inf or NaN or could not be read (or the kernel that reads them
-/// is missing): the float32 copy then reports which (with_float_basis).
+/// is missing): the float32 copy then reports which (with_float_basis). For a side with its gains
+/// beside its rows (FactorSide::row_gains): 0, or nullopt when the rows or the rows the gains scale
+/// lie outside 2^±kSafeScaleExponent (the gains are then folded, with_float_basis).
 std::optional<int> side_scale_exponent(const FactorSide& side);
 
 /// gram_float of stored bf16 rows, on kvrank's own bf16 kernel (no float32 copy); through the

@@ -2,6 +2,7 @@
 // the explicit per-head products written by tests/writers/write_latent_checkpoints.py (independent
 // numpy).
 #include <string>
+#include <variant>
 
 #include "kvrank/io/checkpoint.hpp"
 #include "kvrank/layout/layout.hpp"
@@ -133,4 +134,56 @@ TEST_CASE("MLA errors name the missing tensor and the config that disagrees", "[
                                                 "expected shape [40, 48]"));
   CHECK_THAT(message, Catch::Matchers::Contains("num_attention_heads 4"));
   CHECK_THAT(message, Catch::Matchers::Contains("found [60, 48]"));
+}
+
+TEST_CASE("MLA gains kept beside their rows (Bases::stored_bf16) fold to the float32 bases' bits",
+          "[mla]") {
+  const std::string options =
+      GENERATE(std::string("--dtype BF16 --q-lora-rank 10"), std::string("--dtype BF16"),
+               std::string("--dtype F32 --q-lora-rank 9 --rope 0"));
+  INFO(options);
+  TempDir dir;
+  write_latent(dir, "mla", options);
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint);
+  const bool q_lora = std::get<MlaTensors>(layout.tensors).q_lora_rank > 0;
+  const std::string attn = "model.layers.1.self_attn.";
+  // A side with its gain beside it holds the projection's rows as stored; folding the gain later
+  // gives the rows (and power of two) of folding it while loading, to the bit.
+  auto check_side = [&](const FactorSide& beside, const FactorSide& folded, const char* rows) {
+    INFO(rows);
+    REQUIRE(beside.row_gains.size() == static_cast<std::size_t>(beside.basis.rows()));
+    const RowMatrixF stored = to_matrix(checkpoint.at(attn + rows));
+    CHECK(beside.basis == stored.topRows(beside.basis.rows()));
+    CHECK(beside.basis != folded.basis);  // the gains are not all 1
+    const FactorSide refolded = with_float_basis(beside);
+    CHECK(refolded.row_gains.empty());
+    CHECK(refolded.basis == folded.basis);
+    CHECK(refolded.exponent == folded.exponent);
+  };
+  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
+    INFO(repr_name(repr));
+    const HeadFactors beside = layer_factors(checkpoint, layout, 1, repr, Bases::stored_bf16);
+    const HeadFactors folded = layer_factors(checkpoint, layout, 1, repr);
+    CHECK_FALSE(folded.has_row_gains());
+    const char* latent = "kv_a_proj_with_mqa.weight";
+    switch (repr) {
+      case Repr::qk:
+        if (q_lora) {
+          check_side(beside.left, folded.left, "q_a_proj.weight");
+        } else {
+          CHECK(beside.left.row_gains.empty());  // q_proj has no norm before it
+        }
+        check_side(beside.right, folded.right, latent);
+        break;
+      case Repr::ov:
+        CHECK(beside.left.row_gains.empty());  // o_proj
+        check_side(beside.right, folded.right, latent);
+        break;
+      case Repr::k:
+      case Repr::v:
+        check_side(beside.left, folded.left, latent);
+        break;
+    }
+  }
 }

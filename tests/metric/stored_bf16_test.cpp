@@ -4,6 +4,7 @@
 // Gram range) handed to the reader's copy, and a file that shrinks under its map reported by the
 // reader. The kernel's own reading of stored rows (awkward shapes, rows at odd addresses, the
 // magnitude scan) is tagged [bf16_kernel] and runs where the CPU has AVX512-BF16.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,8 +12,10 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/guarded_read.hpp"
@@ -155,6 +158,62 @@ TEST_CASE("stored bf16: the same metrics as the float32 copies, bit for bit", "[
           analyze_layer(layer_factors(checkpoint, layout, layer, repr, Bases::stored_bf16));
       const LayerMetrics copied = analyze_layer(layer_factors(checkpoint, layout, layer, repr));
       test::require_same_layer(stored, copied, true);
+    }
+  }
+}
+
+/// Every field of `a` within `rel` (relative to each field's largest value) of `b`'s.
+void require_close_layer(const LayerMetrics& a, const LayerMetrics& b, double rel) {
+  auto close = [rel](const std::vector<double>& x, const std::vector<double>& y) {
+    REQUIRE(x.size() == y.size());
+    double largest = 0;
+    for (double value : y) largest = std::max(largest, std::abs(value));
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(std::abs(x[i] - y[i]) <= rel * largest);
+  };
+  for (auto [x, y] : {std::pair{a.erank, b.erank}, std::pair{a.erank_centered, b.erank_centered},
+                      std::pair{a.mean_similarity, b.mean_similarity}}) {
+    CHECK(std::abs(x - y) <= rel * std::max(std::abs(y), 1.0));
+  }
+  close(a.eigenvalues, b.eigenvalues);
+  close(a.eigenvalues_centered, b.eigenvalues_centered);
+  close(a.head_erank, b.head_erank);
+  close(a.head_norm, b.head_norm);
+  CHECK(a.zero_heads == b.zero_heads);
+}
+
+TEST_CASE("stored bf16: MLA's gains beside their rows give the folded bases' metrics",
+          "[stored][mla]") {
+  const bool bf16_kernel = GENERATE(false, true);
+  INFO("bf16 Grams forced: " << bf16_kernel);
+  std::optional<Bf16Backend> bf16_grams;
+  if (bf16_kernel) bf16_grams.emplace();
+  TempDir dir;
+  test::write_reference_checkpoint(dir, "write_latent_checkpoints.py", "mla",
+                                   "--dtype BF16 --q-lora-rank 10 --heads 6");
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint, {});
+  for (Repr repr : {Repr::qk, Repr::ov, Repr::k, Repr::v}) {
+    INFO(repr_name(repr));
+    for (int layer : {0, 1}) {
+      const HeadFactors beside = layer_factors(checkpoint, layout, layer, repr, Bases::stored_bf16);
+      const HeadFactors folded = layer_factors(checkpoint, layout, layer, repr);
+      REQUIRE(beside.has_row_gains());
+      // The pairwise path folds the gains first: the bits of gains folded while loading.
+      test::require_same_layer(analyze_layer(beside, Contraction::pairwise),
+                               analyze_layer(folded, Contraction::pairwise), true);
+      // The latent coordinates apply them to the rows' Gram, diag(g) G diag(g) in double, where
+      // the folded rows were rounded to float32 first: the two agree to float32's round-off.
+      require_close_layer(analyze_layer(beside, Contraction::latent),
+                          analyze_layer(folded, Contraction::latent), 2e-6);
+      // Rows beyond 2^32 would overflow their float32 Gram, whatever their gains: folded first
+      // (the same true basis: rows ×2^70, gains ×2^-70, both exact).
+      HeadFactors shifted = beside;
+      for (FactorSide* side : {&shifted.left, &shifted.right}) {
+        if (side->row_gains.empty()) continue;
+        side->basis *= std::ldexp(1.0f, 70);
+        for (double& gain : side->row_gains) gain = std::ldexp(gain, -70);
+      }
+      test::require_same_layer(analyze_layer(shifted), analyze_layer(folded), true);
     }
   }
 }

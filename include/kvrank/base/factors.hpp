@@ -119,6 +119,12 @@ struct FactorSide {
   /// The true basis is `basis` · 2^exponent: set where folding a gain into the rows would have left
   /// float32's range (norm_gains.cpp); ‖A_h‖ is scaled back, the scale-invariant metrics need not.
   int exponent = 0;
+  /// Set (one factor per basis row): a norm gain kept beside the rows instead of folded into them,
+  /// so that bf16 rows keep their bf16 values for kvrank's own bf16 Gram kernel. The true basis is
+  /// then diag(row_gains) · basis · 2^exponent. Only the contraction's latent coordinates read the
+  /// gains where they are (contraction.cpp); every other path folds them first (with_float_basis),
+  /// which gives the rows a fold at load time gives, to the bit.
+  std::vector<double> row_gains;
   std::vector<std::vector<CoeffBlock>> heads;  ///< C_h for h = 0..H-1
   Index head_cols = 0;                         ///< k: columns of every L_h
 
@@ -134,15 +140,14 @@ inline bool plain_slices(const FactorSide& side) {
   });
 }
 
-/// `side` with its basis as a float32 matrix: a stored basis is copied (and checked) through
-/// StoredBf16Rows::to_float; any other side is returned as it is.
-inline FactorSide with_float_basis(FactorSide side) {
-  if (side.stored) {
-    side.basis = side.stored->to_float();
-    side.stored.reset();
-  }
-  return side;
-}
+/// Row i of `rows` times factors[i], each product formed in double and rounded once to float32
+/// (folding a gain into its projection's rows); the factors cover every row.
+void scale_rows(RowMatrixF& rows, const std::vector<double>& factors);
+
+/// `side` with its basis as a float32 matrix holding the true basis (up to 2^exponent): a stored
+/// basis is copied (and checked) through StoredBf16Rows::to_float, row gains are folded into the
+/// rows (scale_rows); any other side is returned as it is.
+FactorSide with_float_basis(FactorSide side);
 
 /// The H bilinear forms of one layer and one representation.
 struct HeadFactors {
@@ -157,9 +162,13 @@ struct HeadFactors {
   bool has_stored_basis() const noexcept {
     return left.stored.has_value() || (!symmetric && right.stored.has_value());
   }
+  /// Whether a side keeps a gain beside its basis (FactorSide::row_gains).
+  bool has_row_gains() const noexcept {
+    return !left.row_gains.empty() || (!symmetric && !right.row_gains.empty());
+  }
 };
 
-/// `factors` with every basis a float32 matrix (with_float_basis).
+/// `factors` with every basis a float32 matrix of the true basis (with_float_basis).
 inline HeadFactors with_float_bases(const HeadFactors& factors) {
   HeadFactors copy;
   copy.symmetric = factors.symmetric;

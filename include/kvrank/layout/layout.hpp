@@ -196,12 +196,15 @@ std::vector<ModelLayout> detect_series(const Checkpoint& checkpoint,
                                        const LayoutOverrides& overrides = {});
 
 /// How layer_factors() hands over a basis that is one bf16 tensor as the checkpoint stores it (a
-/// dense q, k or v projection in [out, in] order with no gain folded into it).
+/// dense q, k or v projection in [out, in] order with no gain folded into it), and MLA's latent
+/// bases, whose norm gains would make bf16 rows float32 ones.
 enum class Bases {
-  float32,      ///< every basis a float32 copy, its values checked here
+  float32,      ///< every basis a float32 copy of the true basis, its values checked here
   stored_bf16,  ///< such a basis left in the checkpoint (FactorSide::stored): analyze_layer reads
                 ///< it in place where kvrank's own bf16 kernel runs, checks its values as it reads
-                ///< them, and copies it (with this function's checks and errors) where not
+                ///< them, and copies it (with this function's checks and errors) where not; MLA's
+                ///< gains kept beside their rows (FactorSide::row_gains), folded where a path
+                ///< needs them folded
 };
 
 /// The per-head factors of one layer for `repr`. Reads and converts only that layer's tensors;
