@@ -14,8 +14,8 @@
 #     heads), on the small shapes,
 #   - a layer after the first (the first also pays start-up and fresh pages) against the limit's
 #     share of a layer,
-# all measured in the same run on the same machine, one after the other, so that the ratios hold
-# even when the machine is shared (absolute seconds do not). kvrank runs with --threads T and with
+# all measured in the same run on the same machine, in rounds of one run of each, so that the ratios
+# hold even when the machine is shared (absolute seconds do not). kvrank runs with --threads T and with
 # 1 thread (against the limit at T and at 1 thread); peak RSS is given for one layer and for all
 # layers (it must not grow with layers).
 # Prints a markdown table on stdout (each row naming the kernels `kvrank -v` reports and the path
@@ -34,7 +34,7 @@
 #                                    a development run: at most 4 layers of each shape, one run
 #
 # Environment: KVRANK_BUILD_DIR (default build), KVRANK_BENCH_THREADS (default: all cores),
-# KVRANK_BENCH_REPEAT (runs per measurement, the fastest is kept; default 3),
+# KVRANK_BENCH_REPEAT (rounds: each measurement runs once a round, its fastest is kept; default 3),
 # KVRANK_BENCH_LAYERS (at most this many layers of each shape; the limit counts the same layers),
 # KVRANK_BENCH_NUMPY=0 (skip numpy, minutes a run on the 2.5B shape),
 # KVRANK_BENCH_TMP (where the checkpoints go; default a fresh temporary folder, removed at the end).
@@ -82,40 +82,47 @@ shapes=(
   "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128|72|bf16|f32"
 )
 
-# Fastest of $repeat runs of "$@" under /usr/bin/time: sets seconds (to the millisecond, where
-# time's own %e has 10 ms steps: a tenth of the 128M run), rss_mb and cpu_s, the fewest CPU seconds
-# (user + system) of a run. On one thread CPU seconds do not count the time the process waited for
-# a core, so on a machine shared with other jobs they are the 1-thread number to compare with the
-# limit (whose rate is the fastest of 5 short runs, each likely to have had its core).
+# Every measurement of a shape runs once per round, the rounds one after the other, and the fastest
+# run of each is kept: a slow minute on a shared machine then slows one run of each measurement, not
+# every run of one of them (with kvrank's runs and the limit's minutes apart, a ratio was seen to
+# move by 15 % and a table to take longer than its JSON run). By name: best (seconds), cpu (the
+# fewest CPU seconds, user + system, of a run), rss (the largest peak RSS, MB), rate and library
+# (the limit's G-MAC/s and what ran it, from its fastest run).
+declare -A best cpu rss rate library
+
+# Whether $1 < $2 (decimals).
+less() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+# keep NAME SECONDS: best[NAME] becomes SECONDS if it is faster (true then).
+keep() {
+  if [[ -z ${best[$1]:-} ]] || less "$2" "${best[$1]}"; then best[$1]=$2; return 0; fi
+  return 1
+}
+
+# One run of "$@" under /usr/bin/time, as measurement NAME: seconds to the millisecond (time's own
+# %e has 10 ms steps: a tenth of the 128M run). On one thread CPU seconds do not count the time the
+# process waited for a core, so on a machine shared with other jobs they are the 1-thread number to
+# compare with the limit (whose rate is the fastest of 5 short runs, each likely to have had its
+# core).
 timed() {
-  seconds="" rss_mb=0 cpu_s=""
-  for ((run = 0; run < repeat; run++)); do
-    local start_ns end_ns s kb cpu
-    start_ns=$(date +%s%N)
-    /usr/bin/time -f "%M %U %S" -o "$tmp/time.txt" "$@"
-    end_ns=$(date +%s%N)
-    read -r kb cpu < <(tail -1 "$tmp/time.txt" | awk '{ printf "%d %.2f\n", $1, $2 + $3 }')
-    s=$(awk -v a="$start_ns" -v b="$end_ns" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
-    if [[ -z $seconds ]] || awk -v a="$s" -v b="$seconds" 'BEGIN { exit !(a < b) }'; then seconds=$s; fi
-    if [[ -z $cpu_s ]] || awk -v a="$cpu" -v b="$cpu_s" 'BEGIN { exit !(a < b) }'; then cpu_s=$cpu; fi
-    if ((kb / 1024 > rss_mb)); then rss_mb=$((kb / 1024)); fi
-  done
+  local name=$1 start_ns end_ns kb cpu_s
+  shift
+  start_ns=$(date +%s%N)
+  /usr/bin/time -f "%M %U %S" -o "$tmp/time.txt" "$@"
+  end_ns=$(date +%s%N)
+  read -r kb cpu_s < <(tail -1 "$tmp/time.txt" | awk '{ printf "%d %.2f\n", $1, $2 + $3 }')
+  keep "$name" "$(awk -v a="$start_ns" -v b="$end_ns" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')" || true
+  if [[ -z ${cpu[$name]:-} ]] || less "$cpu_s" "${cpu[$name]}"; then cpu[$name]=$cpu_s; fi
+  if ((kb / 1024 > ${rss[$name]:-0})); then rss[$name]=$((kb / 1024)); fi
 }
 
-fastest_floor() {
-  local best="" s
-  for ((run = 0; run < repeat; run++)); do
-    s=$("$build/bench/kvrank_bench_floor" "$@")
-    if [[ -z $best ]] || awk -v a="$s" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$s; fi
-  done
-  echo "$best"
-}
-
-# The limit of `layers` layers (bench/limit.cpp): sets limit_s, rate (G-MAC/s, measured now) and
-# library (what ran the square product: onednn, or blas for OpenBLAS's SGEMM).
-# The flags: the floor's, or --gemm-gmacs G for MLA's contraction.
+# One run of the limit (bench/limit.cpp) as measurement NAME. The flags: the floor's, or
+# --gemm-gmacs G for MLA's contraction.
 limit() {
-  read -r limit_s rate library < <("$build/bench/kvrank_bench_limit" "$@")
+  local name=$1 seconds measured_rate ran_on
+  shift
+  read -r seconds measured_rate ran_on < <("$build/bench/kvrank_bench_limit" "$@")
+  if keep "$name" "$seconds"; then rate[$name]=$measured_rate library[$name]=$ran_on; fi
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -146,36 +153,44 @@ for shape in "${shapes[@]}"; do
   path="pairwise (SYRK Grams)"
   [[ $contraction_gmacs == - ]] || path="latent contraction (TRMM, GEMM, SYRK)"
 
-  echo "[$name] kvrank analyze, 1 and $threads threads; floor" >&2
-  timed "${analyze[@]}" --threads "$threads"
-  kvrank_s=$seconds rss_all=$rss_mb
-  timed "${analyze[@]}" --threads 1
-  kvrank_1=$seconds kvrank_cpu1=$cpu_s
-  timed "${analyze[@]}" --threads "$threads" --layers 0
-  rss_one=$rss_mb one_layer_s=$seconds
-  # shellcheck disable=SC2086
-  floor_s=$(fastest_floor --layers "$layers" $floor_flags --threads "$threads")
   # shellcheck disable=SC2206
   limit_flags=(--layers "$layers" $floor_flags)
   [[ $contraction_gmacs == - ]] || limit_flags=(--gemm-gmacs $((contraction_gmacs * layers)))
   # No bf16 kernel here (no oneDNN, no AVX512-BF16): kvrank's Grams are float32, so is the limit.
   [[ $("$build/bench/kvrank_bench_limit" --rate "$kernel" --gemm-gmacs 1) == "- - -" ]] && kernel=f32
-  limit --rate "$kernel" "${limit_flags[@]}" --threads 1
-  limit_1=$limit_s
-  limit --rate "$kernel" "${limit_flags[@]}" --threads "$threads"
-  limit_cell="$limit_s ($kernel on $library, $rate G/s)"
+  table=("$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt")
+  best=() cpu=() rss=() rate=() library=()
+  for ((round = 1; round <= repeat; round++)); do
+    echo "[$name] round $round of $repeat: kvrank (JSON, table), the limit, the floor" >&2
+    timed kvrank "${analyze[@]}" --threads "$threads"
+    limit limit --rate "$kernel" "${limit_flags[@]}" --threads "$threads"
+    timed kvrank_1 "${analyze[@]}" --threads 1
+    limit limit_1 --rate "$kernel" "${limit_flags[@]}" --threads 1
+    timed one_layer "${analyze[@]}" --threads "$threads" --layers 0
+    # A table (or CSV) holds no per-head ranks, so analyze skips their eigenproblems (diversity.hpp).
+    timed table "${table[@]}" --threads "$threads"
+    timed table_1 "${table[@]}" --threads 1
+    # shellcheck disable=SC2086
+    keep floor "$("$build/bench/kvrank_bench_floor" --layers "$layers" $floor_flags --threads "$threads")" || true
+  done
+  kvrank_s=${best[kvrank]} rss_all=${rss[kvrank]}
+  kvrank_1=${best[kvrank_1]} kvrank_cpu1=${cpu[kvrank_1]}
+  rss_one=${rss[one_layer]} one_layer_s=${best[one_layer]}
+  table_s=${best[table]} table_1=${best[table_1]} table_cpu1=${cpu[table_1]}
+  floor_s=${best[floor]} limit_s=${best[limit]} limit_1=${best[limit_1]}
+  limit_cell="$limit_s ($kernel on ${library[limit]}, ${rate[limit]} G/s)"
 
   numpy_cell="not run"
   numpy_ratio="—"
   [[ ${KVRANK_BENCH_NUMPY:-1} == 0 ]] && numpy_layers=-
   if [[ $numpy_layers != "-" ]]; then
     echo "[$name] numpy" >&2
-    numpy_s=""  # the fastest of $repeat runs, like kvrank's (one run of it varies by ±25 %)
+    # The fastest of $repeat runs, like kvrank's (one run of it varies by ±25 %).
     for ((run = 0; run < repeat; run++)); do
-      s=$(OPENBLAS_NUM_THREADS=$threads "$python" "$root/scripts/bench_numpy.py" "$ckpt" \
-        --max-layers "$numpy_layers" 2>/dev/null)
-      if [[ -z $numpy_s ]] || awk -v a="$s" -v b="$numpy_s" 'BEGIN { exit !(a < b) }'; then numpy_s=$s; fi
+      keep numpy "$(OPENBLAS_NUM_THREADS=$threads "$python" "$root/scripts/bench_numpy.py" "$ckpt" \
+        --max-layers "$numpy_layers" 2>/dev/null)" || true
     done
+    numpy_s=${best[numpy]}
     numpy_cell=$numpy_s
     ((numpy_layers > 0)) && numpy_cell="≈$numpy_s (from $numpy_layers layer)"
     numpy_ratio="$(ratio "$numpy_s" "$kvrank_s")×"
@@ -190,12 +205,6 @@ for shape in "${shapes[@]}"; do
   fi
   kernels_used=$(kernels "$ckpt")
   rows+=("| $name, $dtype ($layers layers) | $kvrank_s ($per_layer/layer) | $limit_cell | **$(ratio "$kvrank_s" "$limit_s")** | $floor_s | $(ratio "$kvrank_s" "$floor_s") | $kvrank_1 | $limit_1 | $(ratio "$kvrank_1" "$limit_1") | $kvrank_cpu1, $(ratio "$kvrank_cpu1" "$limit_1") | $(ratio "$kvrank_1" "$kvrank_s")× | $steady_cell | $numpy_cell | $numpy_ratio | $rss_one / $rss_all | $path; $kernels_used |")
-  # A table (or CSV) holds no per-head ranks, so analyze skips their eigenproblems (diversity.hpp).
-  echo "[$name] kvrank analyze, table output" >&2
-  timed "$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt" --threads "$threads"
-  table_s=$seconds
-  timed "$build/kvrank" -q analyze "$ckpt" --format table -o "$tmp/result.txt" --threads 1
-  table_1=$seconds table_cpu1=$cpu_s
   table_numpy="—"
   [[ $numpy_layers == "-" ]] || table_numpy="$(ratio "$numpy_s" "$table_s")×"
   rows+=("| $name, table output (no per-head ranks) | $table_s | $limit_s | **$(ratio "$table_s" "$limit_s")** | $floor_s | $(ratio "$table_s" "$floor_s") | $table_1 | $limit_1 | $(ratio "$table_1" "$limit_1") | $table_cpu1, $(ratio "$table_cpu1" "$limit_1") | $(ratio "$table_1" "$table_s")× | — | — | $table_numpy | — | $path; $kernels_used |")
@@ -203,8 +212,11 @@ for shape in "${shapes[@]}"; do
   echo "[$name] $kvrank_s s, $(ratio "$kvrank_s" "$limit_s")× the limit, $(ratio "$kvrank_s" "$floor_s")× the f32 floor" >&2
   if [[ -n ${KVRANK_BENCH_CORETYPE:-} ]]; then  # the same run on the kernels OpenBLAS is told to use
     echo "[$name] kvrank analyze, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE" >&2
-    OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE timed "${analyze[@]}" --threads "$threads"
-    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $limit_s | $(ratio "$seconds" "$limit_s") | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | — | — | $rss_mb MB | $path; $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
+    for ((round = 0; round < repeat; round++)); do
+      OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE timed coretype "${analyze[@]}" --threads "$threads"
+    done
+    seconds=${best[coretype]}
+    rows+=("| $name, OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE | $seconds | $limit_s | $(ratio "$seconds" "$limit_s") | $floor_s | $(ratio "$seconds" "$floor_s") | — | — | — | — | — | — | — | — | ${rss[coretype]} MB | $path; $(OPENBLAS_CORETYPE=$KVRANK_BENCH_CORETYPE kernels "$ckpt") |")
   fi
   if [[ $name == 2.5B ]]; then  # the same weights with the bf16 Gram kernel off (gram_backend.hpp)
     echo "[$name] kvrank analyze, KVRANK_GRAM_BACKEND=f32" >&2
