@@ -50,6 +50,8 @@ CentredAccumulator::CentredAccumulator(Index heads) {
 }
 
 void CentredAccumulator::choose_scale(const float* rows, Index columns, Index ld) {
+  // A read of the first chunk (64 MB for V3), the other thread otherwise waiting.
+#pragma omp parallel for schedule(static) if (worth_threads(sums_.scale.size() * columns))
   for (Index i = 0; i < sums_.scale.size(); ++i) {
     const double square = Eigen::Map<const Eigen::VectorXf>(rows + i * ld, columns).squaredNorm();
     if (square > 0) sums_.scale[i] = 1.0 / std::sqrt(square), sums_.centred[i] = 1.0;
