@@ -201,17 +201,21 @@ std::string series_label(const std::string& label, const ModelLayout& layout, bo
   return label + " [" + series_text(*layout.attention) + "]";
 }
 
-/// The query Gram of `layout` (heads · head_dim rows over d_model), and whether its values are
-/// bfloat16s: a dense family's weights are BF16 (read without scaling: its bases are bf16; the
-/// latent families' bases are products, float32).
+/// The query Gram of `layout` (heads · head_dim rows over d_model; MLA's q_lora_rank rows of q_a),
+/// and whether its values are bfloat16s: a dense family's BF16 weights (read without scaling), and
+/// MLA's BF16 q_a where its gain stays beside the rows (Bases::stored_bf16: kvrank's own kernel).
+/// LRKV's bases are products, float32.
 struct QueryGram {
   Index rows = 0, cols = 0;
   bool bf16_values = false;
 };
 QueryGram query_gram(const Checkpoint& checkpoint, const ModelLayout& layout) {
+  const bool bf16 = weight_dtypes(checkpoint, layout) == std::optional<std::string>("BF16");
+  const auto* mla = std::get_if<MlaTensors>(&layout.tensors);
+  if (mla && mla->q_lora_rank > 0)
+    return {mla->q_lora_rank, layout.d_model, bf16 && bf16_grams_on_own_kernel()};
   return {Index{layout.heads} * layout.head_dim, layout.d_model,
-          std::holds_alternative<DenseTensors>(layout.tensors) &&
-              weight_dtypes(checkpoint, layout) == std::optional<std::string>("BF16")};
+          bf16 && std::holds_alternative<DenseTensors>(layout.tensors)};
 }
 
 /// compile_gram_kernels_aside for `layout`'s query Gram; -v says which kernel forms its Grams.
@@ -223,7 +227,10 @@ std::jthread compile_gram_kernels_for(const Checkpoint& checkpoint, const ModelL
     options.detail(checkpoint.path().string() + ": " +
                    weight_dtypes(checkpoint, layout).value_or("no") +
                    " weights: " + gram_kernel_description(gram.rows, gram.cols, gram.bf16_values));
-  return compile_gram_kernels_aside(gram.rows, gram.cols, gram.bf16_values);
+  // The latent families' contraction runs float32 products whatever forms their Grams: oneDNN's
+  // are compiled aside for them.
+  const bool dense = std::holds_alternative<DenseTensors>(layout.tensors);
+  return compile_gram_kernels_aside(gram.rows, gram.cols, gram.bf16_values && dense);
 }
 
 /// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance, and

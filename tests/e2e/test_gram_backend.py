@@ -267,6 +267,24 @@ class GramBackends(unittest.TestCase):
                             if line.startswith("onednn_verbose,") and ",exec," in line]
                 self.assertEqual(bool(products), on_bf16 and not own, (dtype, products[:2]))
 
+    def test_verbose_names_the_kernel_of_mla_latent_grams(self):
+        # MLA's q_a rows keep their bf16 values where kvrank's own kernel runs (the gain of
+        # q_a_layernorm stays beside them): -v names that kernel for a BF16 checkpoint, and the
+        # float32 SYRK where the Grams are float32. It once said float32 for every latent model.
+        with tempfile.TemporaryDirectory() as tmp:
+            out, ref = os.path.join(tmp, "mla"), os.path.join(tmp, "mla_ref")
+            harness.run_writer("write_latent_checkpoints.py", "mla", out, ref, "--dtype", "BF16",
+                               "--q-lora-rank", "10", "--layers", "1")
+            for backend in ["bf16", "f32"] if bf16_kernel_available(out) else ["f32"]:
+                result = run(["-v", "analyze", out, "--format", "json", "-o",
+                              os.path.join(tmp, "r.json")], backend, 1)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                said = [line for line in result.stderr.splitlines() if "Grams" in line]
+                self.assertEqual(len(said), 1, result.stderr)
+                want = ("bf16 Grams (kvrank's AVX512-BF16 kernel)" if backend == "bf16" else
+                        "float32 Grams (SYRK) on the BLAS")
+                self.assertTrue(said[0].endswith(want), (said, want))
+
     def test_wrong_backend_name_is_a_usage_error(self):
         with tempfile.TemporaryDirectory() as tmp:
             out, ref = os.path.join(tmp, "ckpt"), os.path.join(tmp, "ref")
