@@ -51,36 +51,48 @@ SideProducts stacked_products(const Eigen::Ref<const RowMatrixF>& a,
           a.rows() == b.rows() && (a.array() == b.array()).all()};
 }
 
+/// fn(h) for every head, one head per thread: the products of a head are too small to gain much
+/// from a second thread, independent ones fully (metric/diversity.cpp), and each head's bits then
+/// do not depend on the thread count. A pthreads OpenBLAS must not be called from the loop
+/// (metric/blas.hpp): then one head after the other.
+template <typename PerHead>
+void for_each_head(std::size_t count, const PerHead& fn) {
+  const auto heads = static_cast<std::ptrdiff_t>(count);
+  detail::ParallelFailure failure;
+#pragma omp parallel for schedule(dynamic) if (heads > 1 && detail::blas_nests_in_openmp())
+  for (std::ptrdiff_t h = 0; h < heads; ++h) failure.run([&] { fn(static_cast<std::size_t>(h)); });
+  failure.rethrow();
+}
+
+/// xᵀ G y (k × k) for coefficients x, y (m × k): (xᵀ G) y on the BLAS's dgemm (metric/blas.hpp's
+/// product, on the calling thread), where Eigen's product built for baseline x86-64 took a
+/// DeepSeek-V3 layer's diff 31 s (m = 1536 query rows, 128 heads).
+MatrixD sandwich(const MatrixD& x, const MatrixD& gram, const MatrixD& y) {
+  const MatrixD x_t = x.transpose();
+  return detail::product(detail::product(x_t, gram), y);
+}
+
 /// SideProducts of every head. Plain slices: one stacked Gram per head, 2 d_h rows over d.
 /// Otherwise C_hᵀ G C'_h from the Gram of the two bases stacked, which is as small as what the
 /// layouts cache (MLA: (c + r)², whatever H and d are).
 std::vector<SideProducts> side_products(const FactorSide& a, const FactorSide& b) {
   std::vector<SideProducts> products(a.heads.size());
   if (plain_slices(a) && plain_slices(b)) {
-    // One head per thread, each SYRK on its thread alone: a SYRK of a few hundred rows gains
-    // little from a second thread, independent ones fully (metric/diversity.cpp). A pthreads
-    // OpenBLAS must not be called from the loop (metric/blas.hpp): then one head after the other.
-    const auto heads = static_cast<std::ptrdiff_t>(a.heads.size());
-    detail::ParallelFailure failure;
-#pragma omp parallel for schedule(dynamic) if (heads > 1 && detail::blas_nests_in_openmp())
-    for (std::ptrdiff_t h = 0; h < heads; ++h)
-      failure.run([&] {
-        const auto head = static_cast<std::size_t>(h);
-        products[head] = stacked_products(
-            a.basis.middleRows(identity_slice_row(a.heads[head], a.head_cols), a.head_cols),
-            b.basis.middleRows(identity_slice_row(b.heads[head], b.head_cols), b.head_cols));
-      });
-    failure.rethrow();
+    for_each_head(products.size(), [&](std::size_t h) {
+      products[h] = stacked_products(
+          a.basis.middleRows(identity_slice_row(a.heads[h], a.head_cols), a.head_cols),
+          b.basis.middleRows(identity_slice_row(b.heads[h], b.head_cols), b.head_cols));
+    });
     return products;
   }
   const SideProducts bases = stacked_products(a.basis, b.basis);
-  for (std::size_t h = 0; h < a.heads.size(); ++h) {
+  for_each_head(products.size(), [&](std::size_t h) {
     const MatrixD c_a = dense_coefficients(a, h);
     const MatrixD c_b = dense_coefficients(b, h);
-    products[h] = {c_a.transpose() * bases.cross * c_b, c_a.transpose() * bases.self_a * c_a,
-                   c_b.transpose() * bases.self_b * c_b,
+    products[h] = {sandwich(c_a, bases.cross, c_b), sandwich(c_a, bases.self_a, c_a),
+                   sandwich(c_b, bases.self_b, c_b),
                    bases.identical && c_a.rows() == c_b.rows() && c_a == c_b};
-  }
+  });
   return products;
 }
 

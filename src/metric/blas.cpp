@@ -362,10 +362,7 @@ MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* 
 }
 
 DoubleSyrkPath syrk_in_double_path() {
-  // Measured at 1152 × 7168 (MLA's stacked latent bases in diff): OpenBLAS's DSYRK on 2 threads
-  // took 0.87–0.89× the kernel's time on one, and its lead grows with the threads.
-  return double_syrk_kernel_supported() && available_threads() == 1 ? DoubleSyrkPath::kernel
-                                                                    : DoubleSyrkPath::blas;
+  return double_syrk_kernel_supported() ? DoubleSyrkPath::kernel : DoubleSyrkPath::blas;
 }
 
 MatrixD syrk_in_double(Index rows, Index inner, const float* a, Index lda) {
@@ -376,7 +373,10 @@ MatrixD syrk_in_double(DoubleSyrkPath path, Index rows, Index inner, const float
   if (rows == 0 || inner == 0) return MatrixD::Zero(rows, rows);
   if (path == DoubleSyrkPath::kernel && double_syrk_kernel_supported()) {
     MatrixD out(rows, rows);
-    double_syrk_kernel(rows, inner, a, lda, out.data());
+    // Over the threads where the call has them (diff's stacked bases, from serial code) and the
+    // product is worth a fork/join; the same bits either way.
+    const bool threaded = available_threads() > 1 && rows > 8 && rows * rows * inner >= (1 << 22);
+    double_syrk_kernel(rows, inner, a, lda, out.data(), threaded);
     return out;
   }
   const RowMatrixD values =

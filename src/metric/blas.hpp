@@ -115,11 +115,11 @@ MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* 
 /// rankUpdate without OpenBLAS). The two agree to double round-off, not bit for bit.
 enum class DoubleSyrkPath { kernel, blas };
 
-/// The path syrk_in_double() takes now: the kernel where the CPU has AVX-512F and the call has the
-/// calling thread alone (available_threads() == 1: inside a parallel loop over heads, or one
-/// thread), at every size (bench/double_syrk.cpp, one thread: 2.3–2.4× OpenBLAS's DSYRK on the
-/// per-head shapes, 1.3–3.4× from 2 rows up, never slower). With more threads at hand (diff's
-/// stacked bases, from serial code) the BLAS, which threads the product: the kernel runs on one.
+/// The path syrk_in_double() takes: the kernel where the CPU has AVX-512F, at every size
+/// (bench/double_syrk.cpp, one thread: 2.3–2.4× OpenBLAS's DSYRK on the per-head shapes, 1.3–3.4×
+/// from 2 rows up, never slower), over the threads the call has (diff's stacked bases, from serial
+/// code) or on the calling thread (inside a parallel loop over heads). Its bits do not depend on
+/// the threads: the BLAS's split of the depth made diff's last digits depend on them.
 DoubleSyrkPath syrk_in_double_path();
 
 /// A · Aᵀ for A (rows × inner, lda) accumulated in double (the entries of A are float32), both

@@ -193,8 +193,10 @@ KVRANK_DSYRK_TARGET void run_register_block(const PackedRows& packed, Index jp, 
 }
 
 /// The upper triangle of C (and the diagonal panels whole): column panel by column panel, its row
-/// panels up to the diagonal's three at a time.
-void upper_blocks(const PackedRows& packed, double* c) {
+/// panels up to the diagonal's three at a time; the column panels over the threads with `threaded`
+/// (each entry is still one chain over the whole depth: the same bits on any number of threads).
+void upper_blocks(const PackedRows& packed, double* c, [[maybe_unused]] bool threaded) {
+#pragma omp parallel for schedule(dynamic) if (threaded)
   for (Index jp = 0; jp < packed.count; ++jp) {
     for (Index q = 0; q <= jp; q += kPanels)
       run_register_block(packed, jp, q, std::min<Index>(kPanels, jp + 1 - q), c);
@@ -229,20 +231,23 @@ bool double_syrk_kernel_supported() noexcept {
 #endif
 }
 
-void double_syrk_kernel(Index rows, Index inner, const float* a, Index lda, double* out) {
+void double_syrk_kernel(Index rows, Index inner, const float* a, Index lda, double* out,
+                        bool threaded) {
 #ifdef KVRANK_DSYRK_KERNEL
   using namespace double_syrk;
   const Index count = (rows + kLanes - 1) / kLanes;
   const Index stride = inner * kLanes;
   std::vector<double>& buffer = thread_buffer();
   double* panels = aligned_panels(buffer, count * stride);
+  threaded = threaded && count > 1;
+#pragma omp parallel for schedule(static) if (threaded)
   for (Index q = 0; q < count; ++q)
     pack_panel(a, lda, q * kLanes, rows, inner, panels + q * stride);
-  upper_blocks({panels, stride, count, rows}, out);
+  upper_blocks({panels, stride, count, rows}, out, threaded);
   mirror_upper(rows, out);
   if (buffer.size() > kKeptDoubles) std::vector<double>().swap(buffer);
 #else
-  (void)rows, (void)inner, (void)a, (void)lda, (void)out;
+  (void)rows, (void)inner, (void)a, (void)lda, (void)out, (void)threaded;
   throw std::logic_error("double_syrk_kernel: not in this build");
 #endif
 }

@@ -11,8 +11,9 @@
 // std::fma(double(a_ik), double(a_jk), sum)` (and of `sum += double(a_ik) * double(a_jk)`).
 //
 // Compiled for AVX-512F per function (a target attribute), run only where the CPU has it: the
-// binary still runs on any x86-64. Single-threaded: its caller runs it inside a parallel loop over
-// heads.
+// binary still runs on any x86-64. On the calling thread inside a parallel loop over heads; over
+// the threads, one column panel of C each, for one large product (diff's stacked bases). Each
+// entry is one chain either way: the same bits on any number of threads.
 #pragma once
 
 #include "kvrank/base/eigen.hpp"
@@ -25,9 +26,10 @@ bool double_syrk_kernel_supported() noexcept;
 
 /// Writes A·Aᵀ for A (rows × inner, row stride lda ≥ inner, float32, row-major) into `out`
 /// (rows × rows, column-major, leading dimension rows), both triangles, exactly symmetric; on the
-/// calling thread. The packed panels (rows × inner doubles) are kept per thread for the next call
-/// up to 32 MB, a larger product's freed. Preconditions: double_syrk_kernel_supported(), rows ≥ 1,
-/// inner ≥ 1.
-void double_syrk_kernel(Index rows, Index inner, const float* a, Index lda, double* out);
+/// calling thread, or with `threaded` over OpenMP's threads (the same bits). The packed panels
+/// (rows × inner doubles) are kept by the calling thread for the next call up to 32 MB, a larger
+/// product's freed. Preconditions: double_syrk_kernel_supported(), rows ≥ 1, inner ≥ 1.
+void double_syrk_kernel(Index rows, Index inner, const float* a, Index lda, double* out,
+                        bool threaded = false);
 
 }  // namespace kvrank::detail

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/plot/diff_heatmap.hpp"
 #include "support/catch.hpp"
 #include "support/random_factors.hpp"
@@ -119,6 +120,25 @@ TEST_CASE("a model compared with itself gives similarity exactly 1", "[diff]") {
         CHECK(similarity[h] < 0.999);
       }
     }
+  }
+}
+
+TEST_CASE("head similarity of latent heads has the same bits on one thread and on two", "[diff]") {
+  // The stacked bases' product (128 rows over 512 columns) runs over the threads: it once took the
+  // BLAS there, whose split of the depth moved the last digits with the thread count.
+  std::mt19937 rng(17);
+  const HeadFactors a =
+      factors_of(latent_side(8, 512, 4, 64, rng), latent_side(8, 512, 4, 64, rng));
+  const HeadFactors b =
+      factors_of(latent_side(8, 512, 4, 64, rng), latent_side(8, 512, 4, 64, rng));
+  set_compute_threads(1);
+  const std::vector<double> one = head_similarity(a, b);
+  set_compute_threads(2);
+  const std::vector<double> two = head_similarity(a, b);
+  set_compute_threads(0);
+  CHECK(one == two);
+  for (std::size_t h = 0; h < one.size(); ++h) {
+    CHECK(std::abs(one[h] - explicit_cosine(explicit_form(a, h), explicit_form(b, h))) <= 1e-9);
   }
 }
 
