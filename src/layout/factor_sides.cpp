@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "base/tiled_copy.hpp"
 #include "kvrank/base/error.hpp"
 #include "layout/family_detail.hpp"
 
@@ -55,7 +56,9 @@ void set_basis(FactorSide& side, FoldedRows rows) {
 }
 
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols) {
-  return row_block_side(matrix.transpose(), heads, head_cols, 1);
+  RowMatrixF rows(matrix.cols(), matrix.rows());
+  copy_in_tiles(matrix.transpose(), rows);
+  return row_block_side(std::move(rows), heads, head_cols, 1);
 }
 
 HeadFactors projection_factors(Repr repr, int heads, int kv_heads, Index head_dim,

@@ -3,13 +3,10 @@
 
 #include <exception>
 
+#include "base/tiled_copy.hpp"  // copy_worth_threads
 #include "kvrank/base/eigen.hpp"
 
 namespace kvrank::detail {
-
-/// Whether a pass over `count` values (a copy, a pack into another layout) is worth a parallel
-/// region: below about a million, starting the threads costs more than they save.
-inline bool copy_worth_threads(Index count) noexcept { return count >= (Index(1) << 20); }
 
 /// The first exception thrown by the iterations of a parallel loop, to rethrow after it: an
 /// exception that leaves an OpenMP region ends the process (std::terminate), and an allocation
