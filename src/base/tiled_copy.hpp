@@ -42,4 +42,12 @@ void copy_in_tiles(const In& in, Out& out) {
   }
 }
 
+/// `matrix` (row-major: a RowMatrixF, or a map of one) transposed into a new row-major matrix.
+template <typename RowMajor>
+RowMatrixF transposed(const RowMajor& matrix) {
+  RowMatrixF out(matrix.cols(), matrix.rows());
+  copy_in_tiles(matrix.transpose(), out);
+  return out;
+}
+
 }  // namespace kvrank::detail

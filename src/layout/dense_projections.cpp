@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/tiled_copy.hpp"
 #include "kvrank/base/error.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
@@ -99,7 +100,7 @@ RowMatrixF load_per_head(const Checkpoint& checkpoint, const Dims& dims, const s
   const std::vector<float> values = to_f32(tensor);
   using Block = Eigen::Map<const RowMatrixF>;
   if (role == ProjectionRole::o)
-    return Block(values.data(), shape[0] * shape[1], shape[2]).transpose();
+    return detail::transposed(Block(values.data(), shape[0] * shape[1], shape[2]));
   RowMatrixF rows(shape[0] * shape[2], shape[1]);
   for (Index h = 0; h < shape[0]; ++h)
     rows.middleRows(h * shape[2], shape[2]) =
@@ -117,7 +118,7 @@ RowMatrixF load_role(const Checkpoint& checkpoint, const Dims& dims, const std::
   const std::string why = shape_reason(dims, role);
   if (dims.orientation == Orientation::out_in)
     return detail::load_matrix(checkpoint, name, rows, cols, why);
-  return detail::load_matrix(checkpoint, name, cols, rows, why).transpose();
+  return detail::transposed(detail::load_matrix(checkpoint, name, cols, rows, why));
 }
 
 }  // namespace

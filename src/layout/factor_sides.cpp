@@ -56,9 +56,7 @@ void set_basis(FactorSide& side, FoldedRows rows) {
 }
 
 FactorSide column_block_side(const RowMatrixF& matrix, int heads, Index head_cols) {
-  RowMatrixF rows(matrix.cols(), matrix.rows());
-  copy_in_tiles(matrix.transpose(), rows);
-  return row_block_side(std::move(rows), heads, head_cols, 1);
+  return row_block_side(transposed(matrix), heads, head_cols, 1);
 }
 
 HeadFactors projection_factors(Repr repr, int heads, int kv_heads, Index head_dim,
