@@ -27,6 +27,7 @@ using test::factors_of;
 using test::Heads;
 using test::random_heads;
 using test::side_of;
+using test::uniform_rows;
 
 /// Explicit L_h = basisᵀ C_h of one side (d × k, double).
 Heads explicit_heads(const FactorSide& side) {
@@ -112,15 +113,6 @@ void check_against_reference(const LayerMetrics& m, const nlohmann::json& ref) {
     check_close(m.head_norm[h], head_norm[h], 1e-5);
     check_close(m.head_erank[h], head_erank[h], 1e-4);
   }
-}
-
-/// Uniform values in [-1, 1] from the test's own generator: Eigen's Random() draws from the global
-/// std::rand, whose state depends on which tests ran before in the same process.
-RowMatrixF uniform_rows(Index rows, Index cols, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  RowMatrixF m(rows, cols);
-  for (Index i = 0; i < m.size(); ++i) m.data()[i] = uniform(rng);
-  return m;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Random per-head factors for the metric's tests (diversity_test.cpp, diff_test.cpp): explicit
-// d × k matrices, and a side that holds each as its own rows of the basis.
+// d × k matrices, and a side that holds each as its own rows of the basis; uniform random rows.
 #pragma once
 
 #include <random>
@@ -22,6 +22,15 @@ inline Heads random_heads(Index count, Index d, Index k, std::mt19937& rng) {
     heads.push_back(m);
   }
   return heads;
+}
+
+/// Uniform values in [-1, 1] from the test's own generator: Eigen's Random() draws from the global
+/// std::rand, whose state depends on which tests ran before in the same process.
+inline RowMatrixF uniform_rows(Index rows, Index cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  RowMatrixF m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = uniform(rng);
+  return m;
 }
 
 /// Each head its own basis block: basis rows = L_hᵀ stacked, C_h = identity at row h·k.
