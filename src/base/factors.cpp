@@ -4,13 +4,14 @@
 #include <cassert>
 #include <utility>
 
+#include "base/tiled_copy.hpp"  // copy_worth_threads
+
 namespace kvrank {
 
 void scale_rows(RowMatrixF& rows, const std::vector<double>& factors) {
   assert(static_cast<Index>(factors.size()) == rows.rows());
   // One pass over tens of MB a layer (DeepSeek-V3's q_a_proj: 44 MB): worth both threads.
-  [[maybe_unused]] const bool threaded = rows.size() >= (Index(1) << 20);  // OpenMP's clause
-#pragma omp parallel for if (threaded)
+#pragma omp parallel for if (detail::copy_worth_threads(rows.size()))
   for (Index i = 0; i < rows.rows(); ++i)
     rows.row(i) = (rows.row(i).cast<double>() * factors[i]).cast<float>();
 }

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/tiled_copy.hpp"  // copy_worth_threads
 #include "kvrank/base/error.hpp"
 #include "layout/dense.hpp"
 #include "layout/family_detail.hpp"
@@ -70,10 +71,9 @@ FoldedRows row_factors(const RowMatrixF& rows, const std::vector<float>& values,
   const Index scaled = std::min(static_cast<Index>(values.size()), rows.rows());
   auto row_gain = [&](Index i) { return i < scaled ? static_cast<double>(values[i]) : 1.0; };
   // A pass over tens of MB a layer (DeepSeek-V3's q_a_proj: 44 MB): worth both threads.
-  [[maybe_unused]] const bool threaded = rows.size() >= (Index(1) << 20);  // OpenMP's clause
   double largest = 0;
   if (rows.cols() > 0) {
-#pragma omp parallel for reduction(max : largest) if (threaded)
+#pragma omp parallel for reduction(max : largest) if (copy_worth_threads(rows.size()))
     for (Index i = 0; i < rows.rows(); ++i) {
       largest = std::max(
           largest, std::abs(row_gain(i)) * static_cast<double>(rows.row(i).cwiseAbs().maxCoeff()));

@@ -396,10 +396,12 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   std::optional<detail::CentredProducts> centred_products;  // the contraction's, for J S J
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
+  // Gains beside their rows are read by the latent coordinates only; any other path folds them
+  // (before this layer's memory is sized for a path it would not take).
+  if (factors.has_row_gains() && !(plan && gains_read_in_place(factors, *plan)))
+    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   const detail::LayerKernels kernels = layer_kernels(factors, plan, *scales, workspace);
   if (factors.has_stored_basis() && (plan || !kernels.onednn_grams))
-    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
-  if (factors.has_row_gains() && !(plan && gains_read_in_place(factors, *plan)))
     return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   if (plan) {
     const detail::ContractedHeads contracted =
