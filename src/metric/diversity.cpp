@@ -43,6 +43,7 @@ namespace {
 using detail::eigen_tasks;
 using detail::gram_float;
 using detail::head_inner_products;
+using detail::side_by_side;
 using detail::side_scale_exponent;
 using detail::SideGram;
 using detail::worth_threads;
@@ -85,30 +86,6 @@ bool grams_side_by_side(const FactorSide& left, const FactorSide& right) {
   const Index smaller = std::min(work(left), work(right));
   constexpr Index kSmallSyrk = Index(1) << 30;  // below it a SYRK gains little from more threads
   return worth_threads(smaller) && 2 * smaller >= larger && (threads == 2 || larger < kSmallSyrk);
-}
-
-/// Runs `first` and `second` at the same time on two threads of the pool, BLAS single-threaded
-/// inside each (blas_nests_in_openmp); rethrows the first one's exception, then the second's.
-template <typename First, typename Second>
-void side_by_side(First&& first, Second&& second) {
-  std::exception_ptr failures[2];
-#pragma omp parallel sections num_threads(2)
-  {
-#pragma omp section
-    try {
-      first();
-    } catch (...) {
-      failures[0] = std::current_exception();
-    }
-#pragma omp section
-    try {
-      second();
-    } catch (...) {
-      failures[1] = std::current_exception();
-    }
-  }
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
 }
 
 /// pcs_90: the smallest k whose top-k values hold ≥ 90 % of the sum.

@@ -52,4 +52,28 @@ void place_thread_pool() noexcept;
 /// keep its CPU to itself.
 bool move_off_cpu(int cpu) noexcept;
 
+/// Runs `first` and `second` at the same time on two threads of the pool, BLAS single-threaded
+/// inside each (blas_nests_in_openmp); rethrows the first one's exception, then the second's.
+template <typename First, typename Second>
+void side_by_side(First&& first, Second&& second) {
+  std::exception_ptr failures[2];
+#pragma omp parallel sections num_threads(2)
+  {
+#pragma omp section
+    try {
+      first();
+    } catch (...) {
+      failures[0] = std::current_exception();
+    }
+#pragma omp section
+    try {
+      second();
+    } catch (...) {
+      failures[1] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+}
+
 }  // namespace kvrank::detail
