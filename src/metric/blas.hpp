@@ -2,7 +2,8 @@
 // kvrank is built with it and on Eigen's own products otherwise. The float32 GEMM, TRMM and SYRK
 // run on oneDNN's SGEMM instead when the caller asks for FloatKernels::onednn. Which one is chosen
 // above this wrapper (diversity.cpp, from gram_backend.hpp's float_products_on_onednn() and the
-// memory left): this file calls nothing above it.
+// memory left): this file calls nothing above it. Implemented in blas.cpp (threads, products),
+// eigensolvers.cpp (LAPACK's eigenvalues and Cholesky) and svd.cpp (singular vectors, dgemm).
 //
 // Threads: OpenBLAS built on OpenMP (what CMake looks for first) runs on the same libgomp pool as
 // kvrank's `#pragma omp` loops and single-threaded inside them, so per-head loops may call BLAS.

@@ -8,7 +8,7 @@
 #include <cstddef>
 
 extern "C" {
-// The library's (metric/blas.cpp): eigenvalues, the generalized problem, Cholesky.
+// The library's (metric/eigensolvers.cpp): eigenvalues, the generalized problem, Cholesky.
 void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
             double* work, const int* lwork, int* info, std::size_t jobz_len, std::size_t uplo_len);
 void dsygv_(const int* itype, const char* jobz, const char* uplo, const int* n, double* a,

@@ -5,7 +5,7 @@ number ("4,2" is nested OpenMP's), at most the processors this process may use (
 and all of those when the variable is unset or not a positive number. --threads wins over the
 variable. `-v` logs the count as `threads: N`; the results do not depend on where it came from.
 A small model's run on 2 threads gives the bytes of its run on one: its eigensolvers keep OpenBLAS
-on the calling thread (metric/blas.cpp), where each of their level-2 calls used to wake the pool
+on the calling thread (metric/eigensolvers.cpp), where each of their level-2 calls used to wake the pool
 (20 times slower than one thread, and the last digits moved).
 
 Run from the repository root: python3 tests/e2e/test_threads.py path/to/kvrank

@@ -131,9 +131,9 @@ TEST_CASE("threaded per-layer work equals the serial run", "[compute]") {
 
 TEST_CASE("a small eigensolver runs on the calling thread and gives the threads back",
           "[compute]") {
-  // LAPACK's eigensolvers below order 128 hold OpenBLAS to the calling thread (blas.cpp: each
-  // level-2 call of theirs woke the pool), so their values are the one-thread values, bit for bit,
-  // and the thread count in force is the caller's again afterwards.
+  // LAPACK's eigensolvers below order 128 hold OpenBLAS to the calling thread (eigensolvers.cpp:
+  // each level-2 call of theirs woke the pool), so their values are the one-thread values, bit for
+  // bit, and the thread count in force is the caller's again afterwards.
   std::mt19937 rng(20);
   std::normal_distribution<double> normal;
   for (const Index n : {Index(6), Index(48), Index(127)}) {
