@@ -275,10 +275,8 @@ CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoord
 }  // namespace
 
 MatrixD self_product(const SideCoordinates& side, Index h) {
-  // On kvrank's kernel wherever the CPU has it, as when every head's product was formed at once
-  // (one head a thread): the same bits on any thread count.
-  return syrk_in_double(DoubleSyrkPath::kernel, side.head_cols(), side.dim(), side.head(h),
-                        side.ld());
+  // syrk_in_double's path does not depend on the threads: the same bits on any thread count.
+  return syrk_in_double(side.head_cols(), side.dim(), side.head(h), side.ld());
 }
 
 std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Contraction how) {
