@@ -42,7 +42,7 @@ TEST_CASE("prefault_for_write maps every page of a fresh buffer, split over thre
           "[pages]") {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   // 3 MB stays on the calling thread; 70 MB (not a multiple of the 2 MB huge page, not aligned to
-  // it: an offset of 3 pages) is populated in 8 MB pieces spread over the threads.
+  // it: an offset of 3 pages) is populated in 4 MB pieces spread over the threads.
   for (const int threads : {1, 2, 3}) {
     for (const std::size_t bytes : {std::size_t{3} << 20, (std::size_t{70} << 20) + 5 * page}) {
       INFO(threads << " threads, " << bytes << " bytes");
