@@ -31,6 +31,7 @@
 
 #include "base/pages.hpp"
 #include "metric/blas.hpp"
+#include "metric/latent_order.hpp"
 #include "metric/thread_pool.hpp"
 
 namespace kvrank::detail {
@@ -106,6 +107,10 @@ std::optional<ContractionPlan> costed(const HeadFactors& factors, Coordinates le
   if (!factors.symmetric) coordinates += coordinate_cost(other, right);
   if (heads * k * std::max(p, q) > kMaxCoordinateFloats) return std::nullopt;
   ContractionPlan plan{left, factors.symmetric ? left : right, 0};
+  // Counted in the basis's own order and at full width: the order and the narrower products of
+  // latent_order.hpp make a contraction cheaper than this (a V3 layer's 72 G by 6 G). Crediting
+  // them moved an LRKV layer (d 4096, 32 heads, rank 64) off the pairwise path, which the model
+  // rates too dear, and made it 2.1× slower: the choice stays where it was measured to pay.
   plan.cost = coordinates + heads * p * q * k + heads * (heads + 1) / 2 * p * q;
   return plan;
 }
@@ -149,13 +154,23 @@ MatrixD true_gram(const FactorSide& side, const LayerKernels& kernels) {
   return gram;
 }
 
-LatentFactor latent_factor(const FactorSide& side, const LayerKernels& kernels) {
-  MatrixD lower = true_gram(side, kernels);
+/// true_gram with its rows and columns in `order` (latent_order.hpp).
+MatrixD ordered_gram(const FactorSide& side, const LayerKernels& kernels,
+                     const LatentOrder& order) {
+  MatrixD gram = true_gram(side, kernels);
+  if (order.order().empty()) return gram;
+  return gram(order.order(), order.order());
+}
+
+/// F for the basis rows in `order`: F Fᵀ = G' (G's rows and columns in that order).
+LatentFactor latent_factor(const FactorSide& side, const LayerKernels& kernels,
+                           const LatentOrder& order) {
+  MatrixD lower = ordered_gram(side, kernels, order);
   if (cholesky_lower(lower)) return {row_major_float(lower), true};
   // Not positive definite (rare: rank-deficient rows): the Gram again, for LDLᵀ, rather than a copy
   // of every Gram kept for it.
   lower.resize(0, 0);
-  Eigen::LDLT<MatrixD> ldlt(true_gram(side, kernels));  // G = Pᵀ L D Lᵀ P
+  Eigen::LDLT<MatrixD> ldlt(ordered_gram(side, kernels, order));  // G' = Pᵀ L D Lᵀ P
   const VectorD root_d = ldlt.vectorD().cwiseMax(0.0).cwiseSqrt();
   MatrixD l = ldlt.matrixL();
   const MatrixD f = ldlt.transpositionsP().transpose() * (l * root_d.asDiagonal());
@@ -177,23 +192,33 @@ class SideCoordinates {
       // The heads' own rows of the basis: nothing to compute or copy.
       base_ = side.basis.data();
       ld_ = dim_;
-      for (const auto& blocks : side.heads)
+      for (const auto& blocks : side.heads) {
         offsets_.push_back(identity_slice_row(blocks, k_) * ld_);
+        runs_.push_back(column_runs(blocks, k_, dim_, nullptr));
+      }
       return;
     }
+    const LatentOrder order(side);
+    const LatentOrder* ordered = how == Coordinates::latent ? &order : nullptr;
     LatentFactor factor;
-    if (how == Coordinates::latent) factor = latent_factor(side, kernels);
-    const RowMatrixF& rows = how == Coordinates::latent ? factor.f : side.basis;
+    if (ordered) factor = latent_factor(side, kernels, order);
+    const RowMatrixF& rows = ordered ? factor.f : side.basis;
     fit_buffer(storage_, heads * k_, dim_);
     base_ = storage_.data();
     ld_ = dim_;
-    for (Index h = 0; h < heads; ++h) offsets_.push_back(h * k_ * ld_);
+    for (Index h = 0; h < heads; ++h) {
+      offsets_.push_back(h * k_ * ld_);
+      runs_.push_back(column_runs(side.heads[h], k_, dim_, factor.lower ? ordered : nullptr));
+    }
     ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
     for (Index h = 0; h < heads; ++h) {
       failure.run([&] {
         storage_.middleRows(h * k_, k_).setZero();  // here, not all at once: 150 MB for V3's
-        for (const CoeffBlock& block : side.heads[h]) add_block(block, rows, factor.lower, h);
+        for (const CoeffBlock& block : side.heads[h]) {
+          const Index first = ordered ? ordered->position(block.basis_row) : block.basis_row;
+          add_block(block, first, rows, factor.lower, h);
+        }
       });
     }
     failure.rethrow();
@@ -204,14 +229,16 @@ class SideCoordinates {
   Index ld() const noexcept { return ld_; }
   /// Head h's k × p coordinates, row-major with leading dimension ld().
   const float* head(Index h) const { return base_ + offsets_[h]; }
+  /// Head h's coordinate rows by width (latent_order.hpp): past it a row is zero.
+  const std::vector<ColumnRun>& runs(Index h) const { return runs_[h]; }
 
  private:
-  /// X_hᵀ rows [head_col, head_col + cols) += blockᵀ · rows[basis_row, basis_row + block rows).
-  /// With a lower-triangular F those rows vanish right of the diagonal: a GEMM for the columns
-  /// before basis_row, a TRMM for the triangle.
-  void add_block(const CoeffBlock& block, const RowMatrixF& rows, bool lower, Index h) {
+  /// X_hᵀ rows [head_col, head_col + cols) += blockᵀ · rows[first, first + block rows), `first`
+  /// the block's basis row in the order of `rows`. With a lower-triangular F those rows vanish
+  /// right of the diagonal: a GEMM for the columns before `first`, a TRMM for the triangle.
+  void add_block(const CoeffBlock& block, Index first, const RowMatrixF& rows, bool lower,
+                 Index h) {
     float* out = storage_.data() + (h * k_ + block.head_col) * ld_;
-    const Index first = block.basis_row;
     const Index count = block.rows();
     if (block.is_identity()) {
       StridedMapF(out, count, dim_, Eigen::OuterStride<>(ld_)) += rows.middleRows(first, count);
@@ -239,9 +266,29 @@ class SideCoordinates {
   const float* base_ = nullptr;
   Index ld_ = 0;
   std::vector<Index> offsets_;
+  std::vector<std::vector<ColumnRun>> runs_;
 };
 
 namespace {
+
+/// Rows [start, start + count) of M_h = X_h Y_hᵀ = (X_hᵀ columns)ᵀ · Y_hᵀ into `out` (count × q,
+/// row-major): a product per run of Y's rows (column_runs), each only as wide as its rows, the
+/// widest first; the columns past it are zero.
+void product_rows(const SideCoordinates& x, const SideCoordinates& y, Index h, Index start,
+                  Index count, FloatKernels kernels, float* out) {
+  const Index q = y.dim();
+  const std::vector<ColumnRun>& runs = y.runs(h);
+  const Index widest = runs.empty() ? 0 : runs.front().width;
+  float beta = 0.0f;
+  for (const ColumnRun& run : runs) {
+    gemm(kernels, true, count, run.width, run.count, x.head(h) + run.first * x.ld() + start, x.ld(),
+         y.head(h) + run.first * y.ld(), y.ld(), beta, out, q);
+    beta = 1.0f;
+  }
+  if (widest < q) {
+    for (Index r = 0; r < count; ++r) std::fill(out + r * q + widest, out + (r + 1) * q, 0.0f);
+  }
+}
 
 /// Σ over row chunks of M_h = X_h Y_hᵀ of the chunk's H × H Gram, in double, over rows scaled and
 /// centred first (centred_products.hpp: heads 0.999… alike keep their differences).
@@ -260,11 +307,8 @@ CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoord
     ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (nested)
     for (Index h = 0; h < heads; ++h) {
-      // Rows [start, start + count) of X_h Y_hᵀ = (X_hᵀ columns)ᵀ · Y_hᵀ, laid out as one row.
-      failure.run([&] {
-        gemm(kernels, true, count, q, k, x.head(h) + start, x.ld(), y.head(h), y.ld(), 0.0f,
-             rows.data() + h * rows.cols(), q);
-      });
+      failure.run(
+          [&] { product_rows(x, y, h, start, count, kernels, rows.data() + h * rows.cols()); });
     }
     failure.rethrow();
     inner.add(rows.data(), count * q, rows.cols(), kernels);
@@ -342,7 +386,8 @@ std::uint64_t coordinate_bytes(const FactorSide& side, Coordinates how, const Ro
   const auto m = static_cast<std::uint64_t>(side.rows());
   // latent_factor: the float32 Gram, the double one (factored in place), the factor in float32;
   // bounding its LDLᵀ fallback (the Gram formed again, the decomposition, L and F in double).
-  const std::uint64_t factor = how == Coordinates::latent ? m * m * (4 + 8 + 8 + 16 + 4) : 0;
+  // The Gram in a new order (latent_order.hpp) is a further double copy.
+  const std::uint64_t factor = how == Coordinates::latent ? m * m * (4 + 8 + 8 + 8 + 16 + 4) : 0;
   const Index heads = static_cast<Index>(side.heads.size());
   return factor + new_buffer_bytes(held, heads * side.head_cols, dimension(side, how));
 }
