@@ -293,24 +293,29 @@ void syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, I
 
 namespace {
 
-/// How many slices of the inner dimension syrk_double splits A into: one per thread for a few rows
-/// over a long inner dimension (the contraction's H × H over M_h chunks, 128 rows × 131 072 for
-/// DeepSeek-V3), where the BLAS's threads, which split the rows, leave one of two idle a third of
-/// the time. Slices of the inner dimension are equal work and need no synchronisation.
-int inner_slices(Index rows, Index inner) {
+/// How many slices of the inner dimension syrk_double splits A into, each a single-threaded SYRK,
+/// summed in double in slice order: for a few rows over a long inner dimension (the contraction's
+/// H × H over M_h chunks, 128 rows × 131 072 for DeepSeek-V3), where the BLAS's threads, which
+/// split the rows, leave one of two idle a third of the time. The count follows the shape alone,
+/// never the threads, so the sums and their last digits are the same on any number of threads
+/// (one slice per thread moved a V3 layer's head_norm by 1.5e-7 between 1 and 2 threads).
+Index inner_slices(Index rows, Index inner) {
   constexpr Index kSplitWork = Index(1) << 22;  // multiply-adds below which a fork costs more
-  if (!blas_nests_in_openmp() || inner < 8 * rows || rows * rows * inner < kSplitWork) return 1;
-  return available_threads();
+  constexpr Index kMostSlices = 16;             // more than the threads of most machines
+  if (inner < 8 * rows || rows * rows * inner < kSplitWork) return 1;
+  return std::clamp<Index>(rows * rows * inner / kSplitWork, 1,
+                           std::min(kMostSlices, inner / rows));
 }
 
 }  // namespace
 
 MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda) {
-  const int slices = inner_slices(rows, inner);
+  const Index slices = inner_slices(rows, inner);
   std::vector<MatrixF> partial(static_cast<std::size_t>(slices));
+  [[maybe_unused]] const bool nested = blas_nests_in_openmp();  // only in the OpenMP clause
   ParallelFailure failure;
-#pragma omp parallel for schedule(static) num_threads(slices) if (slices > 1)
-  for (int s = 0; s < slices; ++s) {
+#pragma omp parallel for schedule(static) if (slices > 1 && nested)
+  for (Index s = 0; s < slices; ++s) {
     failure.run([&] {
       const Index begin = inner * s / slices;
       const Index end = inner * (s + 1) / slices;

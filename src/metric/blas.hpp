@@ -107,8 +107,8 @@ void syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, I
                 Index ldc);
 
 /// A · Aᵀ for A (rows × inner, lda) in float32, returned in double with both triangles. A long
-/// inner dimension is split over the threads, a single-threaded SYRK each, the slices summed in
-/// double.
+/// inner dimension is cut into slices that depend on the shape only, a single-threaded SYRK each,
+/// shared out over the threads and summed in double: the same bits on any number of threads.
 MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda);
 
 /// What forms syrk_in_double's product: kvrank's AVX-512 kernel (double_syrk_kernel.hpp: each
