@@ -214,10 +214,14 @@ class SideCoordinates {
 #pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
     for (Index h = 0; h < heads; ++h) {
       failure.run([&] {
-        storage_.middleRows(h * k_, k_).setZero();  // here, not all at once: 150 MB for V3's
+        // Blocks on columns of their own each write their rows whole (MLA's): no pass that zeroes
+        // the rows first and none that adds to them (V3's queries: 150 MB each a layer).
+        const bool assign = disjoint_columns(side.heads[h], k_);
+        if (!assign) storage_.middleRows(h * k_, k_).setZero();  // a head at a time, not 150 MB
+        if (assign) zero_uncovered_rows(side.heads[h], h);
         for (const CoeffBlock& block : side.heads[h]) {
           const Index first = ordered ? ordered->position(block.basis_row) : block.basis_row;
-          add_block(block, first, rows, factor.lower, h);
+          add_block(block, first, rows, factor.lower, h, assign);
         }
       });
     }
@@ -233,30 +237,67 @@ class SideCoordinates {
   const std::vector<ColumnRun>& runs(Index h) const { return runs_[h]; }
 
  private:
-  /// X_hᵀ rows [head_col, head_col + cols) += blockᵀ · rows[first, first + block rows), `first`
-  /// the block's basis row in the order of `rows`. With a lower-triangular F those rows vanish
-  /// right of the diagonal: a GEMM for the columns before `first`, a TRMM for the triangle.
-  void add_block(const CoeffBlock& block, Index first, const RowMatrixF& rows, bool lower,
-                 Index h) {
+  /// Whether no two blocks fill the same head column (the coordinate rows of one are then
+  /// blockᵀ · rows alone).
+  static bool disjoint_columns(const std::vector<CoeffBlock>& blocks, Index head_cols) {
+    std::vector<bool> taken(static_cast<std::size_t>(head_cols), false);
+    for (const CoeffBlock& block : blocks) {
+      for (Index c = block.head_col; c < block.head_col + block.cols(); ++c) {
+        if (taken[static_cast<std::size_t>(c)]) return false;
+        taken[static_cast<std::size_t>(c)] = true;
+      }
+    }
+    return true;
+  }
+
+  /// Zeroes head h's coordinate rows of the head columns no block fills.
+  void zero_uncovered_rows(const std::vector<CoeffBlock>& blocks, Index h) {
+    std::vector<bool> covered(static_cast<std::size_t>(k_), false);
+    for (const CoeffBlock& block : blocks)
+      for (Index c = block.head_col; c < block.head_col + block.cols(); ++c)
+        covered[static_cast<std::size_t>(c)] = true;
+    for (Index c = 0; c < k_; ++c)
+      if (!covered[static_cast<std::size_t>(c)]) storage_.row(h * k_ + c).setZero();
+  }
+
+  /// X_hᵀ rows [head_col, head_col + cols) += blockᵀ · rows[first, first + block rows) (or =,
+  /// with `assign`), `first` the block's basis row in the order of `rows`. With a lower-triangular
+  /// F those rows vanish right of the diagonal: a GEMM for the columns before `first`, a TRMM for
+  /// the triangle.
+  void add_block(const CoeffBlock& block, Index first, const RowMatrixF& rows, bool lower, Index h,
+                 bool assign) {
     float* out = storage_.data() + (h * k_ + block.head_col) * ld_;
     const Index count = block.rows();
+    const float beta = assign ? 0.0f : 1.0f;
     if (block.is_identity()) {
-      StridedMapF(out, count, dim_, Eigen::OuterStride<>(ld_)) += rows.middleRows(first, count);
+      StridedMapF target(out, count, dim_, Eigen::OuterStride<>(ld_));
+      if (assign) {
+        target = rows.middleRows(first, count);
+      } else {
+        target += rows.middleRows(first, count);
+      }
       return;
     }
     const ConstRowMapF coeffs_t = block.transposed();  // cols × count
     const Index cols = coeffs_t.rows();
     if (!lower) {
       gemm(kernels_, false, cols, dim_, count, coeffs_t.data(), count, rows.data() + first * ld_,
-           ld_, 1.0f, out, ld_);
+           ld_, beta, out, ld_);
       return;
     }
     gemm(kernels_, false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_,
-         ld_, 1.0f, out, ld_);
+         ld_, beta, out, ld_);
+    const float* triangle_l = rows.data() + first * ld_ + first;
+    StridedMapF triangle_out(out + first, cols, dim_ - first, Eigen::OuterStride<>(ld_));
+    if (assign) {  // the TRMM in place, where its result goes; the rest of the rows zero
+      triangle_out.leftCols(count) = coeffs_t;
+      trmm_right_lower(kernels_, cols, count, triangle_l, ld_, out + first, ld_);
+      triangle_out.rightCols(dim_ - first - count).setZero();
+      return;
+    }
     RowMatrixF triangle = coeffs_t;
-    trmm_right_lower(kernels_, cols, count, rows.data() + first * ld_ + first, ld_, triangle.data(),
-                     count);
-    StridedMapF(out + first, cols, count, Eigen::OuterStride<>(ld_)) += triangle;
+    trmm_right_lower(kernels_, cols, count, triangle_l, ld_, triangle.data(), count);
+    triangle_out.leftCols(count) += triangle;
   }
 
   Index k_;
