@@ -1,5 +1,6 @@
 // Private: ⟨A_i, A_j⟩_F by contraction in per-head coordinates, the path for heads that are not
-// plain slices of their basis (MLA, LRKV). See contraction.cpp for the algebra and the cost model.
+// plain slices of their basis (MLA, LRKV). See contraction.cpp for the algebra; its plan and cost
+// model are contraction_plan.hpp's.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "kvrank/metric/diversity.hpp"
 #include "metric/blas.hpp"
 #include "metric/centred_products.hpp"
+#include "metric/contraction_plan.hpp"
 
 namespace kvrank::detail {
 
@@ -21,22 +23,6 @@ struct LayerKernels {
   bool onednn_grams = false;                   ///< the Grams may run on oneDNN (bf16, onednn-f32)
   FloatKernels products = FloatKernels::blas;  ///< blas.hpp's GEMM, TRMM and SYRK
 };
-
-/// How one side's heads are written as k × p coordinate matrices X_hᵀ with X_hᵀX_h = L_hᵀL_h:
-/// `latent` (p = basis rows: X_hᵀ = C_hᵀ F, F Fᵀ = basis·basisᵀ) or `raw` (p = basis columns:
-/// X_hᵀ = C_hᵀ basis, the head's own columns).
-enum class Coordinates { latent, raw };
-
-struct ContractionPlan {
-  Coordinates left = Coordinates::latent;
-  Coordinates right = Coordinates::latent;  ///< unused when the factors are symmetric
-  double cost = 0;                          ///< estimated multiply-adds
-};
-
-/// The cheapest contraction for `factors` when `how` allows it: with Contraction::automatic only
-/// if some side has heads that are not one identity block and the contraction is estimated cheaper
-/// than the pairwise path; with Contraction::latent always; never with Contraction::pairwise.
-std::optional<ContractionPlan> choose_contraction(const HeadFactors& factors, Contraction how);
 
 /// One side's heads as coordinates X_hᵀ (contraction.cpp).
 class SideCoordinates;
@@ -59,11 +45,6 @@ struct ContractedHeads {
 ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,
                                ComputeWorkspace& workspace, HeadRanks head_ranks,
                                const LayerKernels& kernels);
-
-/// Bytes contract_heads() allocates for `plan` beyond what `workspace` already holds, rounded up:
-/// for sizing the layer before it starts (memory_limit.hpp).
-std::uint64_t contraction_bytes(const HeadFactors& factors, const ContractionPlan& plan,
-                                const ComputeWorkspace& workspace);
 
 /// The float32 Gram of diversity.cpp (rows · rowsᵀ, both triangles), shared with the contraction.
 void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels);
