@@ -146,15 +146,32 @@ double dot_in_double(const float* x, const float* y, Index count) {
 
 using GramBlock = Eigen::Block<const MatrixF>;
 
-/// Asks for the next column of two blocks while this one is summed: a block's columns lie a
-/// Gram's height apart, each a few cache lines long, too short for the hardware prefetcher, and
-/// the blocks have left the cache since the Grams were formed (the loop waited on its loads).
-void prefetch_column(const float* x, const float* y, Index count) {
+/// Asks for `count` floats from `data` on. A Gram block's columns lie a Gram's height apart, each a
+/// few cache lines long, too short for the hardware prefetcher, and the blocks have left the cache
+/// since the Grams were formed: the loops below ask for a block's next column while they read this
+/// one (they waited on its loads).
+void prefetch_floats(const float* data, Index count) {
   constexpr Index kLine = 64 / sizeof(float);
-  for (Index i = 0; i < count; i += kLine) {
-    __builtin_prefetch(x + i);
-    __builtin_prefetch(y + i);
+  for (Index i = 0; i < count; i += kLine) __builtin_prefetch(data + i);
+}
+
+void prefetch_column(const float* x, const float* y, Index count) {
+  prefetch_floats(x, count);
+  prefetch_floats(y, count);
+}
+
+/// A Gram block in double, column by column (prefetch_floats); with `upper_only`, the entries on
+/// and above its diagonal only (a symmetric block, whose lower triangle is its caller's to fill).
+MatrixD in_double(const GramBlock& block, bool upper_only) {
+  MatrixD out(block.rows(), block.cols());
+  for (Index b = 0; b < block.cols(); ++b) {
+    const float* column = block.data() + b * block.outerStride();
+    const Index count = upper_only ? std::min(b + 1, block.rows()) : block.rows();
+    if (b + 1 < block.cols())
+      prefetch_floats(column + block.outerStride(), upper_only ? count + 1 : count);
+    out.col(b).head(count) = Eigen::Map<const Eigen::VectorXf>(column, count).cast<double>();
   }
+  return out;
 }
 
 /// ⟨X, Y⟩_F of two equally shaped blocks, column by column; with `symmetric`, of two symmetric
@@ -204,6 +221,25 @@ double head_inner_product(const SideGram& left, const SideGram* right, Index i, 
 }
 
 }  // namespace
+
+MatrixD SideGram::upper_block(Index row, Index col) const {
+  if (const std::optional<StoredBlock> stored = stored_at(row, col)) {
+    MatrixD out = in_double(stored->block, stored->kind == StoredBlock::symmetric);
+    if (stored->kind == StoredBlock::transposed) out.transposeInPlace();
+    if (stored->kind == StoredBlock::symmetric)
+      out.triangularView<Eigen::StrictlyLower>() = out.transpose();
+    return out;
+  }
+  MatrixD out(k_, k_);  // the block crosses the diagonal away from it
+  for (Index b = 0; b < k_; ++b) {
+    for (Index a = 0; a < k_; ++a) {
+      const Index i = row + a;
+      const Index j = col + b;
+      out(a, b) = i <= j ? gram_(i, j) : gram_(j, i);
+    }
+  }
+  return out;
+}
 
 /// ⟨A_i, A_j⟩_F for all pairs (H × H, symmetric). The pairs, not the rows, go to the threads: a
 /// layer of few heads (6 in a 128M model) has too few rows to share out evenly. A pair's blocks

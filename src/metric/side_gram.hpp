@@ -156,24 +156,7 @@ class SideGram {
   }
 
   /// G's k × k block at (row, col) from its upper triangle (the lower one may be unset).
-  MatrixD upper_block(Index row, Index col) const {
-    if (const std::optional<StoredBlock> stored = stored_at(row, col)) {
-      MatrixD out = stored->block.cast<double>();
-      if (stored->kind == StoredBlock::transposed) out.transposeInPlace();
-      if (stored->kind == StoredBlock::symmetric)
-        out.triangularView<Eigen::StrictlyLower>() = out.transpose();
-      return out;
-    }
-    MatrixD out(k_, k_);  // the block crosses the diagonal away from it
-    for (Index b = 0; b < k_; ++b) {
-      for (Index a = 0; a < k_; ++a) {
-        const Index i = row + a;
-        const Index j = col + b;
-        out(a, b) = i <= j ? gram_(i, j) : gram_(j, i);
-      }
-    }
-    return out;
-  }
+  MatrixD upper_block(Index row, Index col) const;
 
   /// Rows [row, row + count) of G·C_j (G mirrored: some head is not a plain slice).
   MatrixD gc_rows(Index j, Index row, Index count) const {
