@@ -25,7 +25,8 @@ template <typename Matrix>
 void fit_buffer(Matrix& buffer, Index rows, Index cols) {
   if (buffer.rows() == rows && buffer.cols() == cols) return;
   buffer.resize(rows, cols);
-  prefault_for_write(buffer.data(), static_cast<std::size_t>(buffer.size()) * sizeof(float));
+  prefault_for_write(buffer.data(),
+                     static_cast<std::size_t>(buffer.size()) * sizeof(typename Matrix::Scalar));
 }
 
 }  // namespace kvrank::detail
