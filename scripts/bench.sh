@@ -6,8 +6,9 @@
 #     GEMM rate this machine reaches with the kernel the weights' type allows (bf16: oneDNN's bf16
 #     matmul; f16 and f32: the faster of OpenBLAS's SGEMM and oneDNN's float32 matmul, see
 #     docs/performance.md), the rate measured in the same run; for MLA the float32 GEMM rate times
-#     its contraction's multiply-adds (the cost model of src/metric/contraction.cpp: ~72 G a layer
-#     for DeepSeek-V3's qk),
+#     its contraction's multiply-adds (for DeepSeek-V3's qk 65 G a layer: the coordinates 42.5 G,
+#     the M_h products 15.3 G — their rope rows 64 wide (src/metric/latent_order.hpp) — and the
+#     H × H SYRK 7.3 G; 72 G before the rope rows were narrowed),
 #   - the float32 floor of earlier rounds: the two float32 SYRKs per layer through the same BLAS
 #     (bench/floor.cpp) — for MLA the Grams of the two latent bases (q_a rows and kv_a rows),
 #   - a straightforward numpy implementation of the metric (scripts/bench_numpy.py, explicit d×d
@@ -79,7 +80,7 @@ shapes=(
   "70B-layers|2|-|--d 8192 --q-rows 8192 --k-rows 1024|--family llama --heads 64 --kv-heads 8 --head-dim 128 --d-model 8192|-|bf16|bf16"
   "2.5B-f16|8|-|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304|-|f16|f32"
   "2.5B-f32|8|-|--d 2304 --q-rows 2304 --k-rows 2304|--family llama --heads 18 --kv-heads 18 --head-dim 128 --d-model 2304|-|f32|f32"
-  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128|72|bf16|f32"
+  "DeepSeek-V3|2|-|--d 7168 --q-rows 1536 --k-rows 576|--family deepseek_v2 --heads 128 --d-model 7168 --q-lora-rank 1536 --kv-lora-rank 512 --nope-dim 128 --rope-dim 64 --v-head-dim 128|65|bf16|f32"
 )
 
 # Every measurement of a shape runs once per round, the rounds one after the other, and the fastest
