@@ -63,7 +63,7 @@ MatrixD true_gram(const FactorSide& side, const LayerKernels& kernels) {
   float_gram(side.basis, gram_f, kernels);
   const Index m = gram_f.rows();
   MatrixD gram;
-  fit_buffer(gram, m, m);  // fresh pages mapped at once: V3's 19 MB faulted one by one, 3 % of a run
+  fit_buffer(gram, m, m);  // mapped at once: V3's 19 MB faulted page by page, 3 % of a run
   const bool gains = !side.row_gains.empty();
 #pragma omp parallel for schedule(static) if (copy_worth_threads(m * m))
   for (Index j = 0; j < m; ++j) {
