@@ -4,9 +4,9 @@
 number ("4,2" is nested OpenMP's), at most the processors this process may use (its CPU affinity),
 and all of those when the variable is unset or not a positive number. --threads wins over the
 variable. `-v` logs the count as `threads: N`; the results do not depend on where it came from.
-A small model's run on 2 threads gives the bytes of its run on one: its eigensolvers keep OpenBLAS
-on the calling thread (metric/eigensolvers.cpp), where each of their level-2 calls used to wake the pool
-(20 times slower than one thread, and the last digits moved).
+A run on 2 threads gives the bytes of its run on one: the eigensolvers keep OpenBLAS on the calling
+thread (metric/eigensolvers.cpp), where each of their level-2 calls used to wake the pool (20 times
+slower than one thread, and the last digits moved), and a latent layer's sums are cut by its shape.
 
 Run from the repository root: python3 tests/e2e/test_threads.py path/to/kvrank
 """
@@ -75,6 +75,27 @@ class Threads(harness.TestCase):
                     with open(output, encoding="utf-8") as result:
                         results.append(result.read())
                 self.assertEqual(results[0], results[1])
+
+    def test_a_threaded_latent_layer_gives_the_same_bytes_on_one_and_two_threads(self):
+        # A DeepSeek-shaped layer of 2.1 M attention weights: past the line where a layer runs on
+        # every thread, its contraction's H × H sum long enough to be cut into slices of the
+        # depth. The slices follow the shape, not the threads (metric/blas.cpp's syrk_double);
+        # one slice per thread moved the last digits between 1 and 2 threads.
+        checkpoint = self.path("mla")
+        proc = harness.run("synth", "--family", "deepseek_v2", "--heads", "32", "--d-model",
+                           "1024", "--q-lora-rank", "256", "--kv-lora-rank", "128", "--nope-dim",
+                           "64", "--rope-dim", "32", "--v-head-dim", "64", "--layers", "1",
+                           "--dtype", "bf16", "-o", checkpoint)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        results = []
+        for threads in ("1", "2"):
+            output = self.path(f"mla-{threads}.json")
+            proc = harness.run("analyze", checkpoint, "--repr", "qk,ov", "--format", "json",
+                               "--similarity", "-o", output, "--threads", threads)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(output, encoding="utf-8") as result:
+                results.append(result.read())
+        self.assertEqual(results[0], results[1])
 
     def test_affinity_bounds_the_default(self):
         usable = sorted(os.sched_getaffinity(0))
