@@ -24,12 +24,7 @@ namespace {
 
 #ifdef KVRANK_EIGEN_LANES
 
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 reads the _mm512_undefined_pd() of the unmasked intrinsics (sqrt, min, max) as maybe
-// uninitialized: a false positive of its headers.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+KVRANK_LANES_BEGIN
 
 /// t = S v, S the symmetric trailing matrix of `a` from row and column `first` on (order m), v
 /// and t of length m. One pass over each column of S serves both of its uses: S(k+r, k)·v_k into
@@ -187,9 +182,7 @@ Mask load_problems(std::span<const EigenProblem> problems, Buffers& buffers, int
   return bad;
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+KVRANK_LANES_END
 
 #endif  // KVRANK_EIGEN_LANES
 

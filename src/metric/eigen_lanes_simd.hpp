@@ -12,16 +12,22 @@
 #define KVRANK_LANES_TARGET __attribute__((target("avx512f")))
 #endif
 
+// GCC 12 reads the _mm512_undefined_pd() of the unmasked intrinsics (sqrt, min, max) as maybe
+// uninitialized: a false positive of its headers. Code on the lanes sits between these two.
+#if defined(__GNUC__) && !defined(__clang__)
+#define KVRANK_LANES_BEGIN \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define KVRANK_LANES_END _Pragma("GCC diagnostic pop")
+#else
+#define KVRANK_LANES_BEGIN
+#define KVRANK_LANES_END
+#endif
+
 namespace kvrank::detail::eigen_lanes {
 
 #ifdef KVRANK_EIGEN_LANES
 
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 reads the _mm512_undefined_pd() of the unmasked intrinsics (sqrt, min, max) as maybe
-// uninitialized: a false positive of its headers.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+KVRANK_LANES_BEGIN
 
 constexpr int kLanes = kEigenLanes;
 using Mask = __mmask8;
@@ -70,9 +76,7 @@ KVRANK_LANES_TARGET inline Vec dot(const Entry* a, const Entry* b, Index count) 
   return (sums[0] + sums[1]) + (sums[2] + sums[3]);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+KVRANK_LANES_END
 
 #endif  // KVRANK_EIGEN_LANES
 

@@ -8,12 +8,7 @@ namespace kvrank::detail::eigen_lanes {
 
 #ifdef KVRANK_EIGEN_LANES
 
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 reads the _mm512_undefined_pd() of the unmasked intrinsics (sqrt, min, max) as maybe
-// uninitialized: a false positive of its headers.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+KVRANK_LANES_BEGIN
 
 namespace {
 
@@ -201,9 +196,7 @@ KVRANK_LANES_TARGET Mask tridiagonal_eigenvalues(Entry* d, Entry* e, Index n, Ma
   return failed;
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+KVRANK_LANES_END
 
 #endif  // KVRANK_EIGEN_LANES
 
