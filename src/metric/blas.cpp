@@ -248,6 +248,25 @@ void gemm(FloatKernels kernels, bool trans_a, Index rows, Index cols, Index inne
 #endif
 }
 
+void gemm_abt(FloatKernels kernels, Index rows, Index cols, Index inner, const float* a, Index lda,
+              const float* b, Index ldb, float* c, Index ldc) {
+  if (rows == 0 || cols == 0) return;
+  if (kernels == FloatKernels::onednn) {
+    onednn_sgemm(false, true, rows, cols, inner, a, lda, b, ldb, 0.0f, c, ldc);
+    return;
+  }
+#ifdef KVRANK_HAVE_OPENBLAS
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
+              static_cast<blasint>(cols), static_cast<blasint>(inner), 1.0f, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
+              static_cast<blasint>(ldc));
+#else
+  StridedMapF(c, rows, cols, Eigen::OuterStride<>(ldc)).noalias() =
+      ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)) *
+      ConstStridedMapF(b, cols, inner, Eigen::OuterStride<>(ldb)).transpose();
+#endif
+}
+
 void trmm_right_lower(FloatKernels kernels, Index rows, Index n, const float* l, Index ldl,
                       float* b, Index ldb) {
   if (rows == 0 || n == 0) return;
@@ -289,6 +308,27 @@ void syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, I
   out.selfadjointView<Eigen::Upper>().rankUpdate(
       ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)));
 #endif
+}
+
+void syrk_upper_tiled(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda,
+                      float* c, Index ldc) {
+  constexpr Index kTile = 256;
+  const Index tiles = (rows + kTile - 1) / kTile;
+  [[maybe_unused]] const bool nested = blas_nests_in_openmp();  // only in the OpenMP clause
+  ParallelFailure failure;
+  // A region even for one tile: inside one the BLAS runs on its calling thread alone.
+#pragma omp parallel for schedule(dynamic, 1) if (nested)
+  for (Index t = 0; t < tiles; ++t) {
+    failure.run([&] {
+      const Index j0 = (tiles - 1 - t) * kTile;  // the widest tiles first
+      const Index tile = std::min(kTile, rows - j0);
+      // Columns [j0, j0 + tile) of the column-major C, above their diagonal block, are the rows of
+      // the row-major tile × j0 product A[j0:j0 + tile] · A[0:j0]ᵀ.
+      gemm_abt(kernels, tile, j0, inner, a + j0 * lda, lda, a, lda, c + j0 * ldc, ldc);
+      syrk_upper(kernels, tile, inner, a + j0 * lda, lda, c + j0 * ldc + j0, ldc);
+    });
+  }
+  failure.rethrow();
 }
 
 namespace {

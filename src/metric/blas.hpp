@@ -97,6 +97,10 @@ void onednn_syrk_lower(Index rows, Index inner, const float* a, Index lda, float
 void gemm(FloatKernels kernels, bool trans_a, Index rows, Index cols, Index inner, const float* a,
           Index lda, const float* b, Index ldb, float beta, float* c, Index ldc);
 
+/// C (rows × cols, ldc) = A · Bᵀ for A (rows × inner, lda) and B (cols × inner, ldb), row-major.
+void gemm_abt(FloatKernels kernels, Index rows, Index cols, Index inner, const float* a, Index lda,
+              const float* b, Index ldb, float* c, Index ldc);
+
 /// B (rows × n, ldb) := B · L for L (n × n, ldl) lower triangular.
 void trmm_right_lower(FloatKernels kernels, Index rows, Index n, const float* l, Index ldl,
                       float* b, Index ldb);
@@ -105,6 +109,13 @@ void trmm_right_lower(FloatKernels kernels, Index rows, Index n, const float* l,
 /// column-major C (rows × rows, ldc); the strict lower triangle is left as it was.
 void syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda, float* c,
                 Index ldc);
+
+/// syrk_upper by column tiles of the triangle shared out over the threads, each tile's products
+/// on its thread alone (the rows above its diagonal block by one GEMM, the block by a SYRK): the
+/// same bits on any number of threads, where one SYRK over all threads splits its sums as the
+/// thread count does (an MLA layer's float32 latent Gram differed between 1 and 2 threads).
+void syrk_upper_tiled(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda,
+                      float* c, Index ldc);
 
 /// A · Aᵀ for A (rows × inner, lda) in float32, returned in double with both triangles. A long
 /// inner dimension is cut into slices that depend on the shape only, a single-threaded SYRK each,

@@ -7,7 +7,7 @@ variable. `-v` logs the count as `threads: N`; the results do not depend on wher
 A run on 2 threads gives the bytes of its run on one: the eigensolvers keep OpenBLAS on the calling
 thread (metric/eigensolvers.cpp), where each of their level-2 calls used to wake the pool (20 times
 slower than one thread, and the last digits moved), and a latent layer's sums are cut by its shape
-(where its latent Grams run on kvrank's bf16 kernel: docs/choices.md).
+(its latent Grams shared out by tiles, their Cholesky factor on one thread).
 
 Run from the repository root: python3 tests/e2e/test_threads.py path/to/kvrank
 """
@@ -88,18 +88,22 @@ class Threads(harness.TestCase):
                            "64", "--rope-dim", "32", "--v-head-dim", "64", "--layers", "1",
                            "--dtype", "bf16", "-o", checkpoint)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        results = []
-        for threads in ("1", "2"):
-            output = self.path(f"mla-{threads}.json")
-            proc = harness.run("-v", "analyze", checkpoint, "--repr", "qk,ov", "--format", "json",
-                               "--similarity", "-o", output, "--threads", threads)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            if "bf16 Grams (kvrank's AVX512-BF16 kernel)" not in proc.stderr:
-                # Its latent Grams are then one float32 SYRK over all threads (docs/choices.md).
-                self.skipTest("no bf16 Gram kernel on this CPU: the latent Grams are float32")
-            with open(output, encoding="utf-8") as result:
-                results.append(result.read())
-        self.assertEqual(results[0], results[1])
+        # `f32`: the latent Grams as float32 products too, whose library split its sums by the
+        # thread count before they were shared out by tiles (metric/blas.cpp's syrk_upper_tiled),
+        # as was the Cholesky factor of a latent Gram (now on one thread, as the eigensolvers).
+        for backend in ("auto", "f32"):
+            with self.subTest(KVRANK_GRAM_BACKEND=backend):
+                env = dict(os.environ, KVRANK_GRAM_BACKEND=backend)
+                results = []
+                for threads in ("1", "2"):
+                    output = self.path(f"mla-{backend}-{threads}.json")
+                    proc = harness.run("analyze", checkpoint, "--repr", "qk,ov", "--format",
+                                       "json", "--similarity", "-o", output, "--threads", threads,
+                                       env=env)
+                    self.assertEqual(proc.returncode, 0, proc.stderr)
+                    with open(output, encoding="utf-8") as result:
+                        results.append(result.read())
+                self.assertEqual(results[0], results[1])
 
     def test_affinity_bounds_the_default(self):
         usable = sorted(os.sched_getaffinity(0))

@@ -358,6 +358,35 @@ TEST_CASE("a SYRK of few rows over a long inner dimension is split over the thre
   set_compute_threads(0);
 }
 
+TEST_CASE("a SYRK by tiles gives the same bits on any number of threads", "[compute]") {
+  // syrk_upper_tiled (the contraction's float32 latent Grams): column tiles of 256, each on one
+  // thread. 600 rows: three tiles, the last one short; 200 rows: one.
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const Index rows : {Index(200), Index(600)}) {
+    const Index inner = 700;
+    RowMatrixF a(rows, inner + 5);  // lda > inner
+    for (Index i = 0; i < a.size(); ++i) a.data()[i] = uniform(rng);
+    const MatrixD exact =
+        a.leftCols(inner).cast<double>() * a.leftCols(inner).cast<double>().transpose();
+    std::optional<MatrixF> first;
+    for (int threads : {1, 2, 3}) {
+      INFO(rows << " rows, " << threads << " threads");
+      set_compute_threads(threads);
+      MatrixF got = MatrixF::Zero(rows, rows);
+      detail::syrk_upper_tiled(detail::FloatKernels::blas, rows, inner, a.data(), a.cols(),
+                               got.data(), rows);
+      const MatrixF upper = got.triangularView<Eigen::Upper>();
+      const MatrixD want = exact.triangularView<Eigen::Upper>();
+      // float32 sums of 700 products; a column of tiles left out would be off by ~100.
+      CHECK((upper.cast<double>() - want).cwiseAbs().maxCoeff() <= 1e-3);
+      if (!first) first = upper;
+      CHECK(upper == *first);
+    }
+  }
+  set_compute_threads(0);
+}
+
 TEST_CASE("the compute settings are checked and described", "[compute]") {
   CHECK_THROWS_AS(check_thread_count(-1), Error);
   CHECK_NOTHROW(check_thread_count(0));
