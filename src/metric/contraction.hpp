@@ -46,8 +46,7 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
                                ComputeWorkspace& workspace, HeadRanks head_ranks,
                                const LayerKernels& kernels);
 
-/// The float32 Gram of diversity.cpp (rows · rowsᵀ, both triangles) for the contraction's latent
-/// bases, shared over the threads by tiles (FloatSplit::by_tiles): the same bits on any count.
+/// The float32 Gram of diversity.cpp (rows · rowsᵀ, both triangles), shared with the contraction.
 void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels);
 
 }  // namespace kvrank::detail

@@ -433,7 +433,7 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
 
 namespace detail {
 void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels) {
-  gram_float(basis, gram, kernels, Triangles::both, FloatSplit::by_tiles);
+  gram_float(basis, gram, kernels);
 }
 }  // namespace detail
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "kvrank/metric/compute.hpp"
 #include "metric/blas.hpp"
 #include "metric/lapack.hpp"
 
@@ -23,25 +24,14 @@ std::vector<double> lapack_workspace(Call call) {
   return std::vector<double>(static_cast<std::size_t>(std::max(1.0, size)));
 }
 
-/// While it lives, BLAS/LAPACK runs on the calling thread alone (as compute.hpp's
-/// CallingThreadOnly, which is this for the layers above). Every eigensolver here takes one.
-/// OpenBLAS threads each
-/// level-2 call of the tridiagonal reduction (no size threshold in 0.3.21) unless it is called from
-/// inside an active parallel region: called from serial code (a layer's H × H similarity, or the
-/// per-head loop of a small model, which does not go parallel) every call woke the pool, and
-/// data/tiny/mha's JSON took 0.25 s on 2 threads against 0.012 s on one. Below order 128 the
-/// calling thread alone was never slower, at 512 (a 512-head layer) within the noise; and the
-/// threads' partial sums moved the last digits of a V3 layer's eigenvalues with the thread count.
-class CallingThreadScope {
- public:
-  CallingThreadScope() : saved_(hold_calling_thread()) {}
-  ~CallingThreadScope() { release_calling_thread(saved_); }
-  CallingThreadScope(const CallingThreadScope&) = delete;
-  CallingThreadScope& operator=(const CallingThreadScope&) = delete;
-
- private:
-  HeldThreads saved_;
-};
+// Every eigensolver here, and the Cholesky factor, runs on the calling thread alone
+// (CallingThreadOnly). OpenBLAS threads each level-2 call of the tridiagonal reduction (no size
+// threshold in 0.3.21) unless it is called from inside an active parallel region: called from
+// serial code (a layer's H × H similarity, or the per-head loop of a small model, which does not go
+// parallel) every call woke the pool, and data/tiny/mha's JSON took 0.25 s on 2 threads against
+// 0.012 s on one. Below order 128 the calling thread alone was never slower, at 512 (a 512-head
+// layer) within the noise; and the threads' partial sums moved the last digits of a V3 layer's
+// eigenvalues with the thread count.
 
 #endif
 
@@ -51,7 +41,7 @@ std::vector<double> symmetric_eigenvalues(const MatrixD& symmetric) {
   const int n = static_cast<int>(symmetric.rows());
   if (n == 0) return {};
 #ifdef KVRANK_HAVE_OPENBLAS
-  const CallingThreadScope one_thread;
+  const CallingThreadOnly one_thread;
   MatrixD a = symmetric;
   std::vector<double> values(static_cast<std::size_t>(n));
   int info = 0;
@@ -75,7 +65,7 @@ namespace {
 bool lapack_eigenpairs(const MatrixD& symmetric, int il, int iu, VectorD& values,
                        MatrixD& vectors) {
   const int n = static_cast<int>(symmetric.rows());
-  const CallingThreadScope one_thread;
+  const CallingThreadOnly one_thread;
   MatrixD a = symmetric;
   const int count = iu - il + 1;
   VectorD w(n);
@@ -121,7 +111,7 @@ bool cholesky_lower(MatrixD& matrix) {
 #ifdef KVRANK_HAVE_OPENBLAS
   // OpenBLAS's own dpotrf is blocked (Eigen's LLT took 112 ms of a V3 layer); on the calling
   // thread, as the eigensolvers: threaded, its sums moved with the thread count.
-  const CallingThreadScope one_thread;
+  const CallingThreadOnly one_thread;
   int info = 0;
   dpotrf_("L", &n, matrix.data(), &n, &info, 1);
   if (info != 0) return false;
@@ -140,7 +130,7 @@ std::optional<std::vector<double>> congruent_eigenvalues(const MatrixD& p, const
   if (n == 0) return std::vector<double>{};
 #ifdef KVRANK_HAVE_OPENBLAS
   // dsygv itype 2: eigenvalues of A·B, B = UᵀU — those of U A Uᵀ = Fᵀ Q F with F = Uᵀ.
-  const CallingThreadScope one_thread;
+  const CallingThreadOnly one_thread;
   MatrixD a = q;
   MatrixD b = p;
   std::vector<double> values(static_cast<std::size_t>(n));

@@ -1,6 +1,6 @@
 // The Gram backends of gram_backend.hpp: selection, and the Grams each one runs — kvrank's own bf16
 // kernel (bf16_gram_kernel.hpp), the bf16 Gram on oneDNN (onednn_bf16_gram.hpp) and the onednn-f32
-// Gram (metric/blas.hpp's onednn_syrk_lower, the same column tiles on oneDNN's SGEMM).
+// Gram (metric/blas.hpp's syrk_upper_tiled on oneDNN's SGEMM: column tiles of the triangle).
 #include "kvrank/metric/gram_backend.hpp"
 
 #include <algorithm>
@@ -274,9 +274,9 @@ bool onednn_f32_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   // No size limit under `auto`, unlike bf16: oneDNN's SGEMM kernels are generated once per process,
   // not per shape, and every other float32 product takes them too.
   if (!float_products_on_onednn()) return false;
-  // The row-major lower triangle of B·Bᵀ is the column-major upper triangle of `gram`.
-  detail::onednn_syrk_lower(basis.rows(), basis.cols(), basis.data(), basis.cols(), gram.data(),
-                            basis.rows());
+  // By column tiles, each on one thread: the same bits on any number of threads.
+  detail::syrk_upper_tiled(detail::FloatKernels::onednn, basis.rows(), basis.cols(), basis.data(),
+                           basis.cols(), gram.data(), basis.rows());
   return true;
 }
 

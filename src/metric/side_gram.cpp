@@ -37,7 +37,7 @@ void mirror_upper(MatrixF& gram) {
 /// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
 /// matches, which spares the page faults of a fresh allocation per layer).
 void gram_float(const RowMatrixF& basis, MatrixF& gram, const detail::LayerKernels& kernels,
-                Triangles triangles, FloatSplit split) {
+                Triangles triangles) {
   const Index m = basis.rows();
   const Index n = basis.cols();
   detail::fit_buffer(gram, m, m);
@@ -46,12 +46,10 @@ void gram_float(const RowMatrixF& basis, MatrixF& gram, const detail::LayerKerne
     gram.setZero();
     return;
   }
-  // bf16 weights, generic BLAS: see gram_backend.hpp. The bf16 Grams split by tiles either way.
-  if (split == FloatSplit::by_tiles) {
-    if (!(kernels.onednn_grams && bf16_gram_upper(basis, gram)))
-      detail::syrk_upper_tiled(kernels.products, m, n, basis.data(), n, gram.data(), m);
-  } else if (!(kernels.onednn_grams && onednn_gram_upper(basis, gram))) {
-    detail::syrk_upper(kernels.products, m, n, basis.data(), n, gram.data(), m);
+  // bf16 weights, generic BLAS: see gram_backend.hpp. Every path shares the Gram out by tiles of
+  // its triangle, each on one thread: the same bits on any number of threads.
+  if (!(kernels.onednn_grams && onednn_gram_upper(basis, gram))) {
+    detail::syrk_upper_tiled(kernels.products, m, n, basis.data(), n, gram.data(), m);
   }
   if (triangles == Triangles::both) mirror_upper(gram);
 }

@@ -23,15 +23,10 @@ bool worth_threads(Index work);
 /// alone does without (SideGram, when every head is a plain slice).
 enum class Triangles { upper, both };
 
-/// How gram_float shares a float32 Gram over the threads: as its library does (one call; the
-/// split follows the thread count) or by column tiles of the triangle, each on one thread
-/// (syrk_upper_tiled: the same bits on any number of threads).
-enum class FloatSplit { library, by_tiles };
-
 /// Float32 Gram of the rows of `basis` into `gram` (resized; its buffer is reused when the size
 /// matches, which spares the page faults of a fresh allocation per layer).
 void gram_float(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels,
-                Triangles triangles = Triangles::both, FloatSplit split = FloatSplit::library);
+                Triangles triangles = Triangles::both);
 
 /// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of
 /// weights with |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all

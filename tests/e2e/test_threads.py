@@ -77,33 +77,50 @@ class Threads(harness.TestCase):
                         results.append(result.read())
                 self.assertEqual(results[0], results[1])
 
-    def test_a_threaded_latent_layer_gives_the_same_bytes_on_one_and_two_threads(self):
-        # A DeepSeek-shaped layer of 2.1 M attention weights: past the line where a layer runs on
-        # every thread, its contraction's H × H sum long enough to be cut into slices of the
-        # depth. The slices follow the shape, not the threads (metric/blas.cpp's syrk_double);
-        # one slice per thread moved the last digits between 1 and 2 threads.
-        checkpoint = self.path("mla")
-        proc = harness.run("synth", "--family", "deepseek_v2", "--heads", "32", "--d-model",
-                           "1024", "--q-lora-rank", "256", "--kv-lora-rank", "128", "--nope-dim",
-                           "64", "--rope-dim", "32", "--v-head-dim", "64", "--layers", "1",
-                           "--dtype", "bf16", "-o", checkpoint)
+    def synth(self, name, *flags):
+        checkpoint = self.path(name)
+        proc = harness.run("synth", *flags, "--layers", "1", "-o", checkpoint)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        # `f32`: the latent Grams as float32 products too, whose library split its sums by the
-        # thread count before they were shared out by tiles (metric/blas.cpp's syrk_upper_tiled),
-        # as was the Cholesky factor of a latent Gram (now on one thread, as the eigensolvers).
+        return checkpoint
+
+    def assert_same_bytes_on_one_and_two_threads(self, checkpoint, *options):
+        """`analyze` on 1 and on 2 threads, under `auto` and under `f32` (float32 Grams)."""
         for backend in ("auto", "f32"):
             with self.subTest(KVRANK_GRAM_BACKEND=backend):
                 env = dict(os.environ, KVRANK_GRAM_BACKEND=backend)
                 results = []
                 for threads in ("1", "2"):
-                    output = self.path(f"mla-{backend}-{threads}.json")
-                    proc = harness.run("analyze", checkpoint, "--repr", "qk,ov", "--format",
-                                       "json", "--similarity", "-o", output, "--threads", threads,
+                    output = self.path(f"{os.path.basename(checkpoint)}-{backend}-{threads}.json")
+                    proc = harness.run("analyze", checkpoint, *options, "--format", "json",
+                                       "--similarity", "-o", output, "--threads", threads,
                                        env=env)
                     self.assertEqual(proc.returncode, 0, proc.stderr)
                     with open(output, encoding="utf-8") as result:
                         results.append(result.read())
                 self.assertEqual(results[0], results[1])
+
+    def test_a_threaded_latent_layer_gives_the_same_bytes_on_one_and_two_threads(self):
+        # A DeepSeek-shaped layer of 2.1 M attention weights: past the line where a layer runs on
+        # every thread, its contraction's H × H sum long enough to be cut into slices of the
+        # depth. The slices follow the shape, not the threads (metric/blas.cpp's syrk_double);
+        # one slice per thread moved the last digits between 1 and 2 threads. Under `f32` its
+        # latent Grams are float32 products, which their library split by the thread count before
+        # they were shared out by tiles (syrk_upper_tiled), as was their Cholesky factor (now on
+        # one thread, as the eigensolvers).
+        checkpoint = self.synth("mla", "--family", "deepseek_v2", "--heads", "32", "--d-model",
+                                "1024", "--q-lora-rank", "256", "--kv-lora-rank", "128",
+                                "--nope-dim", "64", "--rope-dim", "32", "--v-head-dim", "64",
+                                "--dtype", "bf16")
+        self.assert_same_bytes_on_one_and_two_threads(checkpoint, "--repr", "qk,ov")
+
+    def test_a_threaded_float32_gqa_layer_gives_the_same_bytes_on_one_and_two_threads(self):
+        # float32 weights: the Grams are float32 products, their sizes too far apart to be formed
+        # side by side (4096 query rows, 1024 key rows), so each is shared over the threads, by
+        # tiles of its triangle (syrk_upper_tiled); oneDNN's own split of one product moved the
+        # last digits with the thread count.
+        checkpoint = self.synth("gqa", "--family", "llama", "--heads", "32", "--kv-heads", "8",
+                                "--head-dim", "128", "--d-model", "4096", "--dtype", "f32")
+        self.assert_same_bytes_on_one_and_two_threads(checkpoint)
 
     def test_affinity_bounds_the_default(self):
         usable = sorted(os.sched_getaffinity(0))
