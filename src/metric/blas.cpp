@@ -360,7 +360,9 @@ MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* 
       const Index begin = inner * s / slices;
       const Index end = inner * (s + 1) / slices;
       partial[s] = MatrixF::Zero(rows, rows);
-      syrk_upper(kernels, rows, end - begin, a + begin, lda, partial[s].data(), rows);
+      // By tiles: on their own thread inside the slices' region, shared out when there is one
+      // slice (which leaves the region out): neither follows the thread count.
+      syrk_upper_tiled(kernels, rows, end - begin, a + begin, lda, partial[s].data(), rows);
     });
   }
   failure.rethrow();

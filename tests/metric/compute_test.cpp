@@ -359,7 +359,7 @@ TEST_CASE("a SYRK of few rows over a long inner dimension is split over the thre
 }
 
 TEST_CASE("a SYRK by tiles gives the same bits on any number of threads", "[compute]") {
-  // syrk_upper_tiled (the contraction's float32 latent Grams): column tiles of 256, each on one
+  // syrk_upper_tiled (every float32 Gram, syrk_double's slices): column tiles of 256, each on one
   // thread. 600 rows: three tiles, the last one short; 200 rows: one.
   std::mt19937 rng(23);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
