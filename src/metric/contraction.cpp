@@ -133,10 +133,15 @@ class SideCoordinates {
       offsets_.push_back(h * k_ * ld_);
       runs_.push_back(column_runs(side.heads[h], k_, dim_, factor.lower ? ordered : nullptr));
     }
+    const Index slab = factor.lower ? heads_per_slab(side, *ordered) : 1;
+    const Index slabs = heads == 0 ? 0 : (heads + slab - 1) / slab;
     ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
-    for (Index h = 0; h < heads; ++h) {
+    for (Index s = 0; s < slabs; ++s) {
       failure.run([&] {
+        const Index end = std::min(heads, (s + 1) * slab);
+        if (slab > 1) return write_slab(side, *ordered, rows, s * slab, end);
+        const Index h = s;
         // Blocks on columns of their own each write their rows whole (MLA's): no pass that zeroes
         // the rows first and none that adds to them (V3's queries: 150 MB each a layer).
         const bool assign = disjoint_columns(side.heads[h], k_);
@@ -171,6 +176,45 @@ class SideCoordinates {
       }
     }
     return true;
+  }
+
+  /// Heads a TRMM takes at once: kSlabHeads where every head is one dense block over all its
+  /// columns, from the same basis rows of a lower-triangular F (MLA's queries: q_b's rows of each
+  /// head over all of q_a's); else 1. The library packs F's triangle once a call: a head at a time,
+  /// a DeepSeek-V3 layer packed 128 copies of 4.7 MB. Each row of the result is the same sum
+  /// however many rows a call takes (tested against a head at a time).
+  static Index heads_per_slab(const FactorSide& side, const LatentOrder& order) {
+    constexpr Index kSlabHeads = 8;
+    // (first basis row in the order, rows) of a head's one whole block; (-1, -1) for any other.
+    auto shape = [&](const std::vector<CoeffBlock>& blocks) {
+      const bool whole = blocks.size() == 1 && !blocks[0].is_identity() &&
+                         blocks[0].head_col == 0 && blocks[0].cols() == side.head_cols;
+      if (!whole) return std::pair{Index{-1}, Index{-1}};
+      return std::pair{order.position(blocks[0].basis_row), blocks[0].rows()};
+    };
+    if (side.heads.empty() || shape(side.heads.front()).first < 0) return 1;
+    const auto same = [&](const auto& blocks) { return shape(blocks) == shape(side.heads[0]); };
+    return std::all_of(side.heads.begin(), side.heads.end(), same) ? kSlabHeads : 1;
+  }
+
+  /// Heads [begin, end) of a side heads_per_slab() takes at once: each head's rows as add_block
+  /// writes them, the triangle's TRMM one call for all of them.
+  void write_slab(const FactorSide& side, const LatentOrder& order, const RowMatrixF& rows,
+                  Index begin, Index end) {
+    const CoeffBlock& shape = side.heads[begin].front();
+    const Index first = order.position(shape.basis_row);
+    const Index count = shape.rows();
+    for (Index h = begin; h < end; ++h) {
+      const CoeffBlock& block = side.heads[h].front();
+      float* out = storage_.data() + h * k_ * ld_;
+      gemm(kernels_, false, k_, first, count, block.transposed().data(), count,
+           rows.data() + first * ld_, ld_, 0.0f, out, ld_);
+      StridedMapF triangle_out(out + first, k_, dim_ - first, Eigen::OuterStride<>(ld_));
+      triangle_out.leftCols(count) = block.transposed();
+      triangle_out.rightCols(dim_ - first - count).setZero();
+    }
+    trmm_right_lower(kernels_, (end - begin) * k_, count, rows.data() + first * ld_ + first, ld_,
+                     storage_.data() + begin * k_ * ld_ + first, ld_);
   }
 
   /// Zeroes head h's coordinate rows of the head columns no block fills.
