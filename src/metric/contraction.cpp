@@ -302,7 +302,7 @@ void product_rows(const SideCoordinates& x, const SideCoordinates& y, Index h, I
 /// centred first (centred_products.hpp: heads 0.999… alike keep their differences).
 CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoordinates& y,
                                        Index heads, Index k, RowMatrixF& rows,
-                                       FloatKernels kernels) {
+                                       const LayerKernels& kernels) {
   const Index p = x.dim();
   const Index q = y.dim();
   CentredAccumulator inner(heads);
@@ -315,11 +315,12 @@ CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoord
     ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic) if (nested)
     for (Index h = 0; h < heads; ++h) {
-      failure.run(
-          [&] { product_rows(x, y, h, start, count, kernels, rows.data() + h * rows.cols()); });
+      failure.run([&] {
+        product_rows(x, y, h, start, count, kernels.latent_products, rows.data() + h * rows.cols());
+      });
     }
     failure.rethrow();
-    inner.add(rows.data(), count * q, rows.cols(), kernels);
+    inner.add(rows.data(), count * q, rows.cols(), kernels.products);
   }
   return inner.products();
 }
@@ -341,12 +342,12 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
   ContractedHeads out;
   if (factors.symmetric) {
     out.centred =
-        chunked_inner_products(*left, *left, heads, k, workspace.contracted_rows, kernels.products);
+        chunked_inner_products(*left, *left, heads, k, workspace.contracted_rows, kernels);
   } else {
     out.right = std::make_shared<const SideCoordinates>(factors.right, plan.right,
                                                         workspace.right_coordinates, kernels);
-    out.centred = chunked_inner_products(*left, *out.right, heads, k, workspace.contracted_rows,
-                                         kernels.products);
+    out.centred =
+        chunked_inner_products(*left, *out.right, heads, k, workspace.contracted_rows, kernels);
   }
   out.inner = out.centred.inner();
   // The coordinates stay only for the heads' own products (self_product), which a table skips.

@@ -22,6 +22,7 @@ namespace kvrank::detail {
 struct LayerKernels {
   bool onednn_grams = false;                   ///< the Grams may run on oneDNN (bf16, onednn-f32)
   FloatKernels products = FloatKernels::blas;  ///< blas.hpp's GEMM, TRMM and SYRK
+  FloatKernels latent_products = FloatKernels::blas;  ///< the M_h products (contraction.cpp)
 };
 
 /// One side's heads as coordinates X_hᵀ (contraction.cpp).

@@ -120,8 +120,10 @@ bool gains_read_in_place(const HeadFactors& factors, const detail::ContractionPl
 
 /// The kernels of gram_backend.hpp's backend in force, where memory is no concern.
 detail::LayerKernels backend_kernels() {
-  return {true,
-          float_products_on_onednn() ? detail::FloatKernels::onednn : detail::FloatKernels::blas};
+  auto kind = [](bool onednn) {
+    return onednn ? detail::FloatKernels::onednn : detail::FloatKernels::blas;
+  };
+  return {true, kind(float_products_on_onednn()), kind(latent_products_on_onednn())};
 }
 
 /// The small allocations of a layer besides the sized ones (H × H matrices, eigensolver
@@ -179,7 +181,8 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
       kLayerSlack + 4 * heads * heads * 8 + threads * detail::kEigenMatrices * k * k * 8;
   // Where oneDNN runs none of the layer's products, nothing for what it takes itself (kernels,
   // scratchpads).
-  const bool own_bf16 = bf16_grams_on_own_kernel() &&
+  const bool latent_on_onednn = plan && latent_products_on_onednn();
+  const bool own_bf16 = bf16_grams_on_own_kernel() && !latent_on_onednn &&
                         (!float_products_on_onednn() || (!plan && only_stored_slices(factors)));
   std::uint64_t kernels =
       own_bf16 ? 0 : detail::kOnednnReserve + threads * detail::kOnednnPerThread;
@@ -196,7 +199,7 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
   kernels += left.kernels + right.kernels;
   const GramBackend backend = gram_backend();
   const bool kernels_wanted =
-      float_products_on_onednn() ||
+      float_products_on_onednn() || latent_on_onednn ||
       (bf16_gram_supported() && backend != GramBackend::f32 && backend != GramBackend::onednn_f32);
   if (kernels_wanted && memory_fits(own + kernels)) return backend_kernels();
   require_memory(own, "one layer's products (" + std::to_string(heads) + " heads of width " +

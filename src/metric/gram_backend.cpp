@@ -215,6 +215,11 @@ bool float_products_on_onednn() {
          (backend == GramBackend::automatic && onednn_f32_in_auto());
 }
 
+bool latent_products_on_onednn() {
+  return float_products_on_onednn() ||
+         (gram_backend() == GramBackend::automatic && onednn_f32_supported());
+}
+
 std::string gram_backend_description() {
   const GramBackend backend = gram_backend();
   const bool automatic = backend == GramBackend::automatic;
@@ -224,10 +229,14 @@ std::string gram_backend_description() {
     return automatic ? "float32 products on oneDNN (onednn-f32: " + *blas_shortfall() + ")"
                      : "float32 products on oneDNN (onednn-f32)";
   }
-  if (bf16) return "float32 products on the BLAS";
+  const std::string on_blas = latent_products_on_onednn()
+                                  ? "float32 products on the BLAS, the latent contraction's M_h "
+                                    "products on oneDNN"
+                                  : "float32 products on the BLAS";
+  if (bf16) return on_blas;
   if (backend == GramBackend::f32) return "float32 products on the BLAS (KVRANK_GRAM_BACKEND=f32)";
   if (!bf16_gram_supported() && !onednn_f32_supported()) return "float32 Grams only";
-  return "float32 products on the BLAS (oneDNN only when asked: not faster here)";
+  return on_blas + " (oneDNN for the rest only when asked: not faster here)";
 }
 
 std::string gram_kernel_description(Index m, Index d, bool bf16_values) {

@@ -361,6 +361,25 @@ TEST_CASE("gram backend: auto runs float32 products on oneDNN only where the BLA
   CHECK_FALSE(onednn_f32_gram_upper(RowMatrixF::Ones(4, 3), gram));
 }
 
+TEST_CASE(
+    "gram backend: the latent contraction's M_h products take oneDNN under auto where it runs "
+    "float32",
+    "[gram]") {
+  BackendGuard guard;
+  set_gram_backend(GramBackend::automatic);
+  CHECK(latent_products_on_onednn() == onednn_f32_supported());
+  if (onednn_f32_supported() && !float_products_on_onednn()) {
+    CHECK_THAT(gram_backend_description(),
+               Catch::Matchers::Contains("the latent contraction's M_h products on oneDNN"));
+  }
+  set_gram_backend(GramBackend::f32);  // f32 keeps every float32 product on the BLAS
+  CHECK_FALSE(latent_products_on_onednn());
+  if (onednn_f32_supported()) {
+    set_gram_backend(GramBackend::onednn_f32);
+    CHECK(latent_products_on_onednn());
+  }
+}
+
 // The tests tagged [.onednn_f32] need oneDNN's float32 kernels: they run as the ctest test
 // unit.onednn_f32_gram, skipped where this probe fails (tests/CMakeLists.txt).
 TEST_CASE("gram backend: this build and CPU have oneDNN float32 kernels", "[.onednn_f32_probe]") {

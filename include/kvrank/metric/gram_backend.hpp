@@ -109,6 +109,13 @@ bool own_kernel_takes_bf16(Index m, Index d);
 /// run on oneDNN under the backend in force: `onednn-f32`, or `auto` and onednn_f32_in_auto().
 bool float_products_on_onednn();
 
+/// Whether the latent contraction's M_h products (contraction.cpp: a GEMM per head and run of
+/// coordinate rows, only 64–128 deep, written with β = 0) run on oneDNN:
+/// float_products_on_onednn(), or `auto` and onednn_f32_supported(). OpenBLAS zeroes C in a pass of
+/// its own before a β = 0 product and packs more for so short a depth: with its AVX-512 kernels on
+/// Zen 4, a 2-layer DeepSeek-V3 run took 3 % longer with them there (docs/performance.md).
+bool latent_products_on_onednn();
+
 /// What runs the float32 products under the backend in force, for `-v`
 /// (compute_backend_description()); which kernel forms a model's Grams is
 /// gram_kernel_description()'s.
