@@ -110,6 +110,13 @@ def built_with_asan(binary):
         return b"__asan_init" in f.read()
 
 
+def built_with_openmp(binary):
+    """Whether `binary` links an OpenMP runtime: without one (the sanitizer build) every layer runs
+    on the calling thread, whatever --threads says."""
+    listing = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    return any(name in listing for name in ("libgomp", "libomp", "libiomp"))
+
+
 def plant_decoy_libraries(binary, folder):
     """Writes a file that is not a library into `folder` under the name of each shared library
     `binary` loads (as ldd lists them), and returns the names: a binary whose run-time search path

@@ -84,12 +84,16 @@ class Threads(harness.TestCase):
         return checkpoint
 
     def assert_same_bytes_on_one_and_two_threads(self, checkpoint, *options):
-        """`analyze` on 1 and on 2 threads, under `auto` and under `f32` (float32 Grams)."""
+        """`analyze` on 1 and on 2 threads, under `auto` and under `f32` (float32 Grams). A build
+        without OpenMP (the sanitizer build) has no second thread to differ: there each backend
+        runs once, for the sanitizers' sake, instead of twice to the same end (a 4096-wide float32
+        layer takes a minute there)."""
+        thread_counts = ("1", "2") if harness.built_with_openmp(harness.KVRANK) else ("1",)
         for backend in ("auto", "f32"):
             with self.subTest(KVRANK_GRAM_BACKEND=backend):
                 env = dict(os.environ, KVRANK_GRAM_BACKEND=backend)
                 results = []
-                for threads in ("1", "2"):
+                for threads in thread_counts:
                     output = self.path(f"{os.path.basename(checkpoint)}-{backend}-{threads}.json")
                     proc = harness.run("analyze", checkpoint, *options, "--format", "json",
                                        "--similarity", "-o", output, "--threads", threads,
@@ -97,7 +101,7 @@ class Threads(harness.TestCase):
                     self.assertEqual(proc.returncode, 0, proc.stderr)
                     with open(output, encoding="utf-8") as result:
                         results.append(result.read())
-                self.assertEqual(results[0], results[1])
+                self.assertEqual(results[0], results[-1])
 
     def test_a_threaded_latent_layer_gives_the_same_bytes_on_one_and_two_threads(self):
         # A DeepSeek-shaped layer of 2.1 M attention weights: past the line where a layer runs on
