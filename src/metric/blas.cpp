@@ -223,48 +223,51 @@ void onednn_syrk_lower(Index rows, Index inner, const float* a, Index lda, float
   }
 }
 
-void gemm(FloatKernels kernels, bool trans_a, Index rows, Index cols, Index inner, const float* a,
-          Index lda, const float* b, Index ldb, float beta, float* c, Index ldc) {
+namespace {
+
+/// C (rows × cols, ldc) = op(A) · op(B) + beta · C, all row-major, beta 0 or 1 (gemm, gemm_abt).
+void row_major_sgemm(FloatKernels kernels, bool trans_a, bool trans_b, Index rows, Index cols,
+                     Index inner, const float* a, Index lda, const float* b, Index ldb, float beta,
+                     float* c, Index ldc) {
   if (rows == 0 || cols == 0) return;
   if (kernels == FloatKernels::onednn) {
-    onednn_sgemm(trans_a, false, rows, cols, inner, a, lda, b, ldb, beta, c, ldc);
+    onednn_sgemm(trans_a, trans_b, rows, cols, inner, a, lda, b, ldb, beta, c, ldc);
     return;
   }
 #ifdef KVRANK_HAVE_OPENBLAS
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans,
-              static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(inner),
-              1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+  cblas_sgemm(
+      CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+      static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(inner), 1.0f, a,
+      static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 #else
   StridedMapF out(c, rows, cols, Eigen::OuterStride<>(ldc));
   if (beta == 0.0f) out.setZero();
-  const ConstStridedMapF right(b, inner, cols, Eigen::OuterStride<>(ldb));
-  if (trans_a) {
-    out.noalias() +=
-        ConstStridedMapF(a, inner, rows, Eigen::OuterStride<>(lda)).transpose() * right;
+  const ConstStridedMapF a_stored(a, trans_a ? inner : rows, trans_a ? rows : inner,
+                                  Eigen::OuterStride<>(lda));
+  const ConstStridedMapF b_stored(b, trans_b ? cols : inner, trans_b ? inner : cols,
+                                  Eigen::OuterStride<>(ldb));
+  if (trans_a && trans_b) {
+    out.noalias() += a_stored.transpose() * b_stored.transpose();
+  } else if (trans_a) {
+    out.noalias() += a_stored.transpose() * b_stored;
+  } else if (trans_b) {
+    out.noalias() += a_stored * b_stored.transpose();
   } else {
-    out.noalias() += ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)) * right;
+    out.noalias() += a_stored * b_stored;
   }
 #endif
 }
 
+}  // namespace
+
+void gemm(FloatKernels kernels, bool trans_a, Index rows, Index cols, Index inner, const float* a,
+          Index lda, const float* b, Index ldb, float beta, float* c, Index ldc) {
+  row_major_sgemm(kernels, trans_a, false, rows, cols, inner, a, lda, b, ldb, beta, c, ldc);
+}
+
 void gemm_abt(FloatKernels kernels, Index rows, Index cols, Index inner, const float* a, Index lda,
               const float* b, Index ldb, float* c, Index ldc) {
-  if (rows == 0 || cols == 0) return;
-  if (kernels == FloatKernels::onednn) {
-    onednn_sgemm(false, true, rows, cols, inner, a, lda, b, ldb, 0.0f, c, ldc);
-    return;
-  }
-#ifdef KVRANK_HAVE_OPENBLAS
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
-              static_cast<blasint>(cols), static_cast<blasint>(inner), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
-              static_cast<blasint>(ldc));
-#else
-  StridedMapF(c, rows, cols, Eigen::OuterStride<>(ldc)).noalias() =
-      ConstStridedMapF(a, rows, inner, Eigen::OuterStride<>(lda)) *
-      ConstStridedMapF(b, cols, inner, Eigen::OuterStride<>(ldb)).transpose();
-#endif
+  row_major_sgemm(kernels, false, true, rows, cols, inner, a, lda, b, ldb, 0.0f, c, ldc);
 }
 
 void trmm_right_lower(FloatKernels kernels, Index rows, Index n, const float* l, Index ldl,

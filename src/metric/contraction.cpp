@@ -197,24 +197,30 @@ class SideCoordinates {
     return std::all_of(side.heads.begin(), side.heads.end(), same) ? kSlabHeads : 1;
   }
 
-  /// Heads [begin, end) of a side heads_per_slab() takes at once: each head's rows as add_block
-  /// writes them, the triangle's TRMM one call for all of them.
+  /// Heads [begin, end) of a side heads_per_slab() takes at once: each head's rows placed for the
+  /// TRMM (place_for_trmm), the triangle's TRMM one call for all of them.
   void write_slab(const FactorSide& side, const LatentOrder& order, const RowMatrixF& rows,
                   Index begin, Index end) {
     const CoeffBlock& shape = side.heads[begin].front();
     const Index first = order.position(shape.basis_row);
-    const Index count = shape.rows();
-    for (Index h = begin; h < end; ++h) {
-      const CoeffBlock& block = side.heads[h].front();
-      float* out = storage_.data() + h * k_ * ld_;
-      gemm(kernels_, false, k_, first, count, block.transposed().data(), count,
-           rows.data() + first * ld_, ld_, 0.0f, out, ld_);
-      StridedMapF triangle_out(out + first, k_, dim_ - first, Eigen::OuterStride<>(ld_));
-      triangle_out.leftCols(count) = block.transposed();
-      triangle_out.rightCols(dim_ - first - count).setZero();
-    }
-    trmm_right_lower(kernels_, (end - begin) * k_, count, rows.data() + first * ld_ + first, ld_,
-                     storage_.data() + begin * k_ * ld_ + first, ld_);
+    for (Index h = begin; h < end; ++h)
+      place_for_trmm(side.heads[h].front(), first, rows, storage_.data() + h * k_ * ld_);
+    trmm_right_lower(kernels_, (end - begin) * k_, shape.rows(), rows.data() + first * ld_ + first,
+                     ld_, storage_.data() + begin * k_ * ld_ + first, ld_);
+  }
+
+  /// A block's coordinate rows at `out`, written whole but for their TRMM by F's triangle (rows in
+  /// the order of F from `first`): the GEMM for the columns before `first`, the coefficients where
+  /// the triangle's product goes (the TRMM in place), zeros past it.
+  void place_for_trmm(const CoeffBlock& block, Index first, const RowMatrixF& rows, float* out) {
+    const ConstRowMapF coeffs_t = block.transposed();  // cols × count
+    const Index cols = coeffs_t.rows();
+    const Index count = block.rows();
+    gemm(kernels_, false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_,
+         ld_, 0.0f, out, ld_);
+    StridedMapF triangle_out(out + first, cols, dim_ - first, Eigen::OuterStride<>(ld_));
+    triangle_out.leftCols(count) = coeffs_t;
+    triangle_out.rightCols(dim_ - first - count).setZero();
   }
 
   /// Zeroes head h's coordinate rows of the head columns no block fills.
@@ -252,16 +258,15 @@ class SideCoordinates {
            ld_, beta, out, ld_);
       return;
     }
-    gemm(kernels_, false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_,
-         ld_, beta, out, ld_);
     const float* triangle_l = rows.data() + first * ld_ + first;
-    StridedMapF triangle_out(out + first, cols, dim_ - first, Eigen::OuterStride<>(ld_));
-    if (assign) {  // the TRMM in place, where its result goes; the rest of the rows zero
-      triangle_out.leftCols(count) = coeffs_t;
+    if (assign) {  // the TRMM in place, where its result goes
+      place_for_trmm(block, first, rows, out);
       trmm_right_lower(kernels_, cols, count, triangle_l, ld_, out + first, ld_);
-      triangle_out.rightCols(dim_ - first - count).setZero();
       return;
     }
+    gemm(kernels_, false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_,
+         ld_, beta, out, ld_);
+    StridedMapF triangle_out(out + first, cols, dim_ - first, Eigen::OuterStride<>(ld_));
     RowMatrixF triangle = coeffs_t;
     trmm_right_lower(kernels_, cols, count, triangle_l, ld_, triangle.data(), count);
     triangle_out.leftCols(count) += triangle;

@@ -1,5 +1,13 @@
 // The metric's LAPACK eigensolvers and Cholesky factorisation (see blas.hpp): LAPACK's where
 // kvrank is built with OpenBLAS, Eigen's otherwise.
+//
+// Every one of them runs on the calling thread alone (CallingThreadOnly). OpenBLAS threads each
+// level-2 call of the tridiagonal reduction (no size threshold in 0.3.21) unless it is called from
+// inside an active parallel region: called from serial code (a layer's H × H similarity, or the
+// per-head loop of a small model, which does not go parallel) every call woke the pool, and
+// data/tiny/mha's JSON took 0.25 s on 2 threads against 0.012 s on one. Below order 128 the
+// calling thread alone was never slower, at 512 (a 512-head layer) within the noise; and the
+// threads' partial sums moved the last digits of a V3 layer's eigenvalues with the thread count.
 #include <Eigen/Cholesky>
 #include <Eigen/Eigenvalues>
 #include <algorithm>
@@ -23,15 +31,6 @@ std::vector<double> lapack_workspace(Call call) {
   call(&size, &query);
   return std::vector<double>(static_cast<std::size_t>(std::max(1.0, size)));
 }
-
-// Every eigensolver here, and the Cholesky factor, runs on the calling thread alone
-// (CallingThreadOnly). OpenBLAS threads each level-2 call of the tridiagonal reduction (no size
-// threshold in 0.3.21) unless it is called from inside an active parallel region: called from
-// serial code (a layer's H × H similarity, or the per-head loop of a small model, which does not go
-// parallel) every call woke the pool, and data/tiny/mha's JSON took 0.25 s on 2 threads against
-// 0.012 s on one. Below order 128 the calling thread alone was never slower, at 512 (a 512-head
-// layer) within the noise; and the threads' partial sums moved the last digits of a V3 layer's
-// eigenvalues with the thread count.
 
 #endif
 
