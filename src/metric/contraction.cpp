@@ -332,9 +332,39 @@ CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoord
 
 }  // namespace
 
-MatrixD self_product(const SideCoordinates& side, Index h) {
+namespace {
+
+/// Whether `runs` are rows [0, k) in order, each narrower than the one before, some narrower than
+/// `dim`: rows self_product_by_runs takes a run at a time.
+bool narrowing_in_order(const std::vector<ColumnRun>& runs, Index dim) {
+  if (runs.size() < 2 && (runs.empty() || runs.front().width == dim)) return false;
+  Index next = 0;
+  for (const ColumnRun& run : runs) {
+    if (run.first != next) return false;
+    next += run.count;
+  }
+  return true;  // column_runs sorted them widest first; adjacent runs of one width are merged
+}
+
+}  // namespace
+
+MatrixD self_product_by_runs(Index k, Index dim, const float* rows, Index ld,
+                             const std::vector<ColumnRun>& runs) {
   // syrk_in_double's path does not depend on the threads: the same bits on any thread count.
-  return syrk_in_double(side.head_cols(), side.dim(), side.head(h), side.ld());
+  if (!narrowing_in_order(runs, dim)) return syrk_in_double(k, dim, rows, ld);
+  MatrixD out = MatrixD::Zero(k, k);
+  for (const ColumnRun& run : runs) {
+    // The run's rows against themselves and every wider row before them, as deep as they reach.
+    const Index end = run.first + run.count;
+    const MatrixD part = syrk_in_double(end, run.width, rows, ld);
+    out.block(run.first, 0, run.count, end) = part.bottomRows(run.count);
+    out.block(0, run.first, end, run.count) = part.rightCols(run.count);
+  }
+  return out;
+}
+
+MatrixD self_product(const SideCoordinates& side, Index h) {
+  return self_product_by_runs(side.head_cols(), side.dim(), side.head(h), side.ld(), side.runs(h));
 }
 
 ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan& plan,

@@ -1,5 +1,6 @@
 // Tests of the latent coordinates' TRMMs a slab of heads at a time (src/metric/contraction.cpp,
-// SideCoordinates::heads_per_slab). That the contraction gives the explicit inner products and the
+// SideCoordinates::heads_per_slab) and of a head's self product over rows that narrow
+// (self_product_by_runs). That the contraction gives the explicit inner products and the
 // pairwise path's metrics is tested in diversity_test.cpp, and against the numpy reference in e2e's
 // latent families (DeepSeek's queries take the slabs).
 #include "metric/contraction.hpp"
@@ -82,4 +83,27 @@ TEST_CASE("a slab of heads' TRMM gives each head's coordinates as a head at a ti
       CHECK((got - want).norm() <= 1e-5 * want.norm());
     }
   }
+}
+
+TEST_CASE("a head's self product over rows that narrow has the bits of the whole depth",
+          "[contraction]") {
+  // 12 rows 40 wide, 2 columns of padding: 7 rows whole, 3 zero past column 9, 2 past column 4
+  // (MLA's keys: the nope rows whole, the rope rows as wide as the rope).
+  const Index k = 12, dim = 40, ld = 42;
+  const std::vector<detail::ColumnRun> runs{{0, 7, 40}, {7, 3, 9}, {10, 2, 4}};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  RowMatrixF rows = RowMatrixF::Zero(k, ld);
+  for (const detail::ColumnRun& run : runs)
+    for (Index r = run.first; r < run.first + run.count; ++r)
+      for (Index c = 0; c < run.width; ++c) rows(r, c) = normal(rng);
+  const MatrixD got = detail::self_product_by_runs(k, dim, rows.data(), ld, runs);
+  const MatrixD whole = detail::syrk_in_double(k, dim, rows.data(), ld);
+  const MatrixD values = rows.leftCols(dim).cast<double>();
+  const MatrixD want = values * values.transpose();
+  CHECK((got - want).norm() <= 1e-13 * want.norm());
+  if (detail::syrk_in_double_path() == detail::DoubleSyrkPath::kernel) CHECK(got == whole);
+  // Runs out of row order (a wide run after a narrow one) take the whole depth, the same numbers.
+  const std::vector<detail::ColumnRun> unordered{{0, 7, 40}, {10, 2, 4}, {7, 3, 9}};
+  CHECK(detail::self_product_by_runs(k, dim, rows.data(), ld, unordered) == whole);
 }
