@@ -1,13 +1,15 @@
 // Tests of the latent coordinates' TRMMs a slab of heads at a time (src/metric/contraction.cpp,
-// SideCoordinates::heads_per_slab) and of a head's self product over rows that narrow
-// (self_product_by_runs). That the contraction gives the explicit inner products and the
-// pairwise path's metrics is tested in diversity_test.cpp, and against the numpy reference in e2e's
-// latent families (DeepSeek's queries take the slabs).
+// SideCoordinates::heads_per_slab), of a head's self product over rows that narrow
+// (self_product_by_runs) and of the two sides' factors formed side by side (latent_factors). That
+// the contraction gives the explicit inner products and the pairwise path's metrics is tested in
+// diversity_test.cpp, and against the numpy reference in e2e's latent families (DeepSeek's queries
+// take the slabs).
 #include "metric/contraction.hpp"
 
 #include <random>
 #include <vector>
 
+#include "kvrank/metric/compute.hpp"
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/contraction_plan.hpp"
 #include "support/catch.hpp"
@@ -106,4 +108,35 @@ TEST_CASE("a head's self product over rows that narrow has the bits of the whole
   // Runs out of row order (a wide run after a narrow one) take the whole depth, the same numbers.
   const std::vector<detail::ColumnRun> unordered{{0, 7, 40}, {10, 2, 4}, {7, 3, 9}};
   CHECK(detail::self_product_by_runs(k, dim, rows.data(), ld, unordered) == whole);
+}
+
+TEST_CASE("the two sides' latent factors formed side by side give the bits of one after the other",
+          "[contraction]") {
+  // Queries of 24 latent rows, keys of 10: on two threads the keys' Gram and factor are formed
+  // while the queries' Cholesky factor runs; on the calling thread alone, one after the other.
+  std::mt19937 rng(5);
+  HeadFactors factors;
+  factors.symmetric = false;
+  factors.left = whole_block_heads(6, 24, 40, 4, rng);
+  factors.right = whole_block_heads(6, 10, 40, 4, rng);
+  const detail::ContractionPlan plan{detail::Coordinates::latent, detail::Coordinates::latent, 0};
+  const detail::LayerKernels kernels{false, detail::FloatKernels::blas};
+  ComputeWorkspace threaded_workspace, serial_workspace;
+  const detail::ContractedHeads threaded =
+      detail::contract_heads(factors, plan, threaded_workspace, HeadRanks::computed, kernels);
+  const detail::ContractedHeads serial = [&] {
+    const CallingThreadOnly one_thread;
+    return detail::contract_heads(factors, plan, serial_workspace, HeadRanks::computed, kernels);
+  }();
+  CHECK(threaded.inner == serial.inner);
+  for (Index h = 0; h < factors.num_heads(); ++h) {
+    INFO("head " << h);
+    CHECK(detail::self_product(*threaded.left, h) == detail::self_product(*serial.left, h));
+    const MatrixD left = detail::self_product(*threaded.left, h);
+    const MatrixD right = detail::self_product(*threaded.right, h);
+    const MatrixD want_left = explicit_self_product(factors.left, h);
+    const MatrixD want_right = explicit_self_product(factors.right, h);
+    CHECK((left - want_left).norm() <= 1e-5 * want_left.norm());
+    CHECK((right - want_right).norm() <= 1e-5 * want_right.norm());
+  }
 }
