@@ -3,7 +3,6 @@
 #include "metric/bf16_panels.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -12,6 +11,7 @@
 
 #include "base/guarded_read.hpp"
 #include "base/pages.hpp"
+#include "metric/bf16_bits.hpp"
 #include "metric/bf16_gram_kernel.hpp"
 #include "metric/thread_pool.hpp"
 
@@ -35,8 +35,6 @@ Index panel_words(const Panels& panels) {
 
 namespace {
 
-std::uint32_t float_bits(float value) noexcept { return std::bit_cast<std::uint32_t>(value); }
-
 /// Row `row`'s words (pairs of bf16 high halves) from pair `from` on into panel slot `out` (stride
 /// 16 words); returns the OR of the low halves (non-zero: some value is not a bf16).
 std::uint32_t pack_row(const float* row, Index d, Index from, std::uint32_t* out) {
@@ -45,12 +43,12 @@ std::uint32_t pack_row(const float* row, Index d, Index from, std::uint32_t* out
   for (Index p = from; p < whole; ++p) {
     const std::uint32_t even = float_bits(row[2 * p]);
     const std::uint32_t odd = float_bits(row[2 * p + 1]);
-    low |= (even | odd) & 0xFFFFu;
+    low |= (even | odd) & kLowHalf;
     out[p * kPanelRows] = (odd & 0xFFFF0000u) | (even >> 16);
   }
   if (d % 2 != 0) {  // the last pair's second value is a zero
     const std::uint32_t even = float_bits(row[d - 1]);
-    low |= even & 0xFFFFu;
+    low |= even & kLowHalf;
     out[whole * kPanelRows] = even >> 16;
   }
   return low;
@@ -211,9 +209,7 @@ KVRANK_BF16_TARGET std::uint16_t largest_magnitude(const std::byte* values, std:
 bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Panels& panels) {
   const Index m = basis.rows();
   const Index d = basis.cols();
-  for (Index k = 0; k < d; ++k) {
-    if ((float_bits(basis(0, k)) & 0xFFFFu) != 0) return false;
-  }
+  if (!all_bf16(basis.data(), d)) return false;  // the first row, before any allocation
   panels = panel_buffer(m, d, buffer);
   std::uint32_t low = 0;
   const Index count = panels.count;

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -19,6 +18,7 @@
 #include "kvrank/base/error.hpp"
 #include "kvrank/base/memory_limit.hpp"
 #include "kvrank/base/name_table.hpp"
+#include "metric/bf16_bits.hpp"
 #include "metric/bf16_gram_kernel.hpp"
 #include "metric/blas.hpp"
 #include "metric/onednn_bf16_gram.hpp"
@@ -73,10 +73,6 @@ void require_supported(GramBackend backend, const std::string& origin) {
 bool large_enough(Index m, Index d) {
   return static_cast<double>(m) * static_cast<double>(m) * static_cast<double>(d) >= kMinAutoWork;
 }
-
-constexpr std::uint32_t kLowHalf = 0xFFFFu;
-
-std::uint32_t bits_of(float value) noexcept { return std::bit_cast<std::uint32_t>(value); }
 
 /// Whether bf16_gram_upper() forms the Gram of an m × d bf16-exact basis under the backend in
 /// force.
@@ -252,10 +248,7 @@ std::string gram_kernel_description(Index m, Index d, bool bf16_values) {
 }
 
 bool is_bf16_exact(const RowMatrixF& rows) noexcept {
-  std::uint32_t low = 0;
-  const float* values = rows.data();
-  for (Index i = 0; i < rows.size(); ++i) low |= bits_of(values[i]) & kLowHalf;
-  return low == 0;
+  return detail::all_bf16(rows.data(), rows.size());
 }
 
 bool bf16_gram_upper(const RowMatrixF& basis, MatrixF& gram) {

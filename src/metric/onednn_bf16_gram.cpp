@@ -11,18 +11,14 @@
 #ifdef KVRANK_HAVE_DNNL
 
 #include <algorithm>
-#include <bit>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "base/pages.hpp"
+#include "metric/bf16_bits.hpp"
 #include "metric/thread_pool.hpp"
 
 namespace kvrank::detail {
 namespace {
-
-constexpr std::uint32_t kLowHalf = 0xFFFFu;
-
-std::uint32_t bits_of(float value) noexcept { return std::bit_cast<std::uint32_t>(value); }
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -100,9 +96,7 @@ void triangle_tile(const std::uint16_t* packed, Index m, Index d, Index j0,
 bool pack_bf16(const RowMatrixF& rows, std::vector<std::uint16_t>& out) {
   const Index count = rows.size();
   const float* in = rows.data();
-  std::uint32_t low = 0;
-  for (Index i = 0; i < std::min(count, rows.cols()); ++i) low |= bits_of(in[i]) & kLowHalf;
-  if (low != 0) return false;
+  if (!detail::all_bf16(in, std::min(count, rows.cols()))) return false;  // before any allocation
   if (out.capacity() < static_cast<std::size_t>(count)) {
     // A fresh block's pages mapped in one call (pages.hpp), not faulted in one by one by resize's
     // zero fill: 8 000 faults for a 4096 × 4096 basis.
@@ -112,10 +106,11 @@ bool pack_bf16(const RowMatrixF& rows, std::vector<std::uint16_t>& out) {
   }
   out.resize(static_cast<std::size_t>(count));
   std::uint16_t* packed = out.data();
+  std::uint32_t low = 0;
 #pragma omp parallel for reduction(| : low) schedule(static) if (detail::copy_worth_threads(count))
   for (Index i = 0; i < count; ++i) {
-    const std::uint32_t bits = bits_of(in[i]);
-    low |= bits & kLowHalf;
+    const std::uint32_t bits = detail::float_bits(in[i]);
+    low |= bits & detail::kLowHalf;
     packed[i] = static_cast<std::uint16_t>(bits >> 16);
   }
   return low == 0;
