@@ -1,9 +1,9 @@
-// Tests of the latent coordinates' TRMMs a slab of heads at a time (src/metric/contraction.cpp,
-// SideCoordinates::heads_per_slab), of a head's self product over rows that narrow
-// (self_product_by_runs) and of the two sides' factors formed side by side (latent_factors). That
-// the contraction gives the explicit inner products and the pairwise path's metrics is tested in
-// diversity_test.cpp, and against the numpy reference in e2e's latent families (DeepSeek's queries
-// take the slabs).
+// Tests of the contraction (src/metric/contraction.cpp; its plan, contraction_plan.cpp): latent and
+// raw coordinates against the explicit inner products and heads' own products, the latent path
+// against the pairwise one, where each is chosen, singular latent Grams; the TRMMs a slab of heads
+// at a time (SideCoordinates::heads_per_slab), a head's self product over rows that narrow
+// (self_product_by_runs) and the two sides' factors formed side by side (latent_factors). Against
+// the numpy reference: e2e's latent families (DeepSeek's queries take the slabs).
 #include "metric/contraction.hpp"
 
 #include <random>
@@ -13,9 +13,11 @@
 #include "kvrank/metric/gram_backend.hpp"
 #include "metric/contraction_plan.hpp"
 #include "support/catch.hpp"
+#include "support/layer_metrics_check.hpp"
 #include "support/random_factors.hpp"
 
 using namespace kvrank;
+using namespace kvrank::test;  // the shared factors and checks (tests/support)
 
 namespace {
 
@@ -47,12 +49,48 @@ FactorSide halves_of(const FactorSide& whole) {
   return side;
 }
 
-/// L_hᵀL_h = C_hᵀ B Bᵀ C_h in double.
-MatrixD explicit_self_product(const FactorSide& side, Index h) {
-  const MatrixD basis = side.basis.cast<double>();
-  const MatrixD coefficients = side.heads[h].front().in_double();
-  const MatrixD l = basis.transpose() * coefficients;
-  return l.transpose() * l;
+/// ⟨A_i, A_j⟩ and the per-head L_hᵀL_h, R_hᵀR_h of a contraction, against the same from the
+/// explicit (double) factors.
+void check_contraction(const HeadFactors& f, const detail::ContractionPlan& plan,
+                       const detail::LayerKernels& kernels = {}) {
+  ComputeWorkspace workspace;
+  const detail::ContractedHeads got =
+      detail::contract_heads(f, plan, workspace, HeadRanks::computed, kernels);
+  const Heads left = explicit_heads(f.left);
+  const Heads right = f.symmetric ? left : explicit_heads(f.right);
+  const Index heads = f.num_heads();
+  MatrixD want(heads, heads);
+  for (Index i = 0; i < heads; ++i) {
+    for (Index j = 0; j < heads; ++j) {
+      want(i, j) =
+          ((left[i].transpose() * left[j]).cwiseProduct(right[i].transpose() * right[j])).sum();
+    }
+  }
+  CHECK((got.inner - want).norm() <= 1e-5 * want.norm());
+  REQUIRE(got.left);
+  REQUIRE(static_cast<bool>(got.right) == !f.symmetric);
+  for (Index h = 0; h < heads; ++h) {
+    const MatrixD p = left[h].transpose() * left[h];
+    CHECK((detail::self_product(*got.left, h) - p).norm() <= 1e-5 * p.norm());
+    if (!f.symmetric) {
+      const MatrixD q = right[h].transpose() * right[h];
+      CHECK((detail::self_product(*got.right, h) - q).norm() <= 1e-5 * q.norm());
+    }
+  }
+  const detail::ContractedHeads skipped =
+      detail::contract_heads(f, plan, workspace, HeadRanks::skipped, kernels);
+  CHECK_FALSE(skipped.left);
+  CHECK_FALSE(skipped.right);
+}
+
+void check_paths_agree(const HeadFactors& f) {
+  const LayerMetrics pairwise = analyze_layer(f, Contraction::pairwise);
+  const LayerMetrics latent = analyze_layer(f, Contraction::latent);
+  check_same_metrics(latent, pairwise, 1e-6);
+  for (size_t h = 0; h < pairwise.head_norm.size(); ++h) {
+    check_close(latent.head_norm[h], pairwise.head_norm[h], 1e-6);
+    check_close(latent.head_erank[h], pairwise.head_erank[h], 1e-5);
+  }
 }
 
 }  // namespace
@@ -79,11 +117,9 @@ TEST_CASE("a slab of heads' TRMM gives each head's coordinates as a head at a ti
     CHECK(a.inner == b.inner);
     for (Index h = 0; h < slabbed.num_heads(); ++h) {
       INFO("head " << h);
-      const MatrixD got = detail::self_product(*a.left, h);
-      CHECK(got == detail::self_product(*b.left, h));
-      const MatrixD want = explicit_self_product(slabbed.left, h);
-      CHECK((got - want).norm() <= 1e-5 * want.norm());
+      CHECK(detail::self_product(*a.left, h) == detail::self_product(*b.left, h));
     }
+    check_contraction(slabbed, plan, kernels);
   }
 }
 
@@ -132,11 +168,89 @@ TEST_CASE("the two sides' latent factors formed side by side give the bits of on
   for (Index h = 0; h < factors.num_heads(); ++h) {
     INFO("head " << h);
     CHECK(detail::self_product(*threaded.left, h) == detail::self_product(*serial.left, h));
-    const MatrixD left = detail::self_product(*threaded.left, h);
-    const MatrixD right = detail::self_product(*threaded.right, h);
-    const MatrixD want_left = explicit_self_product(factors.left, h);
-    const MatrixD want_right = explicit_self_product(factors.right, h);
-    CHECK((left - want_left).norm() <= 1e-5 * want_left.norm());
-    CHECK((right - want_right).norm() <= 1e-5 * want_right.norm());
+    CHECK(detail::self_product(*threaded.right, h) == detail::self_product(*serial.right, h));
   }
+  check_contraction(factors, plan, kernels);
+}
+
+TEST_CASE("latent and raw coordinates contract to the explicit inner products", "[contraction]") {
+  std::mt19937 rng(11);
+  const HeadFactors f = sparse_factors(6, 40, 5, 3, rng);
+  using detail::Coordinates;
+  for (Coordinates left : {Coordinates::latent, Coordinates::raw}) {
+    for (Coordinates right : {Coordinates::latent, Coordinates::raw}) {
+      INFO("left " << (left == Coordinates::latent) << " right " << (right == Coordinates::latent));
+      check_contraction(f, {left, right, 0});
+    }
+  }
+  HeadFactors sym = f;
+  sym.symmetric = true;
+  check_contraction(sym, {Coordinates::latent, Coordinates::latent, 0});
+  check_contraction(sym, {Coordinates::raw, Coordinates::raw, 0});
+  // Simple (slice) heads on one side, as o_proj is for MLA's ov.
+  HeadFactors mixed = f;
+  mixed.left = side_of(random_heads(6, 40, 5, rng));
+  check_contraction(mixed, {Coordinates::raw, Coordinates::latent, 0});
+}
+
+TEST_CASE("the latent contraction gives the pairwise metrics", "[contraction]") {
+  std::mt19937 rng(12);
+  HeadFactors f = sparse_factors(7, 48, 6, 2, rng);
+  check_paths_agree(f);
+  f.symmetric = true;
+  check_paths_agree(f);
+}
+
+TEST_CASE("skipping the heads' own ranks leaves every other number as it was", "[contraction]") {
+  std::mt19937 rng(26);
+  const HeadFactors latent = sparse_factors(7, 48, 6, 2, rng);
+  const HeadFactors dense = factors_of(random_heads(6, 40, 5, rng), random_heads(6, 40, 5, rng));
+  for (const Contraction how : {Contraction::pairwise, Contraction::latent}) {
+    for (const HeadFactors* f : {&latent, &dense}) {
+      ComputeWorkspace workspace;
+      const LayerMetrics with = analyze_layer(*f, workspace, how, HeadRanks::computed);
+      const LayerMetrics without = analyze_layer(*f, workspace, how, HeadRanks::skipped);
+      REQUIRE(with.head_erank.size() == static_cast<std::size_t>(f->num_heads()));
+      CHECK(without.head_erank.empty());
+      // The same products in the same order: everything else equal bit for bit.
+      LayerMetrics expected = with;
+      expected.head_erank.clear();
+      test::require_same_layer(expected, without, true);
+    }
+  }
+}
+
+TEST_CASE("the contraction is chosen for latent heads and not for plain slices", "[contraction]") {
+  // MLA-like: 16 heads, each a dense 128 × 32 block on a 128-row latent of d = 256, both sides.
+  std::mt19937 rng(14);
+  std::normal_distribution<double> normal;
+  HeadFactors f;
+  for (FactorSide* side : {&f.left, &f.right}) {
+    side->basis = uniform_rows(128, 256, rng);
+    side->head_cols = 32;
+    for (int h = 0; h < 16; ++h) {
+      MatrixD block(128, 32);
+      for (Index i = 0; i < block.size(); ++i) block.data()[i] = normal(rng);
+      side->heads.push_back({CoeffBlock::dense(0, 0, block.transpose().cast<float>())});
+    }
+  }
+  CHECK(detail::choose_contraction(f, Contraction::automatic).has_value());
+  CHECK_FALSE(detail::choose_contraction(f, Contraction::pairwise).has_value());
+  const HeadFactors slices = factors_of(random_heads(4, 64, 8, rng), random_heads(4, 64, 8, rng));
+  CHECK_FALSE(detail::choose_contraction(slices, Contraction::automatic).has_value());
+  CHECK(detail::choose_contraction(slices, Contraction::latent).has_value());
+}
+
+TEST_CASE("rank-deficient latent Grams contract exactly", "[contraction]") {
+  std::mt19937 rng(13);
+  // More basis rows than columns (latent larger than d), and a zero row (a zero RMSNorm gain):
+  // the Grams are singular, Cholesky fails in round-off and the pivoted LDLᵀ takes over.
+  HeadFactors f = sparse_factors(5, 12, 4, 3, rng);
+  REQUIRE(f.left.basis.rows() > f.left.basis.cols());
+  f.right.basis.row(1).setZero();
+  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
+  check_paths_agree(f);
+  f.symmetric = true;
+  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
+  check_paths_agree(f);
 }

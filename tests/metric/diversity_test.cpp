@@ -1,6 +1,6 @@
 // Tests of the metric engine (src/metric/diversity.cpp): closed forms, invariances, the
 // block-sparse factor representation, and a cross-check against the naive numpy reference
-// (scripts/reference.py).
+// (scripts/reference.py). The contraction path (MLA, LRKV) has its own: contraction_test.cpp.
 #include "kvrank/metric/diversity.hpp"
 
 #include <algorithm>
@@ -23,26 +23,15 @@ using namespace kvrank;
 
 namespace {
 
+using test::check_close;
+using test::check_same_metrics;
+using test::explicit_heads;
 using test::factors_of;
 using test::Heads;
 using test::random_heads;
 using test::side_of;
+using test::sparse_factors;
 using test::uniform_rows;
-
-/// Explicit L_h = basisᵀ C_h of one side (d × k, double).
-Heads explicit_heads(const FactorSide& side) {
-  Heads out;
-  const MatrixD basis_t = side.basis.cast<double>().transpose();
-  for (const auto& blocks : side.heads) {
-    MatrixD l = MatrixD::Zero(side.basis.cols(), side.head_cols);
-    for (const CoeffBlock& b : blocks) {
-      l.middleCols(b.head_col, b.cols()) +=
-          basis_t.middleCols(b.basis_row, b.rows()) * b.in_double();
-    }
-    out.push_back(l);
-  }
-  return out;
-}
 
 /// One row of every side as basis rows with integer entries, for closed forms with an exact Gram.
 RowMatrixF integer_rows(Index rows, Index cols, std::mt19937& rng) {
@@ -50,24 +39,6 @@ RowMatrixF integer_rows(Index rows, Index cols, std::mt19937& rng) {
   RowMatrixF m(rows, cols);
   for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<float>(digit(rng));
   return m;
-}
-
-void check_close(double actual, double expected, double rel, double abs = 1e-9) {
-  INFO("actual " << actual << " expected " << expected);
-  CHECK(std::abs(actual - expected) <= std::max(abs, rel * std::abs(expected)));
-}
-
-void check_same_metrics(const LayerMetrics& a, const LayerMetrics& b, double rel) {
-  CHECK(a.heads == b.heads);
-  check_close(a.erank, b.erank, rel);
-  check_close(a.erank_centered, b.erank_centered, rel);
-  check_close(a.mean_similarity, b.mean_similarity, rel, 1e-6);
-  CHECK(a.pcs_90 == b.pcs_90);
-  REQUIRE(a.eigenvalues.size() == b.eigenvalues.size());
-  for (size_t i = 0; i < a.eigenvalues.size(); ++i) {
-    check_close(a.eigenvalues[i], b.eigenvalues[i], rel, 1e-6);
-    check_close(a.eigenvalues_centered[i], b.eigenvalues_centered[i], rel, 1e-6);
-  }
 }
 
 /// Heads as one float64 [H, d, k] NPY file for the reference cross-check.
@@ -377,39 +348,6 @@ TEST_CASE("zero heads are listed and left out of S", "[diversity]") {
   CHECK(all_zero.zero_heads.size() == static_cast<size_t>(heads));
 }
 
-namespace {
-
-/// LRKV/MLA-like factors: shared rows with identity blocks plus per-head dense blocks, some at a
-/// column offset.
-HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937& rng) {
-  std::normal_distribution<double> normal;
-  auto random_block = [&](Index rows, Index cols) {  // its transpose, as CoeffBlock keeps it
-    RowMatrixF m(cols, rows);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<float>(normal(rng));
-    return m;
-  };
-  HeadFactors f;
-  // Left (LRKV key side): [shared (k rows); U_h (r rows each)], C_h = I at 0 + dense at k + h·r.
-  f.left.basis = uniform_rows(k + heads * r, d, rng);
-  f.left.head_cols = k;
-  for (Index h = 0; h < heads; ++h) {
-    f.left.heads.push_back(
-        {CoeffBlock::identity(0, k), CoeffBlock::dense(k + h * r, 0, random_block(r, k))});
-  }
-  // Right (MLA key side): latent rows, C_h = dense (latent × (k-2)) at column 0 + identity on two
-  // shared rope rows at column k-2.
-  const Index latent = 6;
-  f.right.basis = uniform_rows(latent + 2, d, rng);
-  f.right.head_cols = k;
-  for (Index h = 0; h < heads; ++h) {
-    f.right.heads.push_back({CoeffBlock::dense(0, 0, random_block(latent, k - 2)),
-                             CoeffBlock::identity(latent, 2, k - 2)});
-  }
-  return f;
-}
-
-}  // namespace
-
 TEST_CASE("sparse coefficient blocks equal multiplied-out factors", "[diversity]") {
   std::mt19937 rng(8);
   const HeadFactors f = sparse_factors(5, 30, 5, 2, rng);
@@ -455,133 +393,4 @@ TEST_CASE("set_compute_threads does not change results", "[diversity]") {
   set_compute_threads(0);
   const LayerMetrics all = analyze_layer(f);
   check_same_metrics(one, all, 1e-12);
-}
-
-namespace {
-
-/// ⟨A_i, A_j⟩ and the per-head L_hᵀL_h, R_hᵀR_h of a contraction, against the same from the
-/// explicit (double) factors.
-void check_contraction(const HeadFactors& f, const detail::ContractionPlan& plan) {
-  ComputeWorkspace workspace;
-  const detail::ContractedHeads got =
-      detail::contract_heads(f, plan, workspace, HeadRanks::computed, detail::LayerKernels{});
-  const Heads left = explicit_heads(f.left);
-  const Heads right = f.symmetric ? left : explicit_heads(f.right);
-  const Index heads = f.num_heads();
-  MatrixD want(heads, heads);
-  for (Index i = 0; i < heads; ++i) {
-    for (Index j = 0; j < heads; ++j) {
-      want(i, j) =
-          ((left[i].transpose() * left[j]).cwiseProduct(right[i].transpose() * right[j])).sum();
-    }
-  }
-  CHECK((got.inner - want).norm() <= 1e-5 * want.norm());
-  REQUIRE(got.left);
-  REQUIRE(static_cast<bool>(got.right) == !f.symmetric);
-  for (Index h = 0; h < heads; ++h) {
-    const MatrixD p = left[h].transpose() * left[h];
-    CHECK((detail::self_product(*got.left, h) - p).norm() <= 1e-5 * p.norm());
-    if (!f.symmetric) {
-      const MatrixD q = right[h].transpose() * right[h];
-      CHECK((detail::self_product(*got.right, h) - q).norm() <= 1e-5 * q.norm());
-    }
-  }
-  const detail::ContractedHeads skipped =
-      detail::contract_heads(f, plan, workspace, HeadRanks::skipped, detail::LayerKernels{});
-  CHECK_FALSE(skipped.left);
-  CHECK_FALSE(skipped.right);
-}
-
-void check_paths_agree(const HeadFactors& f) {
-  const LayerMetrics pairwise = analyze_layer(f, Contraction::pairwise);
-  const LayerMetrics latent = analyze_layer(f, Contraction::latent);
-  check_same_metrics(latent, pairwise, 1e-6);
-  for (size_t h = 0; h < pairwise.head_norm.size(); ++h) {
-    check_close(latent.head_norm[h], pairwise.head_norm[h], 1e-6);
-    check_close(latent.head_erank[h], pairwise.head_erank[h], 1e-5);
-  }
-}
-
-}  // namespace
-
-TEST_CASE("latent and raw coordinates contract to the explicit inner products", "[diversity]") {
-  std::mt19937 rng(11);
-  const HeadFactors f = sparse_factors(6, 40, 5, 3, rng);
-  using detail::Coordinates;
-  for (Coordinates left : {Coordinates::latent, Coordinates::raw}) {
-    for (Coordinates right : {Coordinates::latent, Coordinates::raw}) {
-      INFO("left " << (left == Coordinates::latent) << " right " << (right == Coordinates::latent));
-      check_contraction(f, {left, right, 0});
-    }
-  }
-  HeadFactors sym = f;
-  sym.symmetric = true;
-  check_contraction(sym, {Coordinates::latent, Coordinates::latent, 0});
-  check_contraction(sym, {Coordinates::raw, Coordinates::raw, 0});
-  // Simple (slice) heads on one side, as o_proj is for MLA's ov.
-  HeadFactors mixed = f;
-  mixed.left = side_of(random_heads(6, 40, 5, rng));
-  check_contraction(mixed, {Coordinates::raw, Coordinates::latent, 0});
-}
-
-TEST_CASE("the latent contraction gives the pairwise metrics", "[diversity]") {
-  std::mt19937 rng(12);
-  HeadFactors f = sparse_factors(7, 48, 6, 2, rng);
-  check_paths_agree(f);
-  f.symmetric = true;
-  check_paths_agree(f);
-}
-
-TEST_CASE("skipping the heads' own ranks leaves every other number as it was", "[diversity]") {
-  std::mt19937 rng(26);
-  const HeadFactors latent = sparse_factors(7, 48, 6, 2, rng);
-  const HeadFactors dense = factors_of(random_heads(6, 40, 5, rng), random_heads(6, 40, 5, rng));
-  for (const Contraction how : {Contraction::pairwise, Contraction::latent}) {
-    for (const HeadFactors* f : {&latent, &dense}) {
-      ComputeWorkspace workspace;
-      const LayerMetrics with = analyze_layer(*f, workspace, how, HeadRanks::computed);
-      const LayerMetrics without = analyze_layer(*f, workspace, how, HeadRanks::skipped);
-      REQUIRE(with.head_erank.size() == static_cast<std::size_t>(f->num_heads()));
-      CHECK(without.head_erank.empty());
-      // The same products in the same order: everything else equal bit for bit.
-      LayerMetrics expected = with;
-      expected.head_erank.clear();
-      test::require_same_layer(expected, without, true);
-    }
-  }
-}
-
-TEST_CASE("the contraction is chosen for latent heads and not for plain slices", "[diversity]") {
-  // MLA-like: 16 heads, each a dense 128 × 32 block on a 128-row latent of d = 256, both sides.
-  std::mt19937 rng(14);
-  std::normal_distribution<double> normal;
-  HeadFactors f;
-  for (FactorSide* side : {&f.left, &f.right}) {
-    side->basis = uniform_rows(128, 256, rng);
-    side->head_cols = 32;
-    for (int h = 0; h < 16; ++h) {
-      MatrixD block(128, 32);
-      for (Index i = 0; i < block.size(); ++i) block.data()[i] = normal(rng);
-      side->heads.push_back({CoeffBlock::dense(0, 0, block.transpose().cast<float>())});
-    }
-  }
-  CHECK(detail::choose_contraction(f, Contraction::automatic).has_value());
-  CHECK_FALSE(detail::choose_contraction(f, Contraction::pairwise).has_value());
-  const HeadFactors slices = factors_of(random_heads(4, 64, 8, rng), random_heads(4, 64, 8, rng));
-  CHECK_FALSE(detail::choose_contraction(slices, Contraction::automatic).has_value());
-  CHECK(detail::choose_contraction(slices, Contraction::latent).has_value());
-}
-
-TEST_CASE("rank-deficient latent Grams contract exactly", "[diversity]") {
-  std::mt19937 rng(13);
-  // More basis rows than columns (latent larger than d), and a zero row (a zero RMSNorm gain):
-  // the Grams are singular, Cholesky fails in round-off and the pivoted LDLᵀ takes over.
-  HeadFactors f = sparse_factors(5, 12, 4, 3, rng);
-  REQUIRE(f.left.basis.rows() > f.left.basis.cols());
-  f.right.basis.row(1).setZero();
-  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
-  check_paths_agree(f);
-  f.symmetric = true;
-  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
-  check_paths_agree(f);
 }

@@ -1,5 +1,6 @@
-// Random per-head factors for the metric's tests (diversity_test.cpp, diff_test.cpp): explicit
-// d × k matrices, and a side that holds each as its own rows of the basis; uniform random rows.
+// Random per-head factors for the metric's tests (diversity_test.cpp, contraction_test.cpp,
+// diff_test.cpp): explicit d × k matrices, and a side that holds each as its own rows of the
+// basis; uniform random rows; LRKV- and MLA-like sides of sparse blocks, and their explicit heads.
 #pragma once
 
 #include <random>
@@ -52,6 +53,50 @@ inline HeadFactors factors_of(const Heads& left, const Heads& right) {
   HeadFactors f;
   f.left = side_of(left);
   f.right = side_of(right);
+  return f;
+}
+
+/// Explicit L_h = basisᵀ C_h of one side (d × k, double).
+inline Heads explicit_heads(const FactorSide& side) {
+  Heads out;
+  const MatrixD basis_t = side.basis.cast<double>().transpose();
+  for (const auto& blocks : side.heads) {
+    MatrixD l = MatrixD::Zero(side.basis.cols(), side.head_cols);
+    for (const CoeffBlock& b : blocks) {
+      l.middleCols(b.head_col, b.cols()) +=
+          basis_t.middleCols(b.basis_row, b.rows()) * b.in_double();
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
+/// LRKV/MLA-like factors: shared rows with identity blocks plus per-head dense blocks, some at a
+/// column offset.
+inline HeadFactors sparse_factors(Index heads, Index d, Index k, Index r, std::mt19937& rng) {
+  std::normal_distribution<double> normal;
+  auto random_block = [&](Index rows, Index cols) {  // its transpose, as CoeffBlock keeps it
+    RowMatrixF m(cols, rows);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<float>(normal(rng));
+    return m;
+  };
+  HeadFactors f;
+  // Left (LRKV key side): [shared (k rows); U_h (r rows each)], C_h = I at 0 + dense at k + h·r.
+  f.left.basis = uniform_rows(k + heads * r, d, rng);
+  f.left.head_cols = k;
+  for (Index h = 0; h < heads; ++h) {
+    f.left.heads.push_back(
+        {CoeffBlock::identity(0, k), CoeffBlock::dense(k + h * r, 0, random_block(r, k))});
+  }
+  // Right (MLA key side): latent rows, C_h = dense (latent × (k-2)) at column 0 + identity on two
+  // shared rope rows at column k-2.
+  const Index latent = 6;
+  f.right.basis = uniform_rows(latent + 2, d, rng);
+  f.right.head_cols = k;
+  for (Index h = 0; h < heads; ++h) {
+    f.right.heads.push_back({CoeffBlock::dense(0, 0, random_block(latent, k - 2)),
+                             CoeffBlock::identity(latent, 2, k - 2)});
+  }
   return f;
 }
 
