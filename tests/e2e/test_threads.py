@@ -84,18 +84,26 @@ class Threads(harness.TestCase):
         return checkpoint
 
     def assert_same_bytes_on_any_thread_count(self, checkpoint, *options):
-        """`analyze` on 1, 2 and 3 threads, under `auto` and under `f32` (float32 Grams). Three
-        threads share the tiles, slices and slabs out unevenly, and more threads than a 2-core
-        machine has are still a team of three. A build without OpenMP (the sanitizer build) has no
-        second thread to differ: there each backend runs once, for the sanitizers' sake, instead of
-        three times to the same end (a 4096-wide float32 layer takes a minute there)."""
-        thread_counts = ("1", "2", "3") if harness.built_with_openmp(harness.KVRANK) else ("1",)
-        for backend in ("auto", "f32"):
-            with self.subTest(KVRANK_GRAM_BACKEND=backend):
+        """`analyze` on 1, 2 and 3 threads, under `auto` and under `f32` (float32 Grams), and both
+        again on OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE; Zen 5's, where `auto` takes the
+        float32 products to oneDNN), whose threaded products sum in another order than on one
+        thread. Three threads share the tiles, slices and slabs out unevenly, and more threads than
+        a 2-core machine has are still a team of three. A build without OpenMP (the sanitizer
+        build) has no second thread to differ: there each backend runs once on the CPU's kernels,
+        for the sanitizers' sake (a 4096-wide float32 layer takes a minute there)."""
+        openmp = harness.built_with_openmp(harness.KVRANK)
+        thread_counts = ("1", "2", "3") if openmp else ("1",)
+        variants = [(backend, coretype) for coretype in ((None, "Haswell") if openmp else (None,))
+                    for backend in ("auto", "f32")]
+        for backend, coretype in variants:
+            with self.subTest(KVRANK_GRAM_BACKEND=backend, OPENBLAS_CORETYPE=coretype):
                 env = dict(os.environ, KVRANK_GRAM_BACKEND=backend)
+                if coretype:
+                    env["OPENBLAS_CORETYPE"] = coretype
                 results = []
                 for threads in thread_counts:
-                    output = self.path(f"{os.path.basename(checkpoint)}-{backend}-{threads}.json")
+                    name = f"{os.path.basename(checkpoint)}-{backend}-{coretype}-{threads}.json"
+                    output = self.path(name)
                     proc = harness.run("analyze", checkpoint, *options, "--format", "json",
                                        "--similarity", "-o", output, "--threads", threads,
                                        env=env)
