@@ -365,16 +365,17 @@ CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoord
 
 namespace {
 
-/// Whether `runs` are rows [0, k) in order, each narrower than the one before, some narrower than
-/// `dim`: rows self_product_by_runs takes a run at a time.
-bool narrowing_in_order(const std::vector<ColumnRun>& runs, Index dim) {
+/// Whether `runs` are rows [0, k) in order, some narrower than `dim`: rows self_product_by_runs
+/// takes a run at a time. (column_runs lists them widest first, so they come in row order where
+/// the rows narrow, as MLA's keys do.)
+bool runs_in_row_order(const std::vector<ColumnRun>& runs, Index dim) {
   if (runs.size() < 2 && (runs.empty() || runs.front().width == dim)) return false;
   Index next = 0;
   for (const ColumnRun& run : runs) {
     if (run.first != next) return false;
     next += run.count;
   }
-  return true;  // column_runs sorted them widest first; adjacent runs of one width are merged
+  return true;
 }
 
 }  // namespace
@@ -382,10 +383,11 @@ bool narrowing_in_order(const std::vector<ColumnRun>& runs, Index dim) {
 MatrixD self_product_by_runs(Index k, Index dim, const float* rows, Index ld,
                              const std::vector<ColumnRun>& runs) {
   // syrk_in_double's path does not depend on the threads: the same bits on any thread count.
-  if (!narrowing_in_order(runs, dim)) return syrk_in_double(k, dim, rows, ld);
+  if (!runs_in_row_order(runs, dim)) return syrk_in_double(k, dim, rows, ld);
   MatrixD out = MatrixD::Zero(k, k);
   for (const ColumnRun& run : runs) {
-    // The run's rows against themselves and every wider row before them, as deep as they reach.
+    // The run's rows against themselves and the rows before them, as deep as the run's reach: past
+    // it the run's rows are zero, so each entry's chain is the whole depth's.
     const Index end = run.first + run.count;
     const MatrixD part = syrk_in_double(end, run.width, rows, ld);
     out.block(run.first, 0, run.count, end) = part.bottomRows(run.count);

@@ -34,11 +34,10 @@ MatrixD self_product(const SideCoordinates& side, Index h);
 
 /// rows · rowsᵀ in double (syrk_in_double) of k rows, `dim` wide and `ld` apart, whose `runs`
 /// (latent_order.hpp) say where each row's zeros begin. Where the runs are the rows [0, k) in
-/// order, each narrower than the last (MLA's keys: 128 rows 576 wide, then the 64 rope rows 64
-/// wide), a product a run: its rows against themselves and the wider rows before them, only as
-/// deep as it reaches (a V3 head's keys 10.6 → 5.9 M multiply-adds). The chain of an entry past
-/// the narrower row adds exact zeros, so on syrk_in_double's kernel these are the bits of the
-/// whole depth; else the BLAS's to round-off.
+/// order (MLA's keys: 128 rows 576 wide, then the 64 rope rows 64 wide), a product a run: its rows
+/// against themselves and the rows before them, only as deep as the run reaches (a V3 head's keys
+/// 10.6 → 5.9 M multiply-adds). The chain of an entry past the narrower row adds exact zeros, so
+/// on syrk_in_double's kernel these are the bits of the whole depth; else the BLAS's to round-off.
 MatrixD self_product_by_runs(Index k, Index dim, const float* rows, Index ld,
                              const std::vector<ColumnRun>& runs);
 

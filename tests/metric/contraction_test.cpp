@@ -141,9 +141,18 @@ TEST_CASE("a head's self product over rows that narrow has the bits of the whole
   const MatrixD want = values * values.transpose();
   CHECK((got - want).norm() <= 1e-13 * want.norm());
   if (detail::syrk_in_double_path() == detail::DoubleSyrkPath::kernel) CHECK(got == whole);
-  // Runs out of row order (a wide run after a narrow one) take the whole depth, the same numbers.
+  // Runs out of row order take the whole depth, the same numbers.
   const std::vector<detail::ColumnRun> unordered{{0, 7, 40}, {10, 2, 4}, {7, 3, 9}};
   CHECK(detail::self_product_by_runs(k, dim, rows.data(), ld, unordered) == whole);
+  // Rows that widen: each run's rows against the narrower ones before them, as deep as the run.
+  const RowMatrixF widening = rows.colwise().reverse();  // the rows in reverse order
+  const std::vector<detail::ColumnRun> widening_runs{{0, 2, 4}, {2, 3, 9}, {5, 7, 40}};
+  const MatrixD widened = detail::self_product_by_runs(k, dim, widening.data(), ld, widening_runs);
+  const MatrixD widening_values = widening.leftCols(dim).cast<double>();
+  const MatrixD widening_want = widening_values * widening_values.transpose();
+  CHECK((widened - widening_want).norm() <= 1e-13 * widening_want.norm());
+  if (detail::syrk_in_double_path() == detail::DoubleSyrkPath::kernel)
+    CHECK(widened == detail::syrk_in_double(k, dim, widening.data(), ld));
 }
 
 TEST_CASE("the two sides' latent factors formed side by side give the bits of one after the other",
