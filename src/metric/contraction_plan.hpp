@@ -29,6 +29,10 @@ constexpr Index kContractionChunkFloats = Index(1) << 24;
 /// p of a side's coordinates X_hᵀ (k × p): the basis's rows when latent, its columns when raw.
 Index coordinate_dimension(const FactorSide& side, Coordinates how);
 
+/// The pairwise path's estimated multiply-adds (double ones weighted as float32 BLAS ones), which
+/// choose_contraction() sets against a contraction's ContractionPlan::cost.
+double pairwise_cost(const HeadFactors& factors);
+
 /// The cheapest contraction for `factors` when `how` allows it: with Contraction::automatic only
 /// if some side has heads that are not one identity block and the contraction is estimated cheaper
 /// than the pairwise path; with Contraction::latent always; never with Contraction::pairwise.

@@ -250,6 +250,27 @@ TEST_CASE("the contraction is chosen for latent heads and not for plain slices",
   CHECK(detail::choose_contraction(slices, Contraction::latent).has_value());
 }
 
+TEST_CASE("an LRKV layer takes the contraction only where it was measured to pay",
+          "[contraction]") {
+  // Queries the plain rows of q_proj, keys LRKV's [k_shared; k_lora_a] (sparse_factors' left
+  // side). The model rates the contraction cheaper at both shapes (estimates 1.23× and 1.38×); on
+  // bench/paths.cpp's measurements only the second pays (contraction_plan.cpp, kContractionWeight).
+  std::mt19937 rng(15);
+  auto lrkv = [&](Index heads, Index d, Index k, Index r) {
+    HeadFactors f;
+    f.left = side_of(random_heads(heads, d, k, rng));
+    f.right = sparse_factors(heads, d, k, r, rng).left;
+    return f;
+  };
+  const HeadFactors pairwise_faster = lrkv(16, 1024, 64, 64);  // 1.6× faster
+  const double estimated = detail::pairwise_cost(pairwise_faster) /
+                           detail::choose_contraction(pairwise_faster, Contraction::latent)->cost;
+  CHECK(estimated > 1.0);
+  CHECK_FALSE(detail::choose_contraction(pairwise_faster, Contraction::automatic).has_value());
+  const HeadFactors latent_faster = lrkv(8, 1024, 128, 32);  // 1.2× faster
+  CHECK(detail::choose_contraction(latent_faster, Contraction::automatic).has_value());
+}
+
 TEST_CASE("rank-deficient latent Grams contract exactly", "[contraction]") {
   std::mt19937 rng(13);
   // More basis rows than columns (latent larger than d), and a zero row (a zero RMSNorm gain):
