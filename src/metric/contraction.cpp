@@ -108,13 +108,18 @@ LatentFactor latent_factor(const FactorSide& side, const LayerKernels& kernels,
   return factor_of_gram(ordered_gram(side, kernels, order), side, kernels, order);
 }
 
-/// Both sides' latent factors, where a second thread is free: the larger side's Gram over all
-/// threads, then its Cholesky factor on one thread (LAPACK's on the calling thread, for the same
-/// bits on any count) while another forms the smaller side's Gram and factor. A V3 layer's 1536²
-/// query factor took 24 ms with the other thread idle; the keys' Gram and factor take ~14 ms of it.
+/// Both sides' latent factors where `plan` takes two sides in latent coordinates and a second
+/// thread is free: the larger side's Gram over all threads, then its Cholesky factor on one thread
+/// (LAPACK's on the calling thread, for the same bits on any count) while another forms the smaller
+/// side's Gram and factor. A V3 layer's 1536² query factor took 24 ms with the other thread idle;
+/// the keys' Gram and factor take ~14 ms of it. Elsewhere none: SideCoordinates forms its own.
 std::pair<std::optional<LatentFactor>, std::optional<LatentFactor>> latent_factors(
-    const FactorSide& left, const FactorSide& right, const LayerKernels& kernels) {
-  if (available_threads() < 2 || !blas_nests_in_openmp()) return {};
+    const HeadFactors& factors, const ContractionPlan& plan, const LayerKernels& kernels) {
+  const bool both_latent =
+      !factors.symmetric && plan.left == Coordinates::latent && plan.right == Coordinates::latent;
+  if (!both_latent || available_threads() < 2 || !blas_nests_in_openmp()) return {};
+  const FactorSide& left = factors.left;
+  const FactorSide& right = factors.right;
   const bool left_larger = left.rows() >= right.rows();
   const FactorSide& larger = left_larger ? left : right;
   const FactorSide& smaller = left_larger ? right : left;
@@ -361,10 +366,6 @@ CentredProducts chunked_inner_products(const SideCoordinates& x, const SideCoord
   return inner.products();
 }
 
-}  // namespace
-
-namespace {
-
 /// Whether `runs` are rows [0, k) in order, some narrower than `dim`: rows self_product_by_runs
 /// takes a run at a time. (column_runs lists them widest first, so they come in row order where
 /// the rows narrow, as MLA's keys do.)
@@ -405,11 +406,7 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
                                const LayerKernels& kernels) {
   const Index heads = factors.num_heads();
   const Index k = factors.left.head_cols;
-  const bool both_latent =
-      !factors.symmetric && plan.left == Coordinates::latent && plan.right == Coordinates::latent;
-  auto [left_factor, right_factor] =
-      both_latent ? latent_factors(factors.left, factors.right, kernels)
-                  : std::pair<std::optional<LatentFactor>, std::optional<LatentFactor>>{};
+  auto [left_factor, right_factor] = latent_factors(factors, plan, kernels);
   const auto left = std::make_shared<const SideCoordinates>(
       factors.left, plan.left, workspace.left_coordinates, kernels, std::move(left_factor));
   ContractedHeads out;

@@ -21,6 +21,10 @@ using namespace kvrank::test;  // the shared factors and checks (tests/support)
 
 namespace {
 
+/// Both sides in latent coordinates (MLA's plan).
+const detail::ContractionPlan kLatentPlan{detail::Coordinates::latent, detail::Coordinates::latent,
+                                          0};
+
 /// MLA's query side in small: every head one dense block over all `latent` basis rows into all of
 /// its `k` columns (q_b's rows of the head, over q_a).
 FactorSide whole_block_heads(Index heads, Index latent, Index d, Index k, std::mt19937& rng) {
@@ -104,22 +108,21 @@ TEST_CASE("a slab of heads' TRMM gives each head's coordinates as a head at a ti
   slabbed.left = whole_block_heads(11, 24, 40, 6, rng);
   HeadFactors by_head = slabbed;
   by_head.left = halves_of(slabbed.left);
-  const detail::ContractionPlan plan{detail::Coordinates::latent, detail::Coordinates::latent, 0};
   std::vector<detail::FloatKernels> kernel_kinds{detail::FloatKernels::blas};
   if (onednn_f32_supported()) kernel_kinds.push_back(detail::FloatKernels::onednn);
   for (const detail::FloatKernels products : kernel_kinds) {
     const detail::LayerKernels kernels{false, products};
     ComputeWorkspace slab_workspace, head_workspace;
     const detail::ContractedHeads a =
-        detail::contract_heads(slabbed, plan, slab_workspace, HeadRanks::computed, kernels);
+        detail::contract_heads(slabbed, kLatentPlan, slab_workspace, HeadRanks::computed, kernels);
     const detail::ContractedHeads b =
-        detail::contract_heads(by_head, plan, head_workspace, HeadRanks::computed, kernels);
+        detail::contract_heads(by_head, kLatentPlan, head_workspace, HeadRanks::computed, kernels);
     CHECK(a.inner == b.inner);
     for (Index h = 0; h < slabbed.num_heads(); ++h) {
       INFO("head " << h);
       CHECK(detail::self_product(*a.left, h) == detail::self_product(*b.left, h));
     }
-    check_contraction(slabbed, plan, kernels);
+    check_contraction(slabbed, kLatentPlan, kernels);
   }
 }
 
@@ -159,19 +162,21 @@ TEST_CASE("the two sides' latent factors formed side by side give the bits of on
           "[contraction]") {
   // Queries of 24 latent rows, keys of 10: on two threads the keys' Gram and factor are formed
   // while the queries' Cholesky factor runs; on the calling thread alone, one after the other.
+  // (A build without OpenMP has one thread: there both runs take the second way, and only the
+  // explicit products check anything.)
   std::mt19937 rng(5);
   HeadFactors factors;
   factors.symmetric = false;
   factors.left = whole_block_heads(6, 24, 40, 4, rng);
   factors.right = whole_block_heads(6, 10, 40, 4, rng);
-  const detail::ContractionPlan plan{detail::Coordinates::latent, detail::Coordinates::latent, 0};
   const detail::LayerKernels kernels{false, detail::FloatKernels::blas};
   ComputeWorkspace threaded_workspace, serial_workspace;
-  const detail::ContractedHeads threaded =
-      detail::contract_heads(factors, plan, threaded_workspace, HeadRanks::computed, kernels);
+  const detail::ContractedHeads threaded = detail::contract_heads(
+      factors, kLatentPlan, threaded_workspace, HeadRanks::computed, kernels);
   const detail::ContractedHeads serial = [&] {
     const CallingThreadOnly one_thread;
-    return detail::contract_heads(factors, plan, serial_workspace, HeadRanks::computed, kernels);
+    return detail::contract_heads(factors, kLatentPlan, serial_workspace, HeadRanks::computed,
+                                  kernels);
   }();
   CHECK(threaded.inner == serial.inner);
   for (Index h = 0; h < factors.num_heads(); ++h) {
@@ -179,7 +184,7 @@ TEST_CASE("the two sides' latent factors formed side by side give the bits of on
     CHECK(detail::self_product(*threaded.left, h) == detail::self_product(*serial.left, h));
     CHECK(detail::self_product(*threaded.right, h) == detail::self_product(*serial.right, h));
   }
-  check_contraction(factors, plan, kernels);
+  check_contraction(factors, kLatentPlan, kernels);
 }
 
 TEST_CASE("latent and raw coordinates contract to the explicit inner products", "[contraction]") {
@@ -194,7 +199,7 @@ TEST_CASE("latent and raw coordinates contract to the explicit inner products", 
   }
   HeadFactors sym = f;
   sym.symmetric = true;
-  check_contraction(sym, {Coordinates::latent, Coordinates::latent, 0});
+  check_contraction(sym, kLatentPlan);
   check_contraction(sym, {Coordinates::raw, Coordinates::raw, 0});
   // Simple (slice) heads on one side, as o_proj is for MLA's ov.
   HeadFactors mixed = f;
@@ -278,9 +283,9 @@ TEST_CASE("rank-deficient latent Grams contract exactly", "[contraction]") {
   HeadFactors f = sparse_factors(5, 12, 4, 3, rng);
   REQUIRE(f.left.basis.rows() > f.left.basis.cols());
   f.right.basis.row(1).setZero();
-  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
+  check_contraction(f, kLatentPlan);
   check_paths_agree(f);
   f.symmetric = true;
-  check_contraction(f, {detail::Coordinates::latent, detail::Coordinates::latent, 0});
+  check_contraction(f, kLatentPlan);
   check_paths_agree(f);
 }
