@@ -227,10 +227,11 @@ std::jthread compile_gram_kernels_for(const Checkpoint& checkpoint, const ModelL
     options.detail(checkpoint.path().string() + ": " +
                    weight_dtypes(checkpoint, layout).value_or("no") +
                    " weights: " + gram_kernel_description(gram.rows, gram.cols, gram.bf16_values));
-  // The latent families' contraction runs float32 products whatever forms their Grams: oneDNN's
-  // are compiled aside for them.
+  // The latent families' contraction runs float32 products whatever forms their Grams (its M_h
+  // products on oneDNN even where the rest stays on the BLAS): oneDNN's are compiled aside for
+  // them.
   const bool dense = std::holds_alternative<DenseTensors>(layout.tensors);
-  return compile_gram_kernels_aside(gram.rows, gram.cols, gram.bf16_values && dense);
+  return compile_gram_kernels_aside(gram.rows, gram.cols, gram.bf16_values && dense, !dense);
 }
 
 /// analyze_checkpoint on an open checkpoint; `input` names it in the reports' provenance, and

@@ -286,12 +286,15 @@ bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram) {
   return bf16_gram_upper(basis, gram) || onednn_f32_gram_upper(basis, gram);
 }
 
-std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
+std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values,
+                                        bool latent_contraction) {
 #ifdef KVRANK_HAVE_DNNL
   if (detail::available_threads() < 2 || m < 1 || d < 1) return {};
   const bool bf16 = bf16_values && bf16_gram_chosen(m, d);
-  if (bf16 ? bf16_grams_on_own_kernel() : !float_products_on_onednn())
-    return {};  // nothing to compile
+  const bool bf16_on_onednn = bf16 && !bf16_grams_on_own_kernel();
+  const bool sgemm_on_onednn =
+      (!bf16 && float_products_on_onednn()) || (latent_contraction && latent_products_on_onednn());
+  if (!bf16_on_onednn && !sgemm_on_onednn) return {};  // nothing to compile
   // Under a memory limit the compute threads were sized to it (memory_limit.hpp), and this thread
   // takes more: a stack and a malloc arena (72 MiB), its first product's buffers, and what oneDNN
   // takes to compile (as much as diversity.cpp sets aside for oneDNN on a layer's first thread).
@@ -302,7 +305,7 @@ std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
                     static_cast<std::uint64_t>(tile * d * 2 + tile * tile * 4);
   if (!memory_fits(need)) return {};
   auto promise = std::make_shared<const MemoryPromise>(need);
-  auto compile = [m, d, bf16, promise] {
+  auto compile = [m, d, bf16_on_onednn, sgemm_on_onednn, promise] {
     (void)promise;  // held until the compilation ends
 #ifdef _OPENMP
     // A thread OpenMP has not seen gets the process's default team: the kernels are compiled and
@@ -310,9 +313,8 @@ std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
     omp_set_num_threads(1);
 #endif
     try {
-      if (bf16) {
-        detail::first_onednn_bf16_product(m, d);
-      } else {  // oneDNN's SGEMM compiles all its kernels in its first call, whatever the shape
+      if (bf16_on_onednn) detail::first_onednn_bf16_product(m, d);
+      if (sgemm_on_onednn) {  // oneDNN's SGEMM compiles all its kernels in its first call
         const std::vector<float> zeros(16 * 16);
         std::vector<float> product(16 * 16);
         detail::onednn_syrk_lower(16, 16, zeros.data(), 16, product.data(), 16);
@@ -326,7 +328,7 @@ std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values) {
     return {};
   }
 #else
-  (void)m, (void)d, (void)bf16_values;
+  (void)m, (void)d, (void)bf16_values, (void)latent_contraction;
   return {};
 #endif
 }

@@ -19,7 +19,7 @@ constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
 /// Whether compile_gram_kernels_aside starts its thread for a d 4096 bf16 Gram now.
 bool starts_aside() {
-  std::jthread thread = compile_gram_kernels_aside(4096, 4096, true);
+  std::jthread thread = compile_gram_kernels_aside(4096, 4096, true, false);
   return thread.joinable();
 }
 

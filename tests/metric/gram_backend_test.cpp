@@ -211,7 +211,7 @@ TEST_CASE("gram backend: a bf16 Gram formed while its kernels are compiled aside
       bf16_rows(600, 300, rng);  // a depth slice of a longer row: as in a model
   const MatrixD f32 = gram_with(GramBackend::f32, basis);
   set_gram_backend(GramBackend::bf16_onednn);  // kvrank's own bf16 kernel compiles nothing
-  std::jthread kernels = compile_gram_kernels_aside(basis.rows(), basis.cols(), true);
+  std::jthread kernels = compile_gram_kernels_aside(basis.rows(), basis.cols(), true, false);
   CHECK(kernels.joinable());
   const MatrixD bf16 = basis_gram(basis);  // while the kernels may still be compiled
   kernels.join();
@@ -224,18 +224,21 @@ TEST_CASE("gram backend: no thread compiles kernels that no Gram will run or wit
   BackendGuard guard;
   ThreadsGuard threads(2);
   set_gram_backend(GramBackend::f32);  // no oneDNN product at all
-  CHECK_FALSE(compile_gram_kernels_aside(768, 768, true).joinable());
-  CHECK_FALSE(compile_gram_kernels_aside(768, 768, false).joinable());
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, true, false).joinable());
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, false, false).joinable());
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, false, true).joinable());  // latent: the BLAS
   if (!bf16_gram_supported()) return;
   set_gram_backend(GramBackend::bf16);
   const bool own_kernel =
       gram_kernel_description(768, 768, true).find("kvrank's") != std::string::npos;
-  CHECK(compile_gram_kernels_aside(768, 768, true).joinable() == !own_kernel);  // own: compiled
+  CHECK(compile_gram_kernels_aside(768, 768, true, false).joinable() ==
+        !own_kernel);  // own: compiled
   set_gram_backend(GramBackend::bf16_onednn);
-  CHECK_FALSE(compile_gram_kernels_aside(768, 768, false).joinable());  // float32 values: the BLAS
-  CHECK(compile_gram_kernels_aside(768, 768, true).joinable());
+  CHECK_FALSE(
+      compile_gram_kernels_aside(768, 768, false, false).joinable());  // float32 values: the BLAS
+  CHECK(compile_gram_kernels_aside(768, 768, true, false).joinable());
   set_compute_threads(1);
-  CHECK_FALSE(compile_gram_kernels_aside(768, 768, true).joinable());  // no thread to spare
+  CHECK_FALSE(compile_gram_kernels_aside(768, 768, true, false).joinable());  // no thread to spare
   set_compute_threads(2);
   // Under `ulimit -v` with room for it, it starts (promised its room: memory_limit.hpp);
   // compile_aside_test.cpp checks a limit without room.
@@ -245,9 +248,24 @@ TEST_CASE("gram backend: no thread compiles kernels that no Gram will run or wit
   rlimit huge = saved;
   huge.rlim_cur = rlim_t{1} << 44;  // 16 TiB: a limit, but not one this process can reach
   REQUIRE(setrlimit(RLIMIT_AS, &huge) == 0);
-  const bool started = compile_gram_kernels_aside(768, 768, true).joinable();
+  const bool started = compile_gram_kernels_aside(768, 768, true, false).joinable();
   REQUIRE(setrlimit(RLIMIT_AS, &saved) == 0);
   CHECK(started);
+}
+
+TEST_CASE(
+    "gram backend: a latent contraction's SGEMM kernels are compiled aside where it runs "
+    "its products on oneDNN",
+    "[gram]") {
+  BackendGuard guard;
+  ThreadsGuard threads(2);
+  set_gram_backend(GramBackend::automatic);
+  // Its M_h products on oneDNN, the rest on the BLAS (Zen 4's choice), or all on oneDNN, or none.
+  CHECK(compile_gram_kernels_aside(768, 768, false, true).joinable() ==
+        latent_products_on_onednn());
+  // A dense model's float32 Grams there compile nothing of oneDNN's but where they run on it.
+  CHECK(compile_gram_kernels_aside(768, 768, false, false).joinable() ==
+        float_products_on_onednn());
 }
 
 TEST_CASE("gram backend: f32 weights, the f32 choice and small auto Grams use the f32 path",

@@ -148,16 +148,19 @@ bool onednn_f32_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 bool onednn_gram_upper(const RowMatrixF& basis, MatrixF& gram);
 
 /// Compiles, on a thread of its own, the oneDNN kernels that the Gram of an m × d basis would run
-/// (`bf16_values`: its values are bfloat16s, as read from BF16 weights). oneDNN compiles its GEMM
-/// kernels in the first product of a process — 3.5 ms on the development machine, while the other
-/// threads wait — so the analysis starts this as it opens a checkpoint, and reads the first layer
-/// meanwhile. Returns an empty (not joinable) thread when there is nothing to gain: fewer than 2
-/// threads available, no oneDNN kernel for such a Gram under the backend in force (the bf16 Grams
-/// on kvrank's own kernel: nothing to compile), no oneDNN in this build; and where a memory limit
-/// leaves no room for the thread and what oneDNN takes to compile (memory_limit.hpp; the room is
-/// promised to it while it runs).
-/// The thread gives up silently on any failure, which the Gram then meets itself. The caller keeps
-/// it until the analysis ends (std::jthread joins when destroyed).
-std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values);
+/// (`bf16_values`: its values are bfloat16s, as read from BF16 weights) and, with
+/// `latent_contraction`, those of a latent contraction's products (latent_products_on_onednn()).
+/// oneDNN compiles its GEMM kernels in the first product of a process, while the other threads
+/// wait: its SGEMM's took 45 ms on a Zen 4 EPYC (its bf16 matmul's, 3.5 ms on the machine it was
+/// first measured on). So the analysis starts this as it opens a checkpoint, and reads the first
+/// layer meanwhile. Returns an empty (not joinable) thread when there is nothing to gain: fewer
+/// than 2 threads available, no oneDNN kernel for such products under the backend in force (the
+/// bf16 Grams on kvrank's own kernel and no latent contraction on oneDNN: nothing to compile), no
+/// oneDNN in this build; and where a memory limit leaves no room for the thread and what oneDNN
+/// takes to compile (memory_limit.hpp; the room is promised to it while it runs). The thread gives
+/// up silently on any failure, which the Gram then meets itself. The caller keeps it until the
+/// analysis ends (std::jthread joins when destroyed).
+std::jthread compile_gram_kernels_aside(Index m, Index d, bool bf16_values,
+                                        bool latent_contraction);
 
 }  // namespace kvrank
