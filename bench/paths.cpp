@@ -10,6 +10,7 @@
 //
 //   kvrank_bench_paths --rounds 3
 //   kvrank_bench_paths --d 4096 --heads 32 --head-dim 128 --rank 64
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
