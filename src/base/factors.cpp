@@ -2,6 +2,8 @@
 #include "kvrank/base/factors.hpp"
 
 #include <cassert>
+#include <map>
+#include <memory>
 #include <utility>
 
 #include "base/tiled_copy.hpp"  // copy_worth_threads
@@ -16,7 +18,27 @@ void scale_rows(RowMatrixF& rows, const std::vector<double>& factors) {
     rows.row(i) = (rows.row(i).cast<double>() * factors[i]).cast<float>();
 }
 
+namespace {
+
+/// The side's stored coefficient blocks pointed at float32 copies of their rows, one copy for each
+/// stored matrix however many heads share it.
+void copy_stored_coefficients(FactorSide& side) {
+  std::map<const StoredBf16Rows*, std::shared_ptr<const RowMatrixF>> copies;
+  for (std::vector<CoeffBlock>& blocks : side.heads) {
+    for (CoeffBlock& block : blocks) {
+      if (!block.is_stored()) continue;
+      std::shared_ptr<const RowMatrixF>& copy = copies[block.stored.get()];
+      if (!copy) copy = std::make_shared<const RowMatrixF>(block.stored->to_float());
+      block.source = copy;
+      block.stored.reset();
+    }
+  }
+}
+
+}  // namespace
+
 FactorSide with_float_basis(FactorSide side) {
+  copy_stored_coefficients(side);
   if (side.stored) {
     side.basis = side.stored->to_float();
     side.stored.reset();

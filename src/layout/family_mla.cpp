@@ -110,23 +110,50 @@ FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int l
                    load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why), bases);
 }
 
-using SharedRows = std::shared_ptr<const RowMatrixF>;
+// The rows of a projection that the heads' coefficient blocks share, in float32 or (under
+// Bases::stored_bf16, for BF16 weights with no FP8 block scales) as stored: the latent contraction
+// reads those where they lie, not through a float32 copy (DeepSeek-V3's q_b: 150 MB a layer).
+struct SharedRows {
+  std::shared_ptr<const RowMatrixF> floats;
+  std::shared_ptr<const StoredBf16Rows> stored;
 
-// A head whose coefficients are one dense block from basis row 0: rows [first, first + count) of
-// the projection, shared by all heads (CoeffBlock::rows_of: not copied).
-std::vector<CoeffBlock> single_block(const SharedRows& projection, Index first, Index count) {
-  return {CoeffBlock::rows_of(projection, first, count, 0)};
+  // Rows [first, first + count) as the transpose of a dense block at basis row 0.
+  CoeffBlock block(Index first, Index count, Index head_col = 0) const {
+    return stored ? CoeffBlock::stored_rows_of(stored, first, count, 0, head_col)
+                  : CoeffBlock::rows_of(floats, first, count, 0, head_col);
+  }
+};
+
+SharedRows load_shared_rows(const Checkpoint& checkpoint, const std::string& name, Index rows,
+                            Index cols, const std::string& why, Bases bases) {
+  const TensorView& tensor = checkpoint.at(name);
+  const bool as_stored = bases == Bases::stored_bf16 && tensor.dtype == DType::BF16 &&
+                         !tensor.fortran_order && !checkpoint.find(scale_inv_name(name));
+  if (!as_stored)
+    return {std::make_shared<const RowMatrixF>(load_dequantized(checkpoint, name, rows, cols, why)),
+            nullptr};
+  check_matrix_shape(tensor, rows, cols, why);
+  return {nullptr, std::make_shared<const StoredBf16Rows>(StoredBf16Rows{
+                       tensor.data(), rows, cols, [&checkpoint, name, rows, cols, why] {
+                         return load_dequantized(checkpoint, name, rows, cols, why);
+                       }})};
 }
 
-SharedRows load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int layer) {
-  return std::make_shared<const RowMatrixF>(load_dequantized(
-      checkpoint, self_attn_prefix(dims.prefix, layer) + "kv_b_proj.weight",
-      Index{dims.heads} * (dims.nope + dims.v_dim), dims.kv_lora, dims_text(dims)));
+// A head whose coefficients are one dense block from basis row 0: rows [first, first + count) of
+// the projection, shared by all heads (not copied).
+std::vector<CoeffBlock> single_block(const SharedRows& projection, Index first, Index count) {
+  return {projection.block(first, count)};
+}
+
+SharedRows load_kv_b(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
+  return load_shared_rows(checkpoint, self_attn_prefix(dims.prefix, layer) + "kv_b_proj.weight",
+                          Index{dims.heads} * (dims.nope + dims.v_dim), dims.kv_lora,
+                          dims_text(dims), bases);
 }
 
 // Effective keys: C_h = kv_b_h,Kᵀ on the latent rows, identity on the rope rows.
 FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
-  const SharedRows kv_b = load_kv_b(checkpoint, dims, layer);
+  const SharedRows kv_b = load_kv_b(checkpoint, dims, layer, bases);
   FactorSide side;
   set_basis(side, latent_basis(checkpoint, dims, layer, bases));
   side.head_cols = dims.nope + dims.rope;
@@ -134,7 +161,7 @@ FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer
     std::vector<CoeffBlock> blocks;
     if (dims.nope > 0) {
       const Index first = Index{h} * (dims.nope + dims.v_dim);
-      blocks.push_back(CoeffBlock::rows_of(kv_b, first, dims.nope, 0));
+      blocks.push_back(kv_b.block(first, dims.nope));
     }
     if (dims.rope > 0) blocks.push_back(CoeffBlock::identity(dims.kv_lora, dims.rope, dims.nope));
     side.heads.push_back(std::move(blocks));
@@ -144,7 +171,7 @@ FactorSide key_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer
 
 // Effective values: C_h = kv_b_h,Vᵀ on the latent rows (the rope rows carry no value).
 FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
-  const SharedRows kv_b = load_kv_b(checkpoint, dims, layer);
+  const SharedRows kv_b = load_kv_b(checkpoint, dims, layer, bases);
   FactorSide side;
   set_basis(side, latent_basis(checkpoint, dims, layer, bases));
   side.basis.conservativeResize(dims.kv_lora, Eigen::NoChange);  // the latent rows only
@@ -169,8 +196,8 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
         head_cols, 1);
   }
   const std::string lora_why = why + ", q_lora_rank " + std::to_string(dims.q_lora);
-  const SharedRows q_b = std::make_shared<const RowMatrixF>(
-      load_dequantized(checkpoint, attn + "q_b_proj.weight", rows, dims.q_lora, lora_why));
+  const SharedRows q_b =
+      load_shared_rows(checkpoint, attn + "q_b_proj.weight", rows, dims.q_lora, lora_why, bases);
   FactorSide side;
   set_basis(side,
             with_gain(load_dequantized(checkpoint, attn + "q_a_proj.weight", dims.q_lora,

@@ -25,12 +25,16 @@
 
 #include <Eigen/Cholesky>
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include "base/guarded_read.hpp"
 #include "base/pages.hpp"
 #include "metric/blas.hpp"
 #include "metric/latent_order.hpp"
@@ -40,6 +44,43 @@ namespace kvrank::detail {
 namespace {
 
 using StridedMapF = Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>>;
+
+/// `count` bf16 values at `bytes` as float32 (exact) into `out`; false where one is an Inf or NaN
+/// (all of its exponent bits set). No branch in the loop: it vectorises.
+bool bf16_to_finite_floats(const std::byte* bytes, Index count, float* out) noexcept {
+  constexpr std::uint16_t kExponent = 0x7F80;
+  std::uint32_t non_finite = 0;
+  for (Index i = 0; i < count; ++i) {
+    std::uint16_t bits;
+    std::memcpy(&bits, bytes + 2 * i, sizeof bits);
+    out[i] = std::bit_cast<float>(std::uint32_t{bits} << 16);
+    non_finite |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
+  }
+  return non_finite == 0;
+}
+
+/// A dense block's transpose (cols × rows) in float32: its float32 rows where they lie, or its
+/// stored bf16 rows converted into a buffer of the calling thread's (valid until its next call; a
+/// head's block, ~1 MB, not the 150 MB copy of V3's q_b). A stored value that is an Inf or NaN, or
+/// a file that shrank under its map, is reported as the reader's float32 copy reports it
+/// (StoredBf16Rows::to_float), so the error reads as on every other path.
+ConstRowMapF block_floats(const CoeffBlock& block) {
+  if (!block.is_stored()) return block.transposed();
+  thread_local RowMatrixF scratch;
+  const StoredBf16Rows& stored = *block.stored;
+  const Index cols = block.cols();
+  const Index count = block.rows();
+  scratch.resize(cols, count);
+  const std::byte* first = stored.bytes.data() + 2 * block.source_row * count;
+  bool finite = false;
+  const bool read =
+      guarded_read([&] { finite = bf16_to_finite_floats(first, cols * count, scratch.data()); });
+  if (!read || !finite) {
+    stored.to_float();  // throws what is wrong, naming the tensor
+    throw std::runtime_error("contraction: stored coefficients changed while they were read");
+  }
+  return ConstRowMapF(scratch.data(), cols, count);
+}
 
 }  // namespace
 
@@ -240,18 +281,20 @@ class SideCoordinates {
     const CoeffBlock& shape = side.heads[begin].front();
     const Index first = order.position(shape.basis_row);
     for (Index h = begin; h < end; ++h)
-      place_for_trmm(side.heads[h].front(), first, rows, storage_.data() + h * k_ * ld_);
+      place_for_trmm(block_floats(side.heads[h].front()), first, rows,
+                     storage_.data() + h * k_ * ld_);
     trmm_right_lower(kernels_, (end - begin) * k_, shape.rows(), rows.data() + first * ld_ + first,
                      ld_, storage_.data() + begin * k_ * ld_ + first, ld_);
   }
 
   /// A block's coordinate rows at `out`, written whole but for their TRMM by F's triangle (rows in
-  /// the order of F from `first`): the GEMM for the columns before `first`, the coefficients where
-  /// the triangle's product goes (the TRMM in place), zeros past it.
-  void place_for_trmm(const CoeffBlock& block, Index first, const RowMatrixF& rows, float* out) {
-    const ConstRowMapF coeffs_t = block.transposed();  // cols × count
+  /// the order of F from `first`): the GEMM for the columns before `first`, the coefficients
+  /// (`coeffs_t`, the block's transpose: block_floats) where the triangle's product goes (the TRMM
+  /// in place), zeros past it.
+  void place_for_trmm(const ConstRowMapF& coeffs_t, Index first, const RowMatrixF& rows,
+                      float* out) {
     const Index cols = coeffs_t.rows();
-    const Index count = block.rows();
+    const Index count = coeffs_t.cols();
     gemm(kernels_, false, cols, first, count, coeffs_t.data(), count, rows.data() + first * ld_,
          ld_, 0.0f, out, ld_);
     StridedMapF triangle_out(out + first, cols, dim_ - first, Eigen::OuterStride<>(ld_));
@@ -287,7 +330,7 @@ class SideCoordinates {
       }
       return;
     }
-    const ConstRowMapF coeffs_t = block.transposed();  // cols × count
+    const ConstRowMapF coeffs_t = block_floats(block);  // cols × count
     const Index cols = coeffs_t.rows();
     if (!lower) {
       gemm(kernels_, false, cols, dim_, count, coeffs_t.data(), count, rows.data() + first * ld_,
@@ -296,7 +339,7 @@ class SideCoordinates {
     }
     const float* triangle_l = rows.data() + first * ld_ + first;
     if (assign) {  // the TRMM in place, where its result goes
-      place_for_trmm(block, first, rows, out);
+      place_for_trmm(coeffs_t, first, rows, out);
       trmm_right_lower(kernels_, cols, count, triangle_l, ld_, out + first, ld_);
       return;
     }

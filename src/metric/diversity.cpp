@@ -376,6 +376,10 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   std::optional<detail::CentredProducts> centred_products;  // the contraction's, for J S J
   std::optional<detail::ContractionPlan> plan;
   if (!extreme_scale) plan = detail::choose_contraction(factors, how);
+  // Coefficient rows left stored as bf16 (MLA's q_b, kv_b) are read by the contraction only; the
+  // pairwise path takes the reader's float32 copy.
+  if (factors.has_stored_coefficients() && !plan)
+    return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   // Gains beside their rows are read by the latent coordinates only; any other path folds them
   // (before this layer's memory is sized for a path it would not take).
   if (factors.has_row_gains() && !(plan && gains_read_in_place(factors, *plan)))

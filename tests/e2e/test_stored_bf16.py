@@ -8,7 +8,10 @@ checkpoints written by numpy (tests/writers/write_family_checkpoints.py):
   whose bf16-exact values take the same kernel), with auto and bf16 Grams, on 1 and 2 threads;
 - tensors whose data start at an odd byte of the file: the same numbers;
 - a NaN or an Inf in a projection: exit 2 and the reader's one line, the same as for the F32 file;
-- weights times 2^60 (beyond the float32 Gram's range: scaled first): the same eranks, norms ×2^60.
+- weights times 2^60 (beyond the float32 Gram's range: scaled first): the same eranks, norms ×2^60;
+- MLA's q_b_proj and kv_b_proj, which the latent contraction reads as stored (block_floats in
+  contraction.cpp): the same numbers as F32 storage, and a NaN or an Inf in either gets the reader's
+  one line, the same as for the F32 file.
 Where this build or CPU has no such kernel the same must hold through the copy (then it is not the
 in-place path that is checked: the test says so in its output).
 
@@ -74,16 +77,8 @@ def bf16_grams_available(path):
     return result.returncode == 0
 
 
-class StoredBf16(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.source = os.path.join(cls.tmp.name, "source")
-        writer.write_family("llama", cls.source, os.path.join(cls.tmp.name, "ref"), dtype="BF16",
-                            seed=5, layers=2, **SHAPE)
-        cls.backends = ["auto"] + (["bf16"] if bf16_grams_available(cls.source) else [])
-        if cls.backends == ["auto"]:
-            print("no bf16 Gram kernel here: the bf16 checkpoints are read through the float32 copy")
+class StoredBf16Cases:
+    """What every stored-bf16 checkpoint must show; a subclass writes `source` in setUpClass."""
 
     @classmethod
     def tearDownClass(cls):
@@ -103,28 +98,44 @@ class StoredBf16(unittest.TestCase):
                     self.assertEqual(numbers(analyze(bf16, backend, threads)), want)
                     self.assertEqual(numbers(analyze(odd, backend, threads)), want)
 
+    def check_readers_error(self, name, label, entry, value, word):
+        """`value` at `entry` of tensor `name`: exit 2 and the reader's one line, naming the
+        tensor and `word`, the same from BF16 storage as from F32 storage."""
+
+        def poison(tensors):
+            tensors[name] = tensors[name].copy()
+            tensors[name][entry] = value
+
+        results = {}
+        for dtype in ("BF16", "F32"):
+            path = rewrite(self.source, self.folder(f"{label}_{dtype}"), dtype, poison)
+            results[dtype] = [analyze(path, backend) for backend in self.backends]
+        for result in results["BF16"]:
+            with self.subTest(tensor=name):
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(result.stdout, "")
+                lines = result.stderr.splitlines()
+                self.assertEqual(len(lines), 1, result.stderr)
+                self.assertIn(name, lines[0])
+                self.assertIn(word, lines[0])
+                want = results["F32"][0].stderr.replace(f"{label}_F32", f"{label}_BF16")
+                self.assertEqual(result.stderr, want)
+
+
+class StoredBf16(StoredBf16Cases, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.source = os.path.join(cls.tmp.name, "source")
+        writer.write_family("llama", cls.source, os.path.join(cls.tmp.name, "ref"), dtype="BF16",
+                            seed=5, layers=2, **SHAPE)
+        cls.backends = ["auto"] + (["bf16"] if bf16_grams_available(cls.source) else [])
+        if cls.backends == ["auto"]:
+            print("no bf16 Gram kernel here: the bf16 checkpoints are read through the float32 copy")
+
     def test_nan_and_inf_get_the_readers_error(self):
         for role, value, word in (("q", np.nan, "NaN"), ("k", -np.inf, "Inf")):
-            name = PROJECTION.format(role)
-
-            def poison(tensors):
-                tensors[name] = tensors[name].copy()
-                tensors[name][5, 7] = value
-
-            results = {}
-            for dtype in ("BF16", "F32"):
-                path = rewrite(self.source, self.folder(f"{role}_{dtype}"), dtype, poison)
-                results[dtype] = [analyze(path, backend) for backend in self.backends]
-            for result in results["BF16"]:
-                with self.subTest(role=role):
-                    self.assertEqual(result.returncode, 2, result.stderr)
-                    self.assertEqual(result.stdout, "")
-                    lines = result.stderr.splitlines()
-                    self.assertEqual(len(lines), 1, result.stderr)
-                    self.assertIn(name, lines[0])
-                    self.assertIn(word, lines[0])
-                    want = results["F32"][0].stderr.replace(f"{role}_F32", f"{role}_BF16")
-                    self.assertEqual(result.stderr, want)
+            self.check_readers_error(PROJECTION.format(role), role, (5, 7), value, word)
 
     def test_weights_beyond_the_float32_gram_range_are_scaled_first(self):
         def scale(tensors):
@@ -146,6 +157,28 @@ class StoredBf16(unittest.TestCase):
                         self.assertAlmostEqual(x, y, delta=1e-12 * y, msg=repr_a)
                     for x, y in zip(a["head_norm"], b["head_norm"]):
                         self.assertAlmostEqual(x, y * factor, delta=1e-12 * y * factor, msg=repr_a)
+
+
+MLA_ATTENTION = "model.layers.1.self_attn.{}.weight"
+
+
+class StoredBf16Mla(StoredBf16Cases, unittest.TestCase):
+    """MLA with a q_lora rank: q_b_proj and kv_b_proj are the heads' coefficient rows."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.source = os.path.join(cls.tmp.name, "source")
+        subprocess.run([sys.executable, os.path.join(harness.WRITERS, "write_latent_checkpoints.py"),
+                        "mla", cls.source, os.path.join(cls.tmp.name, "ref"), "--dtype", "BF16",
+                        "--q-lora-rank", "10", "--seed", "4", "--layers", "2"], check=True)
+        cls.backends = ["auto"] + (["bf16"] if bf16_grams_available(cls.source) else [])
+
+    def test_nan_and_inf_in_the_coefficient_rows_get_the_readers_error(self):
+        for tensor, value, word in (("q_b_proj", np.nan, "NaN"), ("kv_b_proj", np.inf, "Inf")):
+            # In the last head's rows.
+            self.check_readers_error(MLA_ATTENTION.format(tensor), tensor, (-1, 3), value, word)
+
 
 if __name__ == "__main__":
     harness.main_unittest(sys.modules[__name__])

@@ -187,3 +187,42 @@ TEST_CASE("MLA gains kept beside their rows (Bases::stored_bf16) fold to the flo
     }
   }
 }
+
+TEST_CASE(
+    "MLA coefficient rows under Bases::stored_bf16 stay stored for BF16 weights only and "
+    "copy to the float32 blocks' values",
+    "[mla]") {
+  const std::string options =
+      GENERATE(std::string("--dtype BF16 --q-lora-rank 10"), std::string("--dtype F32"));
+  INFO(options);
+  TempDir dir;
+  write_latent(dir, "mla", options);
+  const Checkpoint checkpoint = Checkpoint::open(dir / "ckpt");
+  const ModelLayout layout = detect_layout(checkpoint);
+  const bool bf16 = options.find("BF16") != std::string::npos;
+  for (Repr repr : {Repr::qk, Repr::ov}) {
+    INFO(repr_name(repr));
+    const HeadFactors stored = layer_factors(checkpoint, layout, 1, repr, Bases::stored_bf16);
+    const HeadFactors copied = layer_factors(checkpoint, layout, 1, repr);
+    CHECK(stored.right.has_stored_coefficients() == bf16);  // kv_b_proj's rows
+    CHECK_FALSE(copied.has_stored_coefficients());
+    const HeadFactors converted = with_float_bases(stored);
+    CHECK_FALSE(converted.has_stored_coefficients());
+    for (auto side : {&HeadFactors::left, &HeadFactors::right}) {
+      const FactorSide& got = converted.*side;
+      const FactorSide& want = copied.*side;
+      REQUIRE(got.heads.size() == want.heads.size());
+      for (std::size_t h = 0; h < got.heads.size(); ++h) {
+        REQUIRE(got.heads[h].size() == want.heads[h].size());
+        for (std::size_t b = 0; b < got.heads[h].size(); ++b) {
+          const CoeffBlock& block = got.heads[h][b];
+          REQUIRE(block.is_identity() == want.heads[h][b].is_identity());
+          if (block.is_identity()) continue;
+          CHECK(block.transposed() == want.heads[h][b].transposed());
+          // The heads' blocks share one copy of the rows, as they shared the stored rows.
+          CHECK(block.source == got.heads[0][b].source);
+        }
+      }
+    }
+  }
+}

@@ -32,40 +32,64 @@
 
 namespace kvrank {
 
+/// A basis left where the checkpoint holds it: m × n bfloat16 values, row-major and contiguous (a
+/// projection's [out, in] rows as stored, at any alignment), which the bf16 Gram kernel reads in
+/// place instead of through a float32 copy (layer_factors() with Bases::stored_bf16). The bytes
+/// belong to the Checkpoint and stay valid until the layer's tensors are released; nothing in them
+/// has been checked yet (analyze_layer checks them as it reads them).
+struct StoredBf16Rows {
+  std::span<const std::byte> bytes;  ///< rows · cols · 2 bytes
+  Index rows = 0;
+  Index cols = 0;
+  /// The reader's float32 copy of the same rows, for every path but the bf16 kernel's; throws the
+  /// reader's errors (a NaN or Inf naming the tensor, a file that shrank under its map).
+  std::function<RowMatrixF()> to_float;
+};
+
 /// One block of a sparse coefficient matrix C_h: rows [basis_row, basis_row + rows) and columns
 /// [head_col, head_col + cols) of C_h hold a dense block — or the identity (then rows == cols ==
-/// `identity_size`). A dense block is kept transposed and in float32, the way checkpoints hold it,
-/// and without a copy: `cols` consecutive rows of a projection matrix that the heads share (query
-/// head h's rows of DeepSeek's q_b_proj; row j is head column j's coefficients over the basis
-/// rows).
+/// `identity_size`). A dense block is kept transposed, the way checkpoints hold it, and without a
+/// copy: `cols` consecutive rows of a projection matrix that the heads share (query head h's rows
+/// of DeepSeek's q_b_proj; row j is head column j's coefficients over the basis rows) — in float32
+/// (`source`), or as the checkpoint stores them in bf16 (`stored`: analyze's latent contraction
+/// reads them there; every other path asks for the float32 copy first, with_float_basis()).
 struct CoeffBlock {
   Index basis_row = 0;
   Index head_col = 0;
-  Index identity_size = 0;                   ///< used when `source` is null
+  Index identity_size = 0;                   ///< used when `source` and `stored` are null
   std::shared_ptr<const RowMatrixF> source;  ///< rows [source_row, source_row + cols) hold Cᵀ
   Index source_row = 0;
-  Index source_rows = 0;  ///< the block's cols
+  Index source_rows = 0;                         ///< the block's cols
+  std::shared_ptr<const StoredBf16Rows> stored;  ///< instead of `source`: the rows in bf16
 
-  bool is_identity() const noexcept { return source == nullptr; }
-  Index rows() const noexcept { return source ? source->cols() : identity_size; }
-  Index cols() const noexcept { return source ? source_rows : identity_size; }
-  /// The dense block's transpose, cols × rows (not for an identity block).
+  bool is_identity() const noexcept { return source == nullptr && stored == nullptr; }
+  bool is_stored() const noexcept { return stored != nullptr; }
+  Index rows() const noexcept {
+    return source ? source->cols() : stored ? stored->cols : identity_size;
+  }
+  Index cols() const noexcept { return is_identity() ? identity_size : source_rows; }
+  /// The dense block's transpose, cols × rows (a float32 block: not identity, not stored).
   ConstRowMapF transposed() const {
     return ConstRowMapF(source->data() + source_row * source->cols(), source_rows, source->cols());
   }
-  /// The block itself, rows × cols, in double (the identity for an identity block).
+  /// The block itself, rows × cols, in double (the identity for an identity block; not stored).
   MatrixD in_double() const {
     if (is_identity()) return MatrixD::Identity(identity_size, identity_size);
     return transposed().transpose().cast<double>();
   }
 
   static CoeffBlock identity(Index basis_row, Index size, Index head_col = 0) {
-    return {basis_row, head_col, size, nullptr, 0, 0};
+    return {basis_row, head_col, size, nullptr, 0, 0, nullptr};
   }
   /// Rows [first, first + count) of `source` as the transpose of a dense block (count × rows).
   static CoeffBlock rows_of(std::shared_ptr<const RowMatrixF> source, Index first, Index count,
                             Index basis_row, Index head_col = 0) {
-    return {basis_row, head_col, 0, std::move(source), first, count};
+    return {basis_row, head_col, 0, std::move(source), first, count, nullptr};
+  }
+  /// The same for rows left stored in bf16.
+  static CoeffBlock stored_rows_of(std::shared_ptr<const StoredBf16Rows> stored, Index first,
+                                   Index count, Index basis_row, Index head_col = 0) {
+    return {basis_row, head_col, 0, nullptr, first, count, std::move(stored)};
   }
   /// A dense block given by its own transpose (cols × rows).
   static CoeffBlock dense(Index basis_row, Index head_col, RowMatrixF transposed) {
@@ -97,20 +121,6 @@ inline int safe_scale_exponent(double largest) {
   return std::abs(exponent) <= kSafeScaleExponent ? 0 : exponent;
 }
 
-/// A basis left where the checkpoint holds it: m × n bfloat16 values, row-major and contiguous (a
-/// projection's [out, in] rows as stored, at any alignment), which the bf16 Gram kernel reads in
-/// place instead of through a float32 copy (layer_factors() with Bases::stored_bf16). The bytes
-/// belong to the Checkpoint and stay valid until the layer's tensors are released; nothing in them
-/// has been checked yet (analyze_layer checks them as it reads them).
-struct StoredBf16Rows {
-  std::span<const std::byte> bytes;  ///< rows · cols · 2 bytes
-  Index rows = 0;
-  Index cols = 0;
-  /// The reader's float32 copy of the same rows, for every path but the bf16 kernel's; throws the
-  /// reader's errors (a NaN or Inf naming the tensor, a file that shrank under its map).
-  std::function<RowMatrixF()> to_float;
-};
-
 /// One side of all heads: a shared basis and each head's coefficients.
 struct FactorSide {
   RowMatrixF basis;  ///< m × n, basis vectors as rows (n = d, or T); empty when `stored` is set
@@ -130,6 +140,13 @@ struct FactorSide {
 
   Index rows() const noexcept { return stored ? stored->rows : basis.rows(); }  ///< m
   Index cols() const noexcept { return stored ? stored->cols : basis.cols(); }  ///< n
+  /// Whether a head's coefficients are rows still stored bf16 (CoeffBlock::stored).
+  bool has_stored_coefficients() const noexcept {
+    return std::any_of(heads.begin(), heads.end(), [](const std::vector<CoeffBlock>& blocks) {
+      return std::any_of(blocks.begin(), blocks.end(),
+                         [](const CoeffBlock& block) { return block.is_stored(); });
+    });
+  }
 };
 
 /// Whether every head of `side` is a plain slice of its basis (identity_slice_row ≥ 0): MHA, GQA,
@@ -146,7 +163,8 @@ void scale_rows(RowMatrixF& rows, const std::vector<double>& factors);
 
 /// `side` with its basis as a float32 matrix holding the true basis (up to 2^exponent): a stored
 /// basis is copied (and checked) through StoredBf16Rows::to_float, row gains are folded into the
-/// rows (scale_rows); any other side is returned as it is.
+/// rows (scale_rows), and stored coefficient rows are copied the same way (once for the heads that
+/// share them); any other side is returned as it is.
 FactorSide with_float_basis(FactorSide side);
 
 /// The H bilinear forms of one layer and one representation.
@@ -162,13 +180,18 @@ struct HeadFactors {
   bool has_stored_basis() const noexcept {
     return left.stored.has_value() || (!symmetric && right.stored.has_value());
   }
+  /// Whether a side's coefficients are still stored bf16 (CoeffBlock::stored).
+  bool has_stored_coefficients() const noexcept {
+    return left.has_stored_coefficients() || (!symmetric && right.has_stored_coefficients());
+  }
   /// Whether a side keeps a gain beside its basis (FactorSide::row_gains).
   bool has_row_gains() const noexcept {
     return !left.row_gains.empty() || (!symmetric && !right.row_gains.empty());
   }
 };
 
-/// `factors` with every basis a float32 matrix of the true basis (with_float_basis).
+/// `factors` with every basis a float32 matrix of the true basis and every coefficient block in
+/// float32 (with_float_basis).
 inline HeadFactors with_float_bases(const HeadFactors& factors) {
   HeadFactors copy;
   copy.symmetric = factors.symmetric;
