@@ -117,10 +117,10 @@ struct SharedRows {
   std::shared_ptr<const RowMatrixF> floats;
   std::shared_ptr<const StoredBf16Rows> stored;
 
-  // Rows [first, first + count) as the transpose of a dense block at basis row 0.
-  CoeffBlock block(Index first, Index count, Index head_col = 0) const {
-    return stored ? CoeffBlock::stored_rows_of(stored, first, count, 0, head_col)
-                  : CoeffBlock::rows_of(floats, first, count, 0, head_col);
+  // Rows [first, first + count) as the transpose of a dense block at basis row 0, head column 0.
+  CoeffBlock block(Index first, Index count) const {
+    return stored ? CoeffBlock::stored_rows_of(stored, first, count, 0)
+                  : CoeffBlock::rows_of(floats, first, count, 0);
   }
 };
 

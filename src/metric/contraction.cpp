@@ -32,6 +32,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "base/guarded_read.hpp"
