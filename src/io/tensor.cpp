@@ -239,4 +239,20 @@ RowMatrixF to_matrix(const TensorView& tensor) {
   return matrix;
 }
 
+bool rows_to_f32(const TensorView& tensor, std::int64_t first_row, std::int64_t rows,
+                 std::span<float> out) {
+  if (tensor.shape.size() != 2 || tensor.fortran_order || dtype_block_elements(tensor.dtype) != 1 ||
+      !is_float_dtype(tensor.dtype) || first_row < 0 || rows < 0 ||
+      first_row + rows > tensor.shape[0] ||
+      out.size() != static_cast<std::size_t>(rows * tensor.shape[1]))
+    return false;
+  const auto row_bytes = static_cast<std::size_t>(tensor.shape[1]) * dtype_size(tensor.dtype);
+  const detail::TiledConversion converted = detail::convert_in_tiles(
+      tensor.dtype,
+      tensor.data().subspan(static_cast<std::size_t>(first_row) * row_bytes,
+                            static_cast<std::size_t>(rows) * row_bytes),
+      out);
+  return converted.complete && converted.first_non_finite < 0;
+}
+
 }  // namespace kvrank

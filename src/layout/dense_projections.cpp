@@ -180,10 +180,10 @@ class LayerProjections {
     const Index rows = role_rows(dims_, role);
     const Index cols = role_cols(dims_, role);
     detail::check_matrix_shape(tensor, rows, cols, shape_reason(dims_, role));
-    return StoredBf16Rows{tensor.data(), rows, cols,
-                          [&checkpoint = checkpoint_, dims = dims_, tensor_name, role] {
-                            return load_role(checkpoint, dims, tensor_name, role);
-                          }};
+    return detail::stored_bf16_rows(tensor, rows, cols,
+                                    [&checkpoint = checkpoint_, dims = dims_, tensor_name, role] {
+                                      return load_role(checkpoint, dims, tensor_name, role);
+                                    });
   }
 
   /// q [H·d_h, d], k / v [H_kv·d_h, d], o [d, H·d_h]; q, k and v with the input norm's gain

@@ -1,5 +1,6 @@
 // The readers' shared construction of factors (family_detail.hpp): matrices loaded with their
 // shape checked, and the sides whose heads are row or column blocks of one basis.
+#include <span>
 #include <string>
 #include <utility>
 
@@ -28,6 +29,16 @@ RowMatrixF load_matrix(const Checkpoint& checkpoint, const std::string& name, In
   const TensorView& tensor = checkpoint.at(name);
   check_matrix_shape(tensor, rows, cols, why);
   return to_matrix(tensor);
+}
+
+StoredBf16Rows stored_bf16_rows(const TensorView& tensor, Index rows, Index cols,
+                                std::function<RowMatrixF()> to_float) {
+  return StoredBf16Rows{tensor.data(), rows, cols, std::move(to_float),
+                        [&tensor, cols](Index first, Index count, float* out) {
+                          return rows_to_f32(
+                              tensor, first, count,
+                              std::span<float>(out, static_cast<std::size_t>(count * cols)));
+                        }};
 }
 
 FactorSide row_block_side(RowMatrixF rows, int heads, Index head_cols, int heads_per_block) {

@@ -69,6 +69,12 @@ struct FoldedRows {
 /// group_of(h) = h / heads_per_block, i.e. rows [g·k, (g+1)·k). For MHA heads_per_block = 1; for
 /// GQA/MQA = H / H_kv, so shared KV blocks enter the Gram once.
 FactorSide row_block_side(RowMatrixF rows, int heads, Index head_cols, int heads_per_block);
+
+/// `tensor`, rows × cols of BF16 in C order, left where the checkpoint holds it
+/// (Bases::stored_bf16), with the reader's conversions: `to_float` (the float32 copy, as the layout
+/// would load it) and rows_to_f32 for a range of rows.
+StoredBf16Rows stored_bf16_rows(const TensorView& tensor, Index rows, Index cols,
+                                std::function<RowMatrixF()> to_float);
 /// The same over folded rows (the side keeps their exponent).
 FactorSide row_block_side(FoldedRows rows, int heads, Index head_cols, int heads_per_block);
 /// Folded rows as the basis of `side`, with their exponent.

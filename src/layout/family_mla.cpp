@@ -133,10 +133,10 @@ SharedRows load_shared_rows(const Checkpoint& checkpoint, const std::string& nam
     return {std::make_shared<const RowMatrixF>(load_dequantized(checkpoint, name, rows, cols, why)),
             nullptr};
   check_matrix_shape(tensor, rows, cols, why);
-  return {nullptr, std::make_shared<const StoredBf16Rows>(StoredBf16Rows{
-                       tensor.data(), rows, cols, [&checkpoint, name, rows, cols, why] {
+  return {nullptr, std::make_shared<const StoredBf16Rows>(
+                       stored_bf16_rows(tensor, rows, cols, [&checkpoint, name, rows, cols, why] {
                          return load_dequantized(checkpoint, name, rows, cols, why);
-                       }})};
+                       }))};
 }
 
 // A head whose coefficients are one dense block from basis row 0: rows [first, first + count) of

@@ -25,17 +25,13 @@
 
 #include <Eigen/Cholesky>
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
 
-#include "base/guarded_read.hpp"
 #include "base/pages.hpp"
 #include "metric/blas.hpp"
 #include "metric/latent_order.hpp"
@@ -46,41 +42,22 @@ namespace {
 
 using StridedMapF = Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>>;
 
-/// `count` bf16 values at `bytes` as float32 (exact) into `out`; false where one is an Inf or NaN
-/// (all of its exponent bits set). No branch in the loop: it vectorises.
-bool bf16_to_finite_floats(const std::byte* bytes, Index count, float* out) noexcept {
-  constexpr std::uint16_t kExponent = 0x7F80;
-  std::uint32_t non_finite = 0;
-  for (Index i = 0; i < count; ++i) {
-    std::uint16_t bits;
-    std::memcpy(&bits, bytes + 2 * i, sizeof bits);
-    out[i] = std::bit_cast<float>(std::uint32_t{bits} << 16);
-    non_finite |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
-  }
-  return non_finite == 0;
-}
-
 /// A dense block's transpose (cols × rows) in float32: its float32 rows where they lie, or its
-/// stored bf16 rows converted into a buffer of the calling thread's (valid until its next call; a
-/// head's block, ~1 MB, not the 150 MB copy of V3's q_b). A stored value that is an Inf or NaN, or
-/// a file that shrank under its map, is reported as the reader's float32 copy reports it
-/// (StoredBf16Rows::to_float), so the error reads as on every other path.
+/// stored bf16 rows converted by the reader (StoredBf16Rows::rows_to_float) into a buffer of the
+/// calling thread's (valid until its next call; a head's block, ~1 MB, not the 150 MB copy of V3's
+/// q_b). A stored value that is an Inf or NaN, or a file that shrank under its map, is reported as
+/// the reader's float32 copy reports it (StoredBf16Rows::to_float), so the error reads as on every
+/// other path.
 ConstRowMapF block_floats(const CoeffBlock& block) {
   if (!block.is_stored()) return block.transposed();
   thread_local RowMatrixF scratch;
   const StoredBf16Rows& stored = *block.stored;
-  const Index cols = block.cols();
-  const Index count = block.rows();
-  scratch.resize(cols, count);
-  const std::byte* first = stored.bytes.data() + 2 * block.source_row * count;
-  bool finite = false;
-  const bool read =
-      guarded_read([&] { finite = bf16_to_finite_floats(first, cols * count, scratch.data()); });
-  if (!read || !finite) {
+  scratch.resize(block.cols(), block.rows());
+  if (!stored.rows_to_float(block.source_row, block.cols(), scratch.data())) {
     stored.to_float();  // throws what is wrong, naming the tensor
     throw std::runtime_error("contraction: stored coefficients changed while they were read");
   }
-  return ConstRowMapF(scratch.data(), cols, count);
+  return ConstRowMapF(scratch.data(), block.cols(), block.rows());
 }
 
 }  // namespace

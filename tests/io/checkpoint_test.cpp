@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,23 @@ OpenOptions options_for(const nlohmann::json& entry) {
   return options;
 }
 
+// rows_to_f32 of each row and of the rows past the first: to_matrix's rows (Fortran-order arrays,
+// GGML block types and ranges out of the tensor refused).
+void check_row_ranges(const TensorView& tensor, const RowMatrixF& matrix) {
+  const std::int64_t rows = matrix.rows(), cols = matrix.cols();
+  std::vector<float> out(static_cast<std::size_t>(rows * cols));
+  if (tensor.fortran_order || dtype_block_elements(tensor.dtype) != 1) {
+    CHECK_FALSE(rows_to_f32(tensor, 0, rows, out));
+    return;
+  }
+  for (std::int64_t first = 0; first < rows; ++first) {
+    const auto count = first == 0 ? std::int64_t{1} : rows - first;
+    REQUIRE(rows_to_f32(tensor, first, count, std::span<float>(out).first(count * cols)));
+    CHECK(std::equal(out.begin(), out.begin() + count * cols, matrix.row(first).data()));
+  }
+  CHECK_FALSE(rows_to_f32(tensor, rows, 1, std::span<float>(out).first(cols)));  // past the end
+}
+
 // Checks one tensor against its description in valid.json.
 void check_tensor(const TensorView& tensor, const nlohmann::json& expected) {
   INFO("tensor " << tensor.name);
@@ -41,6 +59,7 @@ void check_tensor(const TensorView& tensor, const nlohmann::json& expected) {
   if (tensor.shape.size() == 2) {
     RowMatrixF matrix = to_matrix(tensor);
     CHECK(std::equal(values.begin(), values.end(), matrix.data()));
+    check_row_ranges(tensor, matrix);
   }
 }
 
@@ -110,6 +129,10 @@ TEST_CASE("checkpoint: exact conversion messages", "[readers][checkpoint]") {
                     file.string() +
                         ": ints: dtype I64 is not a floating-point type (expected F64, F32, F16, "
                         "BF16, F8_E4M3 or F8_E5M2)");
+  // A range of rows is refused where it holds the NaN, converted where it does not.
+  std::vector<float> row(2);
+  CHECK(rows_to_f32(checkpoint.at("bf16_nan"), 0, 1, row));
+  CHECK_FALSE(rows_to_f32(checkpoint.at("bf16_nan"), 1, 1, row));
   CHECK_THROWS_WITH(to_matrix(checkpoint.at("e5m2_inf")),
                     file.string() + ": e5m2_inf: expected a 2-D tensor, found shape [2]");
   CHECK_THROWS_WITH(checkpoint.at("nope"),

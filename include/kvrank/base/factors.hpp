@@ -44,6 +44,10 @@ struct StoredBf16Rows {
   /// The reader's float32 copy of the same rows, for every path but the bf16 kernel's; throws the
   /// reader's errors (a NaN or Inf naming the tensor, a file that shrank under its map).
   std::function<RowMatrixF()> to_float;
+  /// The reader's conversion of rows [first, first + count) into `out` (count · cols floats), the
+  /// values of to_float's rows; false where a value is NaN or Inf or the file shrank (to_float then
+  /// says which). For the latent contraction, which takes coefficient rows a head at a time.
+  std::function<bool(Index first, Index count, float* out)> rows_to_float;
 };
 
 /// One block of a sparse coefficient matrix C_h: rows [basis_row, basis_row + rows) and columns

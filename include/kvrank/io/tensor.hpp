@@ -70,4 +70,11 @@ std::vector<float> to_f32(const TensorView& tensor);
 /// Throws kvrank::Error if the tensor is not 2-D.
 RowMatrixF to_matrix(const TensorView& tensor);
 
+/// Rows [first_row, first_row + rows) of a 2-D tensor in C order with one value an element (not
+/// Fortran-order, not a GGML block type) into `out` (rows × shape[1] floats), the values of
+/// to_matrix's rows. False, with `out` unspecified, where a value is NaN or Inf, a mapped page was
+/// gone, or the tensor is not such a one: to_matrix then says which.
+bool rows_to_f32(const TensorView& tensor, std::int64_t first_row, std::int64_t rows,
+                 std::span<float> out);
+
 }  // namespace kvrank
