@@ -174,7 +174,7 @@ TEST_CASE("bf16 kernel: two Grams formed together have each one's bits, on 1 and
       const std::uint16_t bits = f32_to_bf16(right.data()[i]);
       std::memcpy(bytes.data() + 2 * i, &bits, 2);
     }
-    const StoredBf16Rows stored{bytes, right.rows(), right.cols(), {}};
+    const StoredBf16Rows stored{bytes, right.rows(), right.cols(), {}, {}};
     for (int threads : {1, 2}) {
       set_compute_threads(threads);
       MatrixF left_gram = MatrixF::Zero(left.rows(), left.rows());

@@ -75,10 +75,14 @@ struct StoredCopy {
     bytes = std::span<const std::byte>(storage).subspan(offset);
   }
   StoredBf16Rows stored() {
-    return {bytes, values.rows(), values.cols(), [this] {
+    return {bytes,
+            values.rows(),
+            values.cols(),
+            [this] {
               ++copies;
               return values;
-            }};
+            },
+            {}};
   }
   std::span<const std::byte> bytes;
 };
