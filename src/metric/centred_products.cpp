@@ -53,7 +53,9 @@ void CentredAccumulator::choose_scale(const float* rows, Index columns, Index ld
   // A read of the first chunk (64 MB for V3), the other thread otherwise waiting.
 #pragma omp parallel for schedule(static) if (worth_threads(sums_.scale.size() * columns))
   for (Index i = 0; i < sums_.scale.size(); ++i) {
-    const double square = Eigen::Map<const Eigen::VectorXf>(rows + i * ld, columns).squaredNorm();
+    // In double: a float32 sum of squares of rows near 1e-25 or 1e25 underflows or overflows.
+    const double square =
+        Eigen::Map<const Eigen::VectorXf>(rows + i * ld, columns).cast<double>().squaredNorm();
     if (square > 0) sums_.scale[i] = 1.0 / std::sqrt(square), sums_.centred[i] = 1.0;
   }
   scaled_ = true;
@@ -62,6 +64,42 @@ void CentredAccumulator::choose_scale(const float* rows, Index columns, Index ld
 void CentredAccumulator::add(float* rows, Index columns, Index ld, FloatKernels kernels) {
   const Index heads = sums_.scale.size();
   if (heads == 0 || columns == 0) return;
+  if (!centring_ && add_uncentred(syrk_double(kernels, heads, columns, rows, ld))) return;
+  centring_ = true;
+  add_centred(rows, columns, ld, kernels);
+}
+
+bool CentredAccumulator::add_uncentred(const MatrixD& plain) {
+  // Below it, terms of up to 2^-126 (float32's smallest normal) that underflowed, summed over any
+  // chunk (< 2^17 columns), are below 2^-24 of the sum of squares.
+  const double smallest_square = std::ldexp(1.0, -80);
+  if (!plain.allFinite() || !(plain.diagonal().minCoeff() >= smallest_square)) return false;
+  const VectorD scale =
+      scaled_ ? sums_.scale : VectorD(plain.diagonal().cwiseSqrt().cwiseInverse());
+  const MatrixD scaled = scale.asDiagonal() * plain * scale.asDiagonal();  // W Wᵀ
+  // Every head is centred here (t = 1: the first chunk took this path too, or this is it). Loops,
+  // not Eigen's reductions, which drew GCC's maybe-uninitialized here under -O3.
+  const Index heads = scaled.rows();
+  double energy = 0, sum = 0;  // Σ_i ‖w_i‖², Σ_ij ⟨w_i, w_j⟩
+  for (Index j = 0; j < heads; ++j) {
+    energy += scaled(j, j);
+    for (Index i = 0; i < heads; ++i) sum += scaled(i, j);
+  }
+  const auto count = static_cast<double>(heads);
+  const double mean_energy = energy / count;         // mean ‖w_i‖²
+  const double mean_square = sum / (count * count);  // ‖r‖²
+  if (mean_square > 0.5 * mean_energy) return false;
+  if (!scaled_) {
+    sums_.scale = scale;
+    sums_.centred.setOnes();
+    scaled_ = true;
+  }
+  sums_.e += scaled;
+  return true;
+}
+
+void CentredAccumulator::add_centred(float* rows, Index columns, Index ld, FloatKernels kernels) {
+  const Index heads = sums_.scale.size();
   if (!scaled_) choose_scale(rows, columns, ld);
   const Eigen::ArrayXf s = sums_.scale.cast<float>();
   const Eigen::ArrayXf t = sums_.centred.cast<float>();

@@ -13,6 +13,15 @@
 // every term small and formed without subtracting numbers near 1 (centred_similarity); f and b
 // need only float's relative precision, so all of it runs in float32 but the sums over chunks.
 // r may differ per chunk (each chunk is its own stretch of the flattened M_i); s and t may not.
+//
+// r = 0 is exact algebra too (D = W, f = 0), and centring then buys little: E's float32 error is
+// about ε‖d_i‖‖d_j‖, and over the heads mean ‖w_i − r‖² = mean ‖w_i‖² − ‖r‖², so where the mean
+// holds at most half the heads' energy (‖r‖² ≤ ½ mean ‖w_i‖²) centring shrinks the error by at most
+// 2×, one bit. So a chunk's SYRK is first taken of its rows as they are (no pass over them: the
+// pass cost ~5 % of a DeepSeek-V3 run), and its scaled products kept where that holds and the rows
+// were within float32's range (every head's sum of squares finite and at least 2^-80, so no term
+// that underflowed weighs); else the chunk, and every one after it, is scaled and centred as above
+// (alike heads are alike in every chunk: one SYRK is spent to find out).
 #pragma once
 
 #include <vector>
@@ -40,14 +49,19 @@ struct CentredProducts {
 class CentredAccumulator {
  public:
   explicit CentredAccumulator(Index heads);
-  /// Adds one chunk; scales and centres `rows` (H × columns, leading dimension `ld`) in place.
+  /// Adds one chunk (H × columns, leading dimension `ld`); if it needs centring, scales and
+  /// centres `rows` in place.
   void add(float* rows, Index columns, Index ld, FloatKernels kernels);
   const CentredProducts& products() const noexcept { return sums_; }
 
  private:
   void choose_scale(const float* rows, Index columns, Index ld);
+  /// Adds `plain` (the chunk's rows' own SYRK) if the chunk needs no centring (see above).
+  bool add_uncentred(const MatrixD& plain);
+  void add_centred(float* rows, Index columns, Index ld, FloatKernels kernels);
   CentredProducts sums_;
   bool scaled_ = false;
+  bool centring_ = false;  ///< once a chunk was centred, every later one is
 };
 
 /// J X J for a symmetric X (J = I − 11ᵀ/n): row and column means subtracted, the grand mean added

@@ -50,6 +50,18 @@ MatrixD centred_cosines(const RowMatrixF& rows) {
   return detail::double_centred(cosines);
 }
 
+/// Whether add() centred the chunk: it then scales and centres the rows in place.
+bool add_centres(CentredAccumulator& sums, RowMatrixF chunk) {
+  const RowMatrixF before = chunk;
+  sums.add(chunk.data(), chunk.cols(), chunk.cols(), detail::FloatKernels::blas);
+  return chunk != before;
+}
+
+MatrixD double_gram(const RowMatrixF& rows) {
+  const MatrixD values = rows.cast<double>();
+  return values * values.transpose();
+}
+
 double relative(const MatrixD& got, const MatrixD& want) {
   return (got - want).norm() / want.norm();
 }
@@ -127,4 +139,43 @@ TEST_CASE("erank_centered of latent heads 0.999 alike matches the explicit doubl
   const LayerMetrics got = analyze_layer(f, Contraction::latent);
   CHECK(std::abs(got.erank_centered - want.erank_centered) <= 1e-5 * want.erank_centered);
   CHECK(got.pcs_90 == want.pcs_90);
+}
+
+TEST_CASE("a chunk is centred only where the heads' mean holds over half their energy",
+          "[diversity]") {
+  // 64 heads common + spread · own, scaled to unit norm: ‖r‖² / mean ‖w_i‖² is then about
+  // (1 + spread²/64) / (1 + spread²).
+  std::mt19937 rng(34);
+  const RowMatrixF apart = alike_rows(64, 2000, 1.3, rng);  // ≈ 0.38: left as it is
+  const RowMatrixF close = alike_rows(64, 2000, 0.8, rng);  // ≈ 0.61: centred
+  CentredAccumulator first(64);
+  CHECK_FALSE(add_centres(first, apart));
+  CHECK(relative(first.products().inner(), double_gram(apart)) < 1e-6);
+  CentredAccumulator second(64);
+  CHECK(add_centres(second, close));
+  CHECK(relative(second.products().inner(), double_gram(close)) < 1e-6);
+}
+
+TEST_CASE("once a chunk is centred every later one is, and the sums still add up", "[diversity]") {
+  std::mt19937 rng(35);
+  RowMatrixF rows(16, 3000);
+  rows << alike_rows(16, 1000, 2.0, rng), alike_rows(16, 1000, 1e-3, rng),
+      alike_rows(16, 1000, 2.0, rng);
+  CentredAccumulator sums(16);
+  CHECK_FALSE(add_centres(sums, rows.leftCols(1000)));
+  CHECK(add_centres(sums, rows.middleCols(1000, 1000)));
+  CHECK(add_centres(sums, rows.rightCols(1000)));
+  CHECK(relative(sums.products().inner(), double_gram(rows)) < 1e-6);
+}
+
+TEST_CASE("rows outside float32's range for their own SYRK are scaled first", "[diversity]") {
+  // Unalike heads, but their squares underflow (1e-25²) or overflow (1e25²) in float32: the plain
+  // SYRK would give zeros or infinities; scaled to unit norm first, the products come out right.
+  for (const float size : {1e-25f, 1e25f}) {
+    std::mt19937 rng(36);
+    const RowMatrixF rows = size * alike_rows(8, 1000, 2.0, rng);
+    CentredAccumulator sums(8);
+    CHECK(add_centres(sums, rows));
+    CHECK(relative(sums.products().inner(), double_gram(rows)) < 1e-6);
+  }
 }
