@@ -109,6 +109,9 @@ inline FoldedRows fold_gain(RowMatrixF rows, const Gain& gain) {
 /// two) kept beside them (FoldedRows::row_gains): folding those later (with_float_basis) gives
 /// fold_gain's rows, to the bit. The same errors as fold_gain.
 FoldedRows gain_beside(RowMatrixF rows, const Gain& gain);
+/// The same for rows left stored as bf16 (FoldedRows::stored), their magnitudes read where they
+/// lie; an Inf or NaN among them gets the reader's error, as its float32 copy would.
+FoldedRows gain_beside(StoredBf16Rows rows, const Gain& gain);
 
 // ---- hybrids: attention in some layers only (src/layout/hybrid_layers.cpp) ----------------------
 

@@ -92,22 +92,38 @@ std::string dims_text(const MlaDims& dims) {
          std::to_string(dims.v_dim) + ", hidden_size " + std::to_string(dims.d_model);
 }
 
-// Under Bases::stored_bf16 a gain stays beside its rows (gain_beside): bf16 rows then keep their
-// bf16 values for kvrank's own Gram kernel, which the contraction's latent coordinates use (a
-// folded gain made V3's query-side Gram a float32 one, ~9 % of a layer).
-FoldedRows with_gain(RowMatrixF rows, const Gain& gain, Bases bases) {
-  return bases == Bases::stored_bf16 ? gain_beside(std::move(rows), gain)
-                                     : fold_gain(std::move(rows), gain);
+// Whether `name` is read where it lies (Bases::stored_bf16): BF16 in C order, no FP8 block scales.
+bool stays_stored(const Checkpoint& checkpoint, const TensorView& tensor, const std::string& name,
+                  Bases bases) {
+  return bases == Bases::stored_bf16 && tensor.dtype == DType::BF16 && !tensor.fortran_order &&
+         !checkpoint.find(scale_inv_name(name));
+}
+
+// Projection rows `name` with the norm gain `gain_name` over their first `gain_size` rows. Under
+// Bases::stored_bf16 the gain stays beside the rows (gain_beside), which keep their bf16 values
+// for kvrank's own Gram kernel, the one the contraction's latent coordinates use (a folded gain
+// made V3's query-side Gram a float32 one, ~9 % of a layer); bf16 rows stay where they lie too
+// (V3: no 57 MB float32 copy of q_a and kv_a a layer).
+FoldedRows rows_with_gain(const Checkpoint& checkpoint, const std::string& name, Index rows,
+                          Index cols, const std::string& gain_name, Index gain_size,
+                          const std::string& why, Bases bases) {
+  const Gain gain = load_gain(checkpoint, gain_name, gain_size, why);
+  const TensorView& tensor = checkpoint.at(name);
+  auto float_rows = [&checkpoint, name, rows, cols, why] {
+    return load_dequantized(checkpoint, name, rows, cols, why);
+  };
+  if (bases != Bases::stored_bf16) return fold_gain(float_rows(), gain);
+  if (!stays_stored(checkpoint, tensor, name, bases)) return gain_beside(float_rows(), gain);
+  check_matrix_shape(tensor, rows, cols, why);
+  return gain_beside(stored_bf16_rows(tensor, rows, cols, float_rows), gain);
 }
 
 // Rows [diag(γ_kv)·kv_a[:c]; kv_a[c:]] — the latent (and rope) basis both K and V live in.
 FoldedRows latent_basis(const Checkpoint& checkpoint, const MlaDims& dims, int layer, Bases bases) {
   const std::string attn = self_attn_prefix(dims.prefix, layer);
-  const std::string why = dims_text(dims);
-  RowMatrixF kv_a = load_dequantized(checkpoint, attn + "kv_a_proj_with_mqa.weight",
-                                     dims.kv_lora + dims.rope, dims.d_model, why);
-  return with_gain(std::move(kv_a),
-                   load_gain(checkpoint, attn + "kv_a_layernorm.weight", dims.kv_lora, why), bases);
+  return rows_with_gain(checkpoint, attn + "kv_a_proj_with_mqa.weight", dims.kv_lora + dims.rope,
+                        dims.d_model, attn + "kv_a_layernorm.weight", dims.kv_lora, dims_text(dims),
+                        bases);
 }
 
 // The rows of a projection that the heads' coefficient blocks share, in float32 or (under
@@ -127,9 +143,7 @@ struct SharedRows {
 SharedRows load_shared_rows(const Checkpoint& checkpoint, const std::string& name, Index rows,
                             Index cols, const std::string& why, Bases bases) {
   const TensorView& tensor = checkpoint.at(name);
-  const bool as_stored = bases == Bases::stored_bf16 && tensor.dtype == DType::BF16 &&
-                         !tensor.fortran_order && !checkpoint.find(scale_inv_name(name));
-  if (!as_stored)
+  if (!stays_stored(checkpoint, tensor, name, bases))
     return {std::make_shared<const RowMatrixF>(load_dequantized(checkpoint, name, rows, cols, why)),
             nullptr};
   check_matrix_shape(tensor, rows, cols, why);
@@ -174,8 +188,7 @@ FactorSide value_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
   const SharedRows kv_b = load_kv_b(checkpoint, dims, layer, bases);
   FactorSide side;
   set_basis(side, latent_basis(checkpoint, dims, layer, bases));
-  side.basis.conservativeResize(dims.kv_lora, Eigen::NoChange);  // the latent rows only
-  if (!side.row_gains.empty()) side.row_gains.resize(dims.kv_lora);
+  keep_first_basis_rows(side, dims.kv_lora);  // the latent rows only
   side.head_cols = dims.v_dim;
   for (int h = 0; h < dims.heads; ++h) {
     const Index first = Index{h} * (dims.nope + dims.v_dim) + dims.nope;
@@ -199,11 +212,8 @@ FactorSide query_side(const Checkpoint& checkpoint, const MlaDims& dims, int lay
   const SharedRows q_b =
       load_shared_rows(checkpoint, attn + "q_b_proj.weight", rows, dims.q_lora, lora_why, bases);
   FactorSide side;
-  set_basis(side,
-            with_gain(load_dequantized(checkpoint, attn + "q_a_proj.weight", dims.q_lora,
-                                       dims.d_model, lora_why),
-                      load_gain(checkpoint, attn + "q_a_layernorm.weight", dims.q_lora, lora_why),
-                      bases));
+  set_basis(side, rows_with_gain(checkpoint, attn + "q_a_proj.weight", dims.q_lora, dims.d_model,
+                                 attn + "q_a_layernorm.weight", dims.q_lora, lora_why, bases));
   side.head_cols = head_cols;
   for (int h = 0; h < dims.heads; ++h) {
     side.heads.push_back(single_block(q_b, h * head_cols, head_cols));

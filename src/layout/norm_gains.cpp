@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,27 +67,24 @@ namespace {
 // A float32 product of a weight near 1e20 and a gain near 1e20 overflows to inf (and the Gram of
 // every head became 0: "all zero and left out"); the product of two floats is exact in double, so
 // the fold is done there, and one power of two brings the whole matrix back into float's range.
-// The factor of each row (the gain, 1 past it, times 2^-exponent) and that exponent.
-FoldedRows row_factors(const RowMatrixF& rows, const std::vector<float>& values, const Gain& gain) {
-  const Index scaled = std::min(static_cast<Index>(values.size()), rows.rows());
+// The factor of each row (the gain, 1 past it, times 2^-exponent) and that exponent, from each
+// row's largest magnitude.
+FoldedRows row_factors(const std::vector<float>& row_largest, const std::vector<float>& values,
+                       const Gain& gain) {
+  const auto rows = static_cast<Index>(row_largest.size());
+  const Index scaled = std::min(static_cast<Index>(values.size()), rows);
   auto row_gain = [&](Index i) { return i < scaled ? static_cast<double>(values[i]) : 1.0; };
-  // A pass over tens of MB a layer (DeepSeek-V3's q_a_proj: 44 MB): worth both threads.
   double largest = 0;
-  if (rows.cols() > 0) {
-#pragma omp parallel for reduction(max : largest) if (copy_worth_threads(rows.size()))
-    for (Index i = 0; i < rows.rows(); ++i) {
-      largest = std::max(
-          largest, std::abs(row_gain(i)) * static_cast<double>(rows.row(i).cwiseAbs().maxCoeff()));
-    }
-  }
+  for (Index i = 0; i < rows; ++i)
+    largest = std::max(largest, std::abs(row_gain(i)) * static_cast<double>(row_largest[i]));
   if (!std::isfinite(largest)) {
     throw Error(gain.file, gain.name,
                 "folding this gain into its projection rows gives non-finite values");
   }
   FoldedRows factors;
   factors.exponent = safe_scale_exponent(largest);
-  factors.row_gains.resize(rows.rows());
-  for (Index i = 0; i < rows.rows(); ++i)
+  factors.row_gains.resize(rows);
+  for (Index i = 0; i < rows; ++i)
     factors.row_gains[i] = std::ldexp(row_gain(i), -factors.exponent);
   return factors;
 }
@@ -94,7 +92,7 @@ FoldedRows row_factors(const RowMatrixF& rows, const std::vector<float>& values,
 }  // namespace
 
 FoldedRows fold_gain(RowMatrixF rows, const std::vector<float>& values, const Gain& gain) {
-  FoldedRows folded = row_factors(rows, values, gain);
+  FoldedRows folded = row_factors(row_largest_magnitudes(rows), values, gain);
   scale_rows(rows, folded.row_gains);
   folded.row_gains.clear();
   folded.rows = std::move(rows);
@@ -102,8 +100,19 @@ FoldedRows fold_gain(RowMatrixF rows, const std::vector<float>& values, const Ga
 }
 
 FoldedRows gain_beside(RowMatrixF rows, const Gain& gain) {
-  FoldedRows beside = row_factors(rows, gain.values, gain);
+  FoldedRows beside = row_factors(row_largest_magnitudes(rows), gain.values, gain);
   beside.rows = std::move(rows);
+  return beside;
+}
+
+FoldedRows gain_beside(StoredBf16Rows rows, const Gain& gain) {
+  const std::optional<std::vector<float>> largest = row_largest_magnitudes(rows);
+  if (!largest) {
+    rows.to_float();  // throws the reader's error: the value that is not finite, or the file
+    throw std::runtime_error("norm gains: stored rows changed while they were read");
+  }
+  FoldedRows beside = row_factors(*largest, gain.values, gain);
+  beside.stored = std::move(rows);
   return beside;
 }
 

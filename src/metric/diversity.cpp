@@ -109,11 +109,12 @@ bool stored_bases_served(const HeadFactors& factors) {
   return served(factors.left) && (factors.symmetric || served(factors.right));
 }
 
-/// Whether `plan` reads every side's row gains where they are (FactorSide::row_gains): only the
-/// latent coordinates do (contraction.cpp's true_gram).
-bool gains_read_in_place(const HeadFactors& factors, const detail::ContractionPlan& plan) {
+/// Whether `plan` reads every side's basis as it is held — its row gains beside it
+/// (FactorSide::row_gains), its bf16 rows where they lie (FactorSide::stored): only the latent
+/// coordinates do (contraction.cpp's true_gram).
+bool bases_read_in_place(const HeadFactors& factors, const detail::ContractionPlan& plan) {
   auto read = [](const FactorSide& side, detail::Coordinates how) {
-    return side.row_gains.empty() || how == detail::Coordinates::latent;
+    return (side.row_gains.empty() && !side.stored) || how == detail::Coordinates::latent;
   };
   return read(factors.left, plan.left) && (factors.symmetric || read(factors.right, plan.right));
 }
@@ -210,11 +211,10 @@ detail::LayerKernels layer_kernels(const HeadFactors& factors,
 }
 
 /// The power-of-two scales of the two sides' bases (side_scale_exponent), the sides read at once on
-/// two threads where their Grams will be; nullopt when a stored basis (FactorSide::stored) cannot
-/// be used as it is: no kernel reads it, or it holds an Inf or NaN, or it needs scaling; or when
-/// row gains (FactorSide::row_gains) cannot stay beside their rows.
+/// two threads where their Grams will be; nullopt when a stored basis (FactorSide::stored), which
+/// kvrank's own bf16 kernel takes, cannot be used as it is: it holds an Inf or NaN, or it needs
+/// scaling; or when row gains (FactorSide::row_gains) cannot stay beside their rows.
 std::optional<std::pair<int, int>> side_scales(const HeadFactors& factors) {
-  if (factors.has_stored_basis() && !stored_bases_served(factors)) return std::nullopt;
   std::optional<int> left = 0;
   std::optional<int> right = 0;
   auto scan_left = [&] { left = side_scale_exponent(factors.left); };
@@ -369,6 +369,10 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
 
   // A basis left stored as bf16 is read in place by kvrank's own bf16 kernel; any other path takes
   // the reader's float32 copy, which also names what is wrong with it (an Inf or NaN).
+  // Stored rows that kvrank's own bf16 kernel does not take are copied to float32, and the rest
+  // goes on as for a checkpoint of float32 rows (its gains beside them).
+  if (factors.has_stored_basis() && !stored_bases_served(factors))
+    return analyze_layer(with_each_side(factors, with_basis_copied), workspace, how, head_ranks);
   const std::optional<std::pair<int, int>> scales = side_scales(factors);
   if (!scales) return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   const bool extreme_scale = *scales != std::pair{0, 0};
@@ -380,12 +384,14 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   // pairwise path takes the reader's float32 copy.
   if (factors.has_stored_coefficients() && !plan)
     return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
-  // Gains beside their rows are read by the latent coordinates only; any other path folds them
-  // (before this layer's memory is sized for a path it would not take).
-  if (factors.has_row_gains() && !(plan && gains_read_in_place(factors, *plan)))
+  // Gains beside their rows and stored rows under a contraction are read by the latent coordinates
+  // only; any other path folds and copies them (before this layer's memory is sized for a path it
+  // would not take).
+  if ((factors.has_row_gains() || (plan && factors.has_stored_basis())) &&
+      !(plan && bases_read_in_place(factors, *plan)))
     return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   const detail::LayerKernels kernels = layer_kernels(factors, plan, *scales, workspace);
-  if (factors.has_stored_basis() && (plan || !kernels.onednn_grams))
+  if (factors.has_stored_basis() && !kernels.onednn_grams)
     return analyze_layer(with_float_bases(factors), workspace, how, head_ranks);
   if (plan) {
     const detail::ContractedHeads contracted =

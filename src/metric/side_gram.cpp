@@ -103,13 +103,12 @@ namespace {
 /// 2^±kSafeScaleExponent: the latent path forms the rows' float32 Gram and then float32 coordinates
 /// of the scaled rows. nullopt otherwise: the gains are then folded and the folded rows scaled.
 std::optional<int> gains_scale_exponent(const FactorSide& side) {
+  const std::optional<std::vector<float>> row_largest = basis_row_largest_magnitudes(side);
+  if (!row_largest) return std::nullopt;  // an Inf or NaN in stored rows: the copy says which
   float rows_largest = 0;
   double scaled_largest = 0;
-#pragma omp parallel for reduction(max             \
-                                   : rows_largest, \
-                                     scaled_largest) if (worth_threads(side.basis.size()))
-  for (Index row = 0; row < side.basis.rows(); ++row) {
-    const float largest = side.basis.row(row).cwiseAbs().maxCoeff();
+  for (std::size_t row = 0; row < row_largest->size(); ++row) {
+    const float largest = (*row_largest)[row];
     rows_largest = std::max(rows_largest, largest);
     scaled_largest =
         std::max(scaled_largest, std::abs(side.row_gains[row]) * static_cast<double>(largest));
@@ -122,7 +121,8 @@ std::optional<int> gains_scale_exponent(const FactorSide& side) {
 }  // namespace
 
 std::optional<int> side_scale_exponent(const FactorSide& side) {
-  if (!side.row_gains.empty()) return side.basis.size() == 0 ? 0 : gains_scale_exponent(side);
+  if (!side.row_gains.empty())
+    return side.rows() == 0 || side.cols() == 0 ? 0 : gains_scale_exponent(side);
   if (!side.stored) return unit_scale_exponent(side.basis);
   const std::optional<std::uint16_t> largest = stored_bf16_largest_bits(side.stored->bytes);
   constexpr std::uint16_t kInfinityBits = 0x7F80;

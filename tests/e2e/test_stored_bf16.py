@@ -10,8 +10,10 @@ checkpoints written by numpy (tests/writers/write_family_checkpoints.py):
 - a NaN or an Inf in a projection: exit 2 and the reader's one line, the same as for the F32 file;
 - weights times 2^60 (beyond the float32 Gram's range: scaled first): the same eranks, norms ×2^60;
 - MLA's q_b_proj and kv_b_proj, which the latent contraction reads as stored (block_floats in
-  contraction.cpp): the same numbers as F32 storage, and a NaN or an Inf in either gets the reader's
-  one line, the same as for the F32 file.
+  contraction.cpp), and q_a_proj and kv_a_proj_with_mqa, whose Grams kvrank's own kernel takes as
+  stored with their norm gains beside them: the same numbers as F32 storage, a NaN or an Inf in
+  any of them gets the reader's one line, the same as for the F32 file, and q_a and kv_a ×2^60 the
+  same numbers to float32's round-off.
 Where this build or CPU has no such kernel the same must hold through the copy (then it is not the
 in-place path that is checked: the test says so in its output).
 
@@ -122,6 +124,31 @@ class StoredBf16Cases:
                 self.assertEqual(result.stderr, want)
 
 
+    def check_scaled_weights(self, names, power, exponents, rel):
+        """Tensors `names` ×2^power, beyond the float32 Gram's range: the same eranks (to `rel`),
+        head norms ×2^(exponents[repr]·power) (layer 1's)."""
+
+        def scale(tensors):
+            for name in names:
+                tensors[name] = tensors[name] * 2.0 ** power
+
+        plain = rewrite(self.source, self.folder("plain"), "BF16")
+        huge = rewrite(self.source, self.folder("huge"), "BF16", scale)
+        for backend in self.backends:
+            with self.subTest(backend=backend):
+                want = numbers(analyze(plain, backend))
+                got = numbers(analyze(huge, backend))
+                for (repr_a, layers_a, _), (repr_b, layers_b, _) in zip(got, want):
+                    a, b = layers_a[1], layers_b[1]
+                    self.assertEqual(repr_a, repr_b)
+                    self.assertAlmostEqual(a["erank"], b["erank"], delta=rel * b["erank"])
+                    factor = 2.0 ** (exponents[repr_a] * power)
+                    for x, y in zip(a["head_erank"], b["head_erank"]):
+                        self.assertAlmostEqual(x, y, delta=rel * y, msg=repr_a)
+                    for x, y in zip(a["head_norm"], b["head_norm"]):
+                        self.assertAlmostEqual(x, y * factor, delta=rel * y * factor, msg=repr_a)
+
+
 class StoredBf16(StoredBf16Cases, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -138,25 +165,9 @@ class StoredBf16(StoredBf16Cases, unittest.TestCase):
             self.check_readers_error(PROJECTION.format(role), role, (5, 7), value, word)
 
     def test_weights_beyond_the_float32_gram_range_are_scaled_first(self):
-        def scale(tensors):
-            for role in ("q", "k", "v"):
-                tensors[PROJECTION.format(role)] = tensors[PROJECTION.format(role)] * 2.0 ** 60
-
-        plain = rewrite(self.source, self.folder("plain"), "BF16")
-        huge = rewrite(self.source, self.folder("huge"), "BF16", scale)
-        for backend in self.backends:
-            with self.subTest(backend=backend):
-                want = numbers(analyze(plain, backend))
-                got = numbers(analyze(huge, backend))
-                for (repr_a, layers_a, _), (repr_b, layers_b, _) in zip(got, want):
-                    a, b = layers_a[1], layers_b[1]
-                    self.assertEqual((repr_a, a["erank"]), (repr_b, b["erank"]))
-                    # q and k scaled for qk, v alone for ov, k (v) on both sides of k (v).
-                    factor = 2.0 ** (60 if repr_a == "ov" else 120)
-                    for x, y in zip(a["head_erank"], b["head_erank"]):
-                        self.assertAlmostEqual(x, y, delta=1e-12 * y, msg=repr_a)
-                    for x, y in zip(a["head_norm"], b["head_norm"]):
-                        self.assertAlmostEqual(x, y * factor, delta=1e-12 * y * factor, msg=repr_a)
+        # q and k scaled for qk, v alone for ov, k (v) on both sides of k (v).
+        self.check_scaled_weights([PROJECTION.format(role) for role in ("q", "k", "v")], 60,
+                                  {"qk": 2, "ov": 1, "k": 2, "v": 2}, rel=1e-12)
 
 
 MLA_ATTENTION = "model.layers.1.self_attn.{}.weight"
@@ -174,10 +185,20 @@ class StoredBf16Mla(StoredBf16Cases, unittest.TestCase):
                         "--q-lora-rank", "10", "--seed", "4", "--layers", "2"], check=True)
         cls.backends = ["auto"] + (["bf16"] if bf16_grams_available(cls.source) else [])
 
-    def test_nan_and_inf_in_the_coefficient_rows_get_the_readers_error(self):
-        for tensor, value, word in (("q_b_proj", np.nan, "NaN"), ("kv_b_proj", np.inf, "Inf")):
-            # In the last head's rows.
+    def test_nan_and_inf_in_the_stored_rows_get_the_readers_error(self):
+        # q_b and kv_b in the last head's rows; q_a and kv_a (their rows beside their norm gains)
+        # in the last (kv_a: rope) row.
+        for tensor, value, word in (("q_b_proj", np.nan, "NaN"), ("kv_b_proj", np.inf, "Inf"),
+                                    ("q_a_proj", -np.inf, "Inf"),
+                                    ("kv_a_proj_with_mqa", np.nan, "NaN")):
             self.check_readers_error(MLA_ATTENTION.format(tensor), tensor, (-1, 3), value, word)
+
+    def test_latent_rows_beyond_the_float32_gram_range_are_scaled_first(self):
+        # q_a (queries) and kv_a (keys and values) ×2^70, whose squares overflow float32: the
+        # latent Grams' rows, their norm gains beside them. Their gains are then folded first, so
+        # the float32 roundings differ from the plain file's: the same numbers to its round-off.
+        names = [MLA_ATTENTION.format(t) for t in ("q_a_proj", "kv_a_proj_with_mqa")]
+        self.check_scaled_weights(names, 70, {"qk": 2, "ov": 1, "k": 2, "v": 2}, rel=1e-5)
 
 
 if __name__ == "__main__":

@@ -148,14 +148,18 @@ TEST_CASE("MLA gains kept beside their rows (Bases::stored_bf16) fold to the flo
   const ModelLayout layout = detect_layout(checkpoint);
   const bool q_lora = std::get<MlaTensors>(layout.tensors).q_lora_rank > 0;
   const std::string attn = "model.layers.1.self_attn.";
-  // A side with its gain beside it holds the projection's rows as stored; folding the gain later
-  // gives the rows (and power of two) of folding it while loading, to the bit.
+  // A side with its gain beside it holds the projection's rows as stored, bf16 ones where they lie
+  // (no float32 copy); folding the gain later gives the rows (and power of two) of folding it
+  // while loading, to the bit.
   auto check_side = [&](const FactorSide& beside, const FactorSide& folded, const char* rows) {
     INFO(rows);
-    REQUIRE(beside.row_gains.size() == static_cast<std::size_t>(beside.basis.rows()));
-    const RowMatrixF stored = to_matrix(checkpoint.at(attn + rows));
-    CHECK(beside.basis == stored.topRows(beside.basis.rows()));
-    CHECK(beside.basis != folded.basis);  // the gains are not all 1
+    const TensorView& tensor = checkpoint.at(attn + rows);
+    CHECK(beside.stored.has_value() == (tensor.dtype == DType::BF16));
+    CHECK(beside.basis.size() == (beside.stored ? 0 : beside.rows() * beside.cols()));
+    REQUIRE(beside.row_gains.size() == static_cast<std::size_t>(beside.rows()));
+    const RowMatrixF copied = with_basis_copied(beside).basis;
+    CHECK(copied == to_matrix(tensor).topRows(beside.rows()));
+    CHECK(copied != folded.basis);  // the gains are not all 1
     const FactorSide refolded = with_float_basis(beside);
     CHECK(refolded.row_gains.empty());
     CHECK(refolded.basis == folded.basis);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -211,13 +212,22 @@ TEST_CASE("stored bf16: MLA's gains beside their rows give the folded bases' met
                           analyze_layer(folded, Contraction::latent), 2e-6);
       // Rows beyond 2^32 would overflow their float32 Gram, whatever their gains: folded first
       // (the same true basis: rows ×2^70, gains ×2^-70, both exact).
-      HeadFactors shifted = beside;
-      for (FactorSide* side : {&shifted.left, &shifted.right}) {
+      // The same rows stored (read where they lie, their magnitudes too) or copied to float32.
+      HeadFactors shifted = with_each_side(beside, with_basis_copied);
+      std::vector<std::unique_ptr<StoredCopy>> copies;
+      HeadFactors shifted_stored = beside;
+      for (auto [side, stored] : {std::pair{&shifted.left, &shifted_stored.left},
+                                  {&shifted.right, &shifted_stored.right}}) {
         if (side->row_gains.empty()) continue;
         side->basis *= std::ldexp(1.0f, 70);
         for (double& gain : side->row_gains) gain = std::ldexp(gain, -70);
+        copies.push_back(std::make_unique<StoredCopy>(side->basis, 1));
+        stored->stored = copies.back()->stored();
+        stored->row_gains = side->row_gains;
       }
       test::require_same_layer(analyze_layer(shifted), analyze_layer(folded), true);
+      test::require_same_layer(analyze_layer(shifted_stored, Contraction::latent),
+                               analyze_layer(folded, Contraction::latent), true);
     }
   }
 }
@@ -331,4 +341,44 @@ TEST_CASE("stored bf16 kernel: the magnitude scan finds the largest value, Inf a
       CHECK(*detail::stored_bf16_largest_bits(StoredCopy(values, offset).bytes) > 0x7F80);
     }
   }
+}
+
+TEST_CASE("stored bf16: each row's largest magnitude, read where the rows lie", "[stored]") {
+  std::mt19937 rng(8);
+  for (Index cols : {1, 7, 300}) {
+    for (std::size_t offset : {0, 1}) {
+      INFO(cols << " columns at +" << offset);
+      RowMatrixF values = bf16_rows(5, cols, rng);
+      values(2, cols - 1) = -4096.0f;  // a row whose largest magnitude is negative
+      StoredCopy copy(values, offset);
+      const std::optional<std::vector<float>> largest = row_largest_magnitudes(copy.stored());
+      REQUIRE(largest);
+      CHECK(*largest == row_largest_magnitudes(values));
+      CHECK((*largest)[2] == 4096.0f);
+      for (float bad :
+           {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        values(4, 0) = bad;
+        CHECK_FALSE(row_largest_magnitudes(StoredCopy(values, offset).stored()));
+      }
+    }
+  }
+}
+
+TEST_CASE("stored bf16: a side keeps its first basis rows, stored or copied", "[stored]") {
+  std::mt19937 rng(9);
+  const RowMatrixF values = bf16_rows(6, 10, rng);
+  StoredCopy copy(values, 1);
+  FactorSide stored;
+  stored.stored = copy.stored();
+  stored.row_gains = {1, 2, 3, 4, 5, 6};
+  FactorSide floats;
+  floats.basis = values;
+  floats.row_gains = stored.row_gains;
+  for (FactorSide* side : {&stored, &floats}) keep_first_basis_rows(*side, 4);
+  CHECK(stored.rows() == 4);
+  CHECK(stored.stored->bytes.size() == 4 * 10 * 2);
+  CHECK(with_basis_copied(stored).basis == values.topRows(4));
+  CHECK(floats.basis == values.topRows(4));
+  CHECK(stored.row_gains == std::vector<double>{1, 2, 3, 4});
+  CHECK(floats.row_gains == stored.row_gains);
 }

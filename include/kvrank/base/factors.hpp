@@ -161,6 +161,17 @@ inline bool plain_slices(const FactorSide& side) {
   });
 }
 
+/// The largest magnitude of each row of `rows` (over the threads: tens of MB a layer).
+std::vector<float> row_largest_magnitudes(const RowMatrixF& rows);
+/// The same of stored bf16 rows, read where they lie (bf16 values are exact in float32); nullopt
+/// where a value is an Inf or NaN or the file shrank under the read (to_float() then says which).
+std::optional<std::vector<float>> row_largest_magnitudes(const StoredBf16Rows& rows);
+/// That of a side's basis as it is held: float32 rows, or stored bf16 ones.
+std::optional<std::vector<float>> basis_row_largest_magnitudes(const FactorSide& side);
+
+/// Keeps the first `count` rows of `side`'s basis (float32 or stored) and of its row gains.
+void keep_first_basis_rows(FactorSide& side, Index count);
+
 /// Row i of `rows` times factors[i], each product formed in double and rounded once to float32
 /// (folding a gain into its projection's rows); the factors cover every row.
 void scale_rows(RowMatrixF& rows, const std::vector<double>& factors);
@@ -194,14 +205,24 @@ struct HeadFactors {
   }
 };
 
+/// `side` with a stored basis copied to float32 (StoredBf16Rows::to_float) and nothing else
+/// changed: row gains stay beside it, coefficient blocks where they are.
+FactorSide with_basis_copied(FactorSide side);
+
+/// `factors` with `change` (FactorSide → FactorSide) applied to each side.
+template <typename Change>
+HeadFactors with_each_side(const HeadFactors& factors, Change change) {
+  HeadFactors copy;
+  copy.symmetric = factors.symmetric;
+  copy.left = change(factors.left);
+  if (!factors.symmetric) copy.right = change(factors.right);
+  return copy;
+}
+
 /// `factors` with every basis a float32 matrix of the true basis and every coefficient block in
 /// float32 (with_float_basis).
 inline HeadFactors with_float_bases(const HeadFactors& factors) {
-  HeadFactors copy;
-  copy.symmetric = factors.symmetric;
-  copy.left = with_float_basis(factors.left);
-  if (!factors.symmetric) copy.right = with_float_basis(factors.right);
-  return copy;
+  return with_each_side(factors, with_float_basis);
 }
 
 }  // namespace kvrank
