@@ -50,14 +50,21 @@ std::int16_t largest_bf16_bits(const std::byte* values, Index count) noexcept {
 }  // namespace
 
 std::optional<std::vector<float>> row_largest_magnitudes(const StoredBf16Rows& rows) {
+  // Whole rows, ~2^19 values a guarded read (its set-up is not paid a row at a time).
+  const Index rows_per_read = std::max<Index>(1, (Index(1) << 19) / std::max<Index>(rows.cols, 1));
+  const Index reads = (rows.rows + rows_per_read - 1) / rows_per_read;
   std::vector<std::int16_t> bits(static_cast<std::size_t>(rows.rows), 0);
   bool complete = true;
 #pragma omp parallel for reduction(&& : complete) if (detail::copy_worth_threads(rows.rows * rows.cols))
-  for (Index i = 0; i < rows.rows; ++i) {
-    std::int16_t& largest = bits[static_cast<std::size_t>(i)];
-    const std::byte* row = rows.bytes.data() + 2 * i * rows.cols;
-    complete =
-        detail::guarded_read([&] { largest = largest_bf16_bits(row, rows.cols); }) && complete;
+  for (Index read = 0; read < reads; ++read) {
+    const Index first = read * rows_per_read;
+    const Index last = std::min(rows.rows, first + rows_per_read);
+    complete = detail::guarded_read([&] {
+                 for (Index i = first; i < last; ++i)
+                   bits[static_cast<std::size_t>(i)] =
+                       largest_bf16_bits(rows.bytes.data() + 2 * i * rows.cols, rows.cols);
+               }) &&
+               complete;
   }
   constexpr std::int16_t kInfinityBits = 0x7F80;
   if (!complete ||

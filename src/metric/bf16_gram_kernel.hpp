@@ -14,8 +14,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <span>
 
 #include "kvrank/base/eigen.hpp"
 #include "kvrank/base/factors.hpp"
@@ -60,10 +58,5 @@ struct Bf16GramSide {
 /// partly written, and the caller forms them one by one. Precondition: each side has at least one
 /// row and one column.
 bool bf16_kernel_gram_pair(const Bf16GramSide& left, const Bf16GramSide& right);
-
-/// The largest magnitude among stored bf16 values, as bits with the sign cleared (0x7F80 and up:
-/// an Inf or NaN is among them); one guarded pass over the threads. Nullopt when
-/// bf16_kernel_supported() is not, or a read met a page its file no longer backs.
-std::optional<std::uint16_t> stored_bf16_largest_bits(std::span<const std::byte> bytes) noexcept;
 
 }  // namespace kvrank::detail

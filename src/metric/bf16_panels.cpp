@@ -1,12 +1,9 @@
 // The bf16 Gram kernel's panels (bf16_panels.hpp): their geometry, their packing from float32
-// rows of bf16 values or from stored bf16 rows, and the magnitude scan of stored rows.
+// rows of bf16 values or from stored bf16 rows.
 #include "metric/bf16_panels.hpp"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <optional>
-#include <span>
 #include <vector>
 
 #include "base/guarded_read.hpp"
@@ -185,25 +182,6 @@ KVRANK_BF16_TARGET void pack_stored_panel(const std::byte* rows, Index d, std::u
     pack_stored_row(rows + 2 * r * d, d, chunks * kPanelRows, panel + r);
 }
 
-/// The largest of `count` bf16 magnitudes (sign cleared) at `values`.
-KVRANK_BF16_TARGET std::uint16_t largest_magnitude(const std::byte* values, std::size_t count) {
-  const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
-  __m512i largest = _mm512_setzero_si512();
-  std::size_t i = 0;
-  for (; i + 32 <= count; i += 32)
-    largest =
-        _mm512_max_epu16(largest, _mm512_and_si512(_mm512_loadu_si512(values + 2 * i), magnitude));
-  alignas(64) std::uint16_t lanes[32];
-  _mm512_store_si512(lanes, largest);
-  std::uint16_t result = *std::max_element(lanes, lanes + 32);
-  for (; i < count; ++i) {
-    std::uint16_t value = 0;
-    std::memcpy(&value, values + 2 * i, 2);
-    result = std::max<std::uint16_t>(result, value & 0x7FFF);
-  }
-  return result;
-}
-
 }  // namespace
 
 bool pack_panels(const RowMatrixF& basis, std::vector<std::uint32_t>& buffer, Panels& panels) {
@@ -253,33 +231,5 @@ bool pack_stored_panels(const StoredBf16Rows& rows, std::vector<std::uint32_t>& 
 }
 
 #endif  // KVRANK_BF16_KERNEL
-
-std::optional<std::uint16_t> stored_bf16_largest_bits(std::span<const std::byte> bytes) noexcept {
-#ifdef KVRANK_BF16_KERNEL
-  if (!bf16_kernel_supported()) return std::nullopt;
-  constexpr std::size_t kChunk = std::size_t(1) << 19;  // values a guarded read takes at once
-  const std::size_t count = bytes.size() / 2;
-  const auto chunks = static_cast<Index>((count + kChunk - 1) / kChunk);
-  std::uint16_t largest = 0;
-  bool complete = true;
-#pragma omp parallel for reduction(max : largest) reduction(&& : complete) \
-    if (copy_worth_threads(static_cast<Index>(count)))
-  for (Index c = 0; c < chunks; ++c) {
-    const std::size_t first = static_cast<std::size_t>(c) * kChunk;
-    std::uint16_t part = 0;
-    complete = guarded_read([&] {
-                 part =
-                     largest_magnitude(bytes.data() + 2 * first, std::min(kChunk, count - first));
-               }) &&
-               complete;
-    largest = std::max(largest, part);
-  }
-  if (!complete) return std::nullopt;
-  return largest;
-#else
-  (void)bytes;
-  return std::nullopt;
-#endif
-}
 
 }  // namespace kvrank::detail

@@ -82,11 +82,7 @@ RowMatrixF row_major_float(const MatrixD& matrix) {
 /// the other thread waiting).
 MatrixD true_gram(const FactorSide& side, const LayerKernels& kernels) {
   MatrixF gram_f;
-  if (side.stored) {
-    gram_of_stored(*side.stored, gram_f, kernels, Triangles::both);
-  } else {
-    float_gram(side.basis, gram_f, kernels);
-  }
+  basis_gram(side, gram_f, kernels, Triangles::both);
   const Index m = gram_f.rows();
   MatrixD gram;
   fit_buffer(gram, m, m);  // mapped at once: V3's 19 MB faulted page by page, 3 % of a run

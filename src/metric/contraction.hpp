@@ -57,7 +57,4 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
                                ComputeWorkspace& workspace, HeadRanks head_ranks,
                                const LayerKernels& kernels);
 
-/// The float32 Gram of diversity.cpp (rows · rowsᵀ, both triangles), shared with the contraction.
-void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels);
-
 }  // namespace kvrank::detail

@@ -444,10 +444,4 @@ LayerMetrics analyze_layer(const HeadFactors& factors, ComputeWorkspace& workspa
   return metrics;
 }
 
-namespace detail {
-void float_gram(const RowMatrixF& basis, MatrixF& gram, const LayerKernels& kernels) {
-  gram_float(basis, gram, kernels);
-}
-}  // namespace detail
-
 }  // namespace kvrank

@@ -66,6 +66,15 @@ void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const detail::Lay
   if (triangles == Triangles::both) mirror_upper(gram);
 }
 
+void basis_gram(const FactorSide& side, MatrixF& gram, const LayerKernels& kernels,
+                Triangles triangles) {
+  if (side.stored) {
+    gram_of_stored(*side.stored, gram, kernels, triangles);
+  } else {
+    gram_float(side.basis, gram, kernels, triangles);
+  }
+}
+
 bool bf16_grams_together(const FactorSide& left, const FactorSide& right, MatrixF& left_gram,
                          MatrixF& right_gram, const LayerKernels& kernels,
                          std::pair<int, int> scales) {
@@ -82,19 +91,23 @@ bool bf16_grams_together(const FactorSide& left, const FactorSide& right, Matrix
   return bf16_kernel_gram_pair(side(left, left_gram), side(right, right_gram));
 }
 
+namespace {
+
+/// safe_scale_exponent of the largest of the rows' largest magnitudes.
+int largest_exponent(const std::vector<float>& row_largest) {
+  const auto largest = std::max_element(row_largest.begin(), row_largest.end());
+  return safe_scale_exponent(largest == row_largest.end() ? 0.0 : static_cast<double>(*largest));
+}
+
+}  // namespace
+
 /// Weight magnitude (docs/input-limits.md): the metric is scale-invariant, but the float32 Gram of
 /// weights with |w| ≳ 1e19 overflows (and of |w| ≲ 1e-19 underflows), which made every head "all
 /// zero". A basis whose largest entry is outside 2^±kSafeScaleExponent is scaled by 2^-e (exact: a
 /// power of two) so that entry lands in [1, 2); head_norm is scaled back. One factor per side, so a
 /// head ~2^60 times smaller than the side's largest entry can still underflow to zero.
 int unit_scale_exponent(const RowMatrixF& basis) {
-  if (basis.size() == 0) return 0;
-  float largest = 0;
-  // One read of the basis: tens of MB a layer, worth both threads.
-#pragma omp parallel for reduction(max : largest) if (worth_threads(basis.size()))
-  for (Index row = 0; row < basis.rows(); ++row)
-    largest = std::max(largest, basis.row(row).cwiseAbs().maxCoeff());
-  return safe_scale_exponent(static_cast<double>(largest));
+  return largest_exponent(row_largest_magnitudes(basis));
 }
 
 namespace {
@@ -123,11 +136,9 @@ std::optional<int> gains_scale_exponent(const FactorSide& side) {
 std::optional<int> side_scale_exponent(const FactorSide& side) {
   if (!side.row_gains.empty())
     return side.rows() == 0 || side.cols() == 0 ? 0 : gains_scale_exponent(side);
-  if (!side.stored) return unit_scale_exponent(side.basis);
-  const std::optional<std::uint16_t> largest = stored_bf16_largest_bits(side.stored->bytes);
-  constexpr std::uint16_t kInfinityBits = 0x7F80;
-  if (!largest || *largest >= kInfinityBits) return std::nullopt;
-  return safe_scale_exponent(std::bit_cast<float>(std::uint32_t{*largest} << 16));
+  const std::optional<std::vector<float>> row_largest = basis_row_largest_magnitudes(side);
+  if (!row_largest) return std::nullopt;  // an Inf or NaN in stored rows: the copy says which
+  return largest_exponent(*row_largest);
 }
 
 namespace {

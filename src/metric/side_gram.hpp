@@ -47,6 +47,11 @@ std::optional<int> side_scale_exponent(const FactorSide& side);
 void gram_of_stored(const StoredBf16Rows& rows, MatrixF& gram, const LayerKernels& kernels,
                     Triangles triangles);
 
+/// The Gram of a side's basis as it is held, unscaled: gram_of_stored of stored rows, else
+/// gram_float.
+void basis_gram(const FactorSide& side, MatrixF& gram, const LayerKernels& kernels,
+                Triangles triangles);
+
 /// G's upper triangle mirrored into its lower one.
 void mirror_upper(MatrixF& gram);
 
@@ -79,10 +84,9 @@ class SideGram {
     const Triangles triangles = all_simple ? Triangles::upper : Triangles::both;
     if (formed) {
       if (triangles == Triangles::both) mirror_upper(gram_);
-    } else if (side.stored) {  // never scaled: analyze_layer copies an extreme one
-      gram_of_stored(*side.stored, gram_, kernels, triangles);
-    } else if (gram_exponent_ == 0) {
-      gram_float(side.basis, gram_, kernels, triangles);
+    } else if (side.stored || gram_exponent_ == 0) {
+      // A stored basis is never scaled: analyze_layer copies an extreme one.
+      basis_gram(side, gram_, kernels, triangles);
     } else {  // a copy: only when extreme
       gram_float(std::ldexp(1.0f, -gram_exponent_) * side.basis, gram_, kernels, triangles);
     }

@@ -324,23 +324,28 @@ TEST_CASE("stored bf16 kernel: the Gram of stored rows has the float32 basis's b
   }
 }
 
-TEST_CASE("stored bf16 kernel: the magnitude scan finds the largest value, Inf and NaN",
-          "[.bf16_kernel][bf16_kernel]") {
+TEST_CASE("stored bf16: the magnitude scan finds the largest value, Inf and NaN", "[stored]") {
   std::mt19937 rng(5);
-  for (Index count : {1, 31, 32, 33, 1000, 600'000}) {  // tails, and more than one guarded chunk
+  // One row: tails of every length, and a row longer than a guarded read takes.
+  for (Index count : {1, 31, 32, 33, 1000, 600'000}) {
     for (std::size_t offset : {0, 1}) {
       INFO(count << " values at +" << offset);
       RowMatrixF values = bf16_rows(1, count, rng);
       values(0, count / 2) = -1024.0f;  // the largest magnitude is negative
-      StoredCopy stored(values, offset);
-      CHECK(detail::stored_bf16_largest_bits(stored.bytes) == std::uint16_t{0x4480});
+      CHECK(row_largest_magnitudes(StoredCopy(values, offset).stored()) ==
+            std::vector<float>{1024.0f});
       values(0, count - 1) = std::numeric_limits<float>::infinity();
-      CHECK(detail::stored_bf16_largest_bits(StoredCopy(values, offset).bytes) ==
-            std::uint16_t{0x7F80});
+      CHECK_FALSE(row_largest_magnitudes(StoredCopy(values, offset).stored()));
+      values(0, count - 1) = 1.0f;
       values(0, 0) = -std::numeric_limits<float>::quiet_NaN();
-      CHECK(*detail::stored_bf16_largest_bits(StoredCopy(values, offset).bytes) > 0x7F80);
+      CHECK_FALSE(row_largest_magnitudes(StoredCopy(values, offset).stored()));
     }
   }
+  // Many rows, over several guarded reads: each row's own largest, an Inf in the last read found.
+  RowMatrixF values = bf16_rows(3000, 300, rng);
+  CHECK(row_largest_magnitudes(StoredCopy(values, 1).stored()) == row_largest_magnitudes(values));
+  values(2999, 299) = std::numeric_limits<float>::infinity();
+  CHECK_FALSE(row_largest_magnitudes(StoredCopy(values, 1).stored()));
 }
 
 TEST_CASE("stored bf16: each row's largest magnitude, read where the rows lie", "[stored]") {
