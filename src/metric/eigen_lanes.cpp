@@ -26,34 +26,6 @@ namespace {
 
 KVRANK_LANES_BEGIN
 
-/// t = S v, S the symmetric trailing matrix of `a` from row and column `first` on (order m), v
-/// and t of length m. One pass over each column of S serves both of its uses: S(k+r, k)·v_k into
-/// t_{k+r}, and S(k+r, k)·v_{k+r} into t_k (in four running sums: one would wait on each FMA).
-KVRANK_LANES_TARGET void symmetric_times(const Entry* a, Index n, Index first, const Entry* v,
-                                         Entry* t) {
-  const Index m = n - first;
-  for (Index i = 0; i < m; ++i) store(t[i], splat(0));
-  for (Index k = 0; k < m; ++k) {
-    const Entry* column = a + offset(n, first + k);  // S(k, k), S(k + 1, k), …
-    const Vec v_k = load(v[k]);
-    Vec sums[4] = {load(column[0]) * v_k, splat(0), splat(0), splat(0)};
-    Index r = 1;
-    for (; r + 4 <= m - k; r += 4) {
-      for (int u = 0; u < 4; ++u) {
-        const Vec s = load(column[r + u]);
-        store(t[k + r + u], fma(s, v_k, load(t[k + r + u])));
-        sums[u] = fma(s, load(v[k + r + u]), sums[u]);
-      }
-    }
-    for (; r < m - k; ++r) {
-      const Vec s = load(column[r]);
-      store(t[k + r], fma(s, v_k, load(t[k + r])));
-      sums[0] = fma(s, load(v[k + r]), sums[0]);
-    }
-    store(t[k], load(t[k]) + ((sums[0] + sums[1]) + (sums[2] + sums[3])));
-  }
-}
-
 /// The binade 2^exponent of the largest magnitude in the lower triangle of `source` (0 for a zero
 /// matrix), clamped to −1022 … 1023 so that 2^−exponent is a double; nullopt if an entry is not
 /// finite.
@@ -85,27 +57,79 @@ KVRANK_LANES_TARGET void pack_lanes(const MatrixD* const* sources, const double*
   }
 }
 
+/// The columns of the Cholesky factor's panels (see cholesky).
+constexpr Index kPanelColumns = 4;
+
+/// Column j of L from column j of P less the columns before it: its pivot's root, the entries
+/// below divided by it. The lanes whose pivot is not positive or NaN (their pivot taken as 1, so
+/// that the other lanes go on).
+KVRANK_LANES_TARGET Mask finish_column(Entry* a, Index n, Index j) {
+  Entry* column = a + offset(n, j);
+  const Vec pivot = load(column[0]);
+  const Mask bad = _mm512_cmp_pd_mask(pivot, splat(0), _CMP_NGT_UQ);  // ≤ 0 or NaN
+  const Vec root = _mm512_sqrt_pd(where(bad, splat(1), pivot));
+  store(column[0], root);
+  const Vec inverse = splat(1) / root;
+  for (Index r = 1; r < n - j; ++r) store(column[r], load(column[r]) * inverse);
+  return bad;
+}
+
+/// Column c, from row c down, less L(c.., j)·L(c, j).
+KVRANK_LANES_TARGET void subtract_column(Entry* a, Index n, Index j, Index c) {
+  const Entry* column = a + offset(n, j);
+  Entry* target = a + offset(n, c);
+  const Vec l_cj = load(column[c - j]);
+  for (Index i = c; i < n; ++i) {
+    store(target[i - c], fnma(load(column[i - j]), l_cj, load(target[i - c])));
+  }
+}
+
+/// Columns c … c + W − 1, from their diagonals down, less their terms from the panel's columns
+/// j0 … j0 + 3, each entry its four in the panel's order. One pass over the targets, a row of the
+/// panel loaded once for them all, where a column at a time would pass over each target four
+/// times (the matrix, 1.2 MB at order 192, is past L2).
+template <int W>
+KVRANK_LANES_TARGET void subtract_panel(Entry* a, Index n, Index j0, Index c) {
+  const Entry* panel[kPanelColumns];  // L(i, j0 + q) is panel[q][i − j0 − q]
+  Entry* target[W];
+  Vec l[W][kPanelColumns];  // L(c + w, j0 + q)
+  for (int q = 0; q < kPanelColumns; ++q) panel[q] = a + offset(n, j0 + q);
+#pragma GCC unroll 2
+  for (int w = 0; w < W; ++w) {
+    target[w] = a + offset(n, c + w);
+#pragma GCC unroll 4
+    for (int q = 0; q < kPanelColumns; ++q) l[w][q] = load(panel[q][c + w - j0 - q]);
+  }
+  for (Index i = c; i < n; ++i) {
+    Vec row[kPanelColumns];
+#pragma GCC unroll 4
+    for (int q = 0; q < kPanelColumns; ++q) row[q] = load_once(panel[q][i - j0 - q]);
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) {
+      if (i < c + w) continue;  // column c + 1 starts a row lower
+      Vec value = load(target[w][i - c - w]);
+#pragma GCC unroll 4
+      for (int q = 0; q < kPanelColumns; ++q) value = fnma(row[q], l[w][q], value);
+      store(target[w][i - c - w], value);
+    }
+  }
+}
+
 /// L with P = L Lᵀ, in place (lower); the lanes whose P is not positive definite (their pivot
-/// replaced by 1 so that the others go on).
+/// replaced by 1 so that the others go on). Four columns a panel: each finished and taken from
+/// the panel's later columns in turn, then from every column after the panel in one pass. Each
+/// entry gets its terms in column order, as the column-at-a-time algorithm gives them.
 KVRANK_LANES_TARGET Mask cholesky(Entry* a, Index n) {
   Mask failed = 0;
-  for (Index j = 0; j < n; ++j) {
-    Entry* column = a + offset(n, j);
-    Vec pivot = load(column[0]);
-    const Mask bad = _mm512_cmp_pd_mask(pivot, splat(0), _CMP_NGT_UQ);  // ≤ 0 or NaN
-    failed |= bad;
-    const Vec root = _mm512_sqrt_pd(where(bad, splat(1), pivot));
-    store(column[0], root);
-    const Vec inverse = splat(1) / root;
-    const Index below = n - j - 1;
-    for (Index r = 1; r <= below; ++r) store(column[r], load(column[r]) * inverse);
-    for (Index k = 1; k <= below; ++k) {  // column j + k: L(j+k.., j+k) −= L(j+k.., j)·L(j+k, j)
-      Entry* target = a + offset(n, j + k);
-      const Vec l_kj = load(column[k]);
-      for (Index r = k; r <= below; ++r) {
-        store(target[r - k], fnma(load(column[r]), l_kj, load(target[r - k])));
-      }
+  for (Index j0 = 0; j0 < n; j0 += kPanelColumns) {
+    const Index end = std::min(j0 + kPanelColumns, n);
+    for (Index j = j0; j < end; ++j) {
+      failed |= finish_column(a, n, j);
+      for (Index c = j + 1; c < end; ++c) subtract_column(a, n, j, c);
     }
+    Index c = end;  // a last panel of fewer than four columns ends at n
+    for (; c + 2 <= n; c += 2) subtract_panel<2>(a, n, j0, c);
+    if (c < n) subtract_panel<1>(a, n, j0, c);
   }
   return failed;
 }
@@ -125,9 +149,7 @@ KVRANK_LANES_TARGET void congruence(Entry* q, const Entry* l, Index n, Entry* t,
     const Vec alpha = load(q_column[0]);
     const Vec corner = fma(alpha * lambda, lambda, fma(splat(2) * lambda, q_l, l_t));
     for (Index r = 0; r < m; ++r) store(u[r], fma(load(q_column[1 + r]), lambda, load(t[r])));
-    for (Index i = 0; i < m; ++i) {  // (L₂ᵀ u)_i = Σ_{k ≥ i} L₂(k, i) u_k: column i of L₂
-      store(q_column[1 + i], dot(l + offset(n, j + 1 + i), u + i, m - i));
-    }
+    lower_transposed_times(l, n, j + 1, u, q_column + 1);  // L₂ᵀ u
     store(q_column[0], corner);
   }
 }

@@ -38,40 +38,6 @@ KVRANK_LANES_TARGET Vec updated(const Entry* column, Index r, Index k, const Ref
               fnma(load(pending.v[k + r]), load(pending.w[k]), load(column[r])));
 }
 
-/// One pass over the trailing block S (rows and columns j + 1 …, order m) of step j: applies the
-/// pending update of step j − 1 (indexed from row j) to each column and, from the updated values,
-/// forms t = S v (indexed from row j + 1; each column serves both of its uses, as in
-/// symmetric_times). One read and one write of S a step where the update and the product apart
-/// read it twice.
-KVRANK_LANES_TARGET void update_and_multiply(Entry* a, Index n, Index j, const Reflector& pending,
-                                             const Entry* v, Entry* t) {
-  const Index m = n - j - 1;
-  for (Index i = 0; i < m; ++i) store(t[i], splat(0));
-  for (Index k = 0; k < m; ++k) {
-    Entry* column = a + offset(n, j + 1 + k);
-    const Vec v_k = load(v[k]);
-    const Vec diagonal = updated(column, 0, k + 1, pending);
-    store(column[0], diagonal);
-    Vec sums[2] = {diagonal * v_k, splat(0)};
-    Index r = 1;
-    for (; r + 2 <= m - k; r += 2) {
-      for (int u = 0; u < 2; ++u) {
-        const Vec s = updated(column, r + u, k + 1, pending);
-        store(column[r + u], s);
-        store(t[k + r + u], fma(s, v_k, load(t[k + r + u])));
-        sums[u] = fma(s, load(v[k + r + u]), sums[u]);
-      }
-    }
-    for (; r < m - k; ++r) {
-      const Vec s = updated(column, r, k + 1, pending);
-      store(column[r], s);
-      store(t[k + r], fma(s, v_k, load(t[k + r])));
-      sums[0] = fma(s, load(v[k + r]), sums[0]);
-    }
-    store(t[k], load(t[k]) + (sums[0] + sums[1]));
-  }
-}
-
 /// For each lane, the first m ≥ l whose e[m] is negligible beside d[m] and d[m + 1] (n − 1 if
 /// none), as doubles; the lanes where m > l (an eigenvalue at l still to converge).
 KVRANK_LANES_TARGET Mask split_points(const Entry* d, const Entry* e, Index n, Index l, Vec& m) {
@@ -165,7 +131,7 @@ KVRANK_LANES_TARGET void tridiagonalize(Entry* a, Index n, Entry* d, Entry* e,
     Vec beta;
     const Vec tau = make_reflector(column + 1, m, next.v, beta);
     store(e[j], beta);
-    update_and_multiply(a, n, j, pending, next.v, next.w);  // w = τ S v − (τ/2)(τ vᵀ S v) v
+    update_and_multiply(a, n, j + 1, pending, next.v, next.w);  // w = τ S v − (τ/2)(τ vᵀ S v) v
     for (Index r = 0; r < m; ++r) store(next.w[r], load(next.w[r]) * tau);
     const Vec half = splat(0.5) * tau * dot(next.w, next.v, m);
     for (Index r = 0; r < m; ++r) store(next.w[r], fnma(half, load(next.v[r]), load(next.w[r])));

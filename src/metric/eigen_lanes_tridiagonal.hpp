@@ -2,18 +2,11 @@
 // tridiagonal and its eigenvalues by implicit QL, eight problems at a time.
 #pragma once
 
-#include "metric/eigen_lanes_simd.hpp"
+#include "metric/eigen_lanes_symmetric.hpp"
 
 namespace kvrank::detail::eigen_lanes {
 
 #ifdef KVRANK_EIGEN_LANES
-
-/// A Householder reflector H = I − τ v vᵀ (v₀ = 1) and the vector w of its two-sided update
-/// H S H = S − v wᵀ − w vᵀ, both indexed from the first row of the block S it reduces.
-struct Reflector {
-  Entry* v;
-  Entry* w;
-};
 
 /// Householder reduction of the symmetric `a` (lower, destroyed) to the tridiagonal d, e: e[j]
 /// couples j and j + 1, e[n − 1] = 0 (LAPACK's dsytd2, lower). Each step's two-sided update is

@@ -99,7 +99,7 @@ TEST_CASE("eigen lanes: this CPU runs the solver", "[.eigen_lanes_probe]") {
 
 TEST_CASE("eigen lanes: known spectra within 4nε of the largest, as LAPACK's dsygv",
           "[.eigen_lanes]") {
-  for (const Index n : {1, 2, 3, 7, 64, 128, 192}) {
+  for (const Index n : {1, 2, 3, 5, 6, 7, 9, 13, 30, 64, 67, 128, 130, 192}) {
     for (const int count : {1, 5, 8}) {
       std::vector<KnownProblem> knowns;
       for (int k = 0; k < count; ++k)
@@ -119,7 +119,7 @@ TEST_CASE("eigen lanes: known spectra within 4nε of the largest, as LAPACK's ds
 }
 
 TEST_CASE("eigen lanes: symmetric problems (no Q), signed eigenvalues", "[.eigen_lanes]") {
-  for (const Index n : {1, 4, 128}) {
+  for (const Index n : {1, 4, 5, 6, 7, 9, 66, 128}) {
     std::vector<KnownProblem> knowns;
     for (int k = 0; k < 8; ++k) {
       std::vector<double> values = graded_values(n);
