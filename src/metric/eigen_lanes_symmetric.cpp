@@ -55,7 +55,7 @@ class Pass {
       : pending_(pending), v_(v), t_(t), k0_(k0), m_(n - first) {
     for (int q = 0; q < B; ++q) {
       column_[q] = a + offset(n, first + k0 + q);
-      v_k_[q] = load(v[k0 + q]);
+      if constexpr (kScatters) v_k_[q] = load(v[k0 + q]);
       if constexpr (kUpdates) {  // the pending vectors are indexed from the row above the block
         pending_v_[q] = load(pending->v[k0 + q + 1]);
         pending_w_[q] = load(pending->w[k0 + q + 1]);
@@ -132,8 +132,8 @@ class Pass {
     if constexpr (kScatters) store(t_[i], t_i);
   }
 
-  Matrix* column_[B];  // entry r of column q: S(k0 + q + r, k0 + q)
-  Vec v_k_[B];
+  Matrix* column_[B];                // entry r of column q: S(k0 + q + r, k0 + q)
+  Vec v_k_[B];                       // v at the columns, for their scatter into t
   Vec pending_v_[B], pending_w_[B];  // the pending vectors at the columns
   const Reflector* pending_;
   const Entry* v_;

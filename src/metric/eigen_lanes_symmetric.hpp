@@ -1,13 +1,14 @@
-// Private: the product t = S v of a packed symmetric block and a vector, in the lanes of the
-// solver (eigen_lanes.cpp) — the level-2 step both the congruence Lᵀ Q L and the Householder
-// reduction take, over the trailing block of one matrix, most of the solver's multiply-adds.
+// Private: the products of a packed block and a vector in the lanes of the solver
+// (eigen_lanes.cpp) — t = S v, S symmetric, which the congruence Lᵀ Q L and the Householder
+// reduction take over a trailing block, and t = Lᵀ v, L lower triangular, the congruence's other
+// half: most of the solver's multiply-adds.
 //
 // Each column of the lower triangle serves both of its uses in one pass: S(k+r, k)·v_k into
-// t_{k+r}, and S(k+r, k)·v_{k+r} into t_k. Four columns go together (a "pass"), so that the loads
-// of t, v (and of a pending update's vectors) and the store of t serve four columns, not one, and
-// each entry is loaded once. Each t_i adds its columns' terms in column order; column k's inner
-// product runs in S running sums (4, or 2 where the pass also updates S), row i into sum i mod S,
-// added up pairwise at the end.
+// t_{k+r}, and S(k+r, k)·v_{k+r} into t_k (Lᵀ v: the second alone). Four columns go together (a
+// "pass"), so that the loads of t, v (and of a pending update's vectors) and the store of t serve
+// four columns, not one, and each entry is loaded once. Each t_i adds its columns' terms in column
+// order; column k's inner product runs in S running sums (4, or 2 where the pass also updates S),
+// row i into sum i mod S, added up pairwise at the end.
 #pragma once
 
 #include "metric/eigen_lanes_simd.hpp"
