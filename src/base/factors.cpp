@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "base/guarded_read.hpp"
@@ -79,6 +82,19 @@ std::optional<std::vector<float>> row_largest_magnitudes(const StoredBf16Rows& r
 std::optional<std::vector<float>> basis_row_largest_magnitudes(const FactorSide& side) {
   if (side.stored) return row_largest_magnitudes(*side.stored);
   return row_largest_magnitudes(side.basis);
+}
+
+double largest_scaled_magnitude(const std::vector<float>& row_largest,
+                                const std::vector<double>& factors) {
+  double largest = 0;
+  for (std::size_t i = 0; i < row_largest.size(); ++i)
+    largest = std::max(largest, std::abs(factors[i]) * static_cast<double>(row_largest[i]));
+  return largest;
+}
+
+void StoredBf16Rows::throw_read_error(const char* reader) const {
+  to_float();  // throws what is wrong, naming the tensor
+  throw std::runtime_error(std::string(reader) + ": stored rows changed while they were read");
 }
 
 void keep_first_basis_rows(FactorSide& side, Index count) {

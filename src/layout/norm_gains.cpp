@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,19 +72,16 @@ FoldedRows row_factors(const std::vector<float>& row_largest, const std::vector<
                        const Gain& gain) {
   const auto rows = static_cast<Index>(row_largest.size());
   const Index scaled = std::min(static_cast<Index>(values.size()), rows);
-  auto row_gain = [&](Index i) { return i < scaled ? static_cast<double>(values[i]) : 1.0; };
-  double largest = 0;
-  for (Index i = 0; i < rows; ++i)
-    largest = std::max(largest, std::abs(row_gain(i)) * static_cast<double>(row_largest[i]));
+  FoldedRows factors;
+  factors.row_gains.assign(static_cast<std::size_t>(rows), 1.0);  // 1 past the gain
+  for (Index i = 0; i < scaled; ++i) factors.row_gains[i] = values[i];
+  const double largest = largest_scaled_magnitude(row_largest, factors.row_gains);
   if (!std::isfinite(largest)) {
     throw Error(gain.file, gain.name,
                 "folding this gain into its projection rows gives non-finite values");
   }
-  FoldedRows factors;
   factors.exponent = safe_scale_exponent(largest);
-  factors.row_gains.resize(rows);
-  for (Index i = 0; i < rows; ++i)
-    factors.row_gains[i] = std::ldexp(row_gain(i), -factors.exponent);
+  for (double& factor : factors.row_gains) factor = std::ldexp(factor, -factors.exponent);
   return factors;
 }
 
@@ -107,10 +103,7 @@ FoldedRows gain_beside(RowMatrixF rows, const Gain& gain) {
 
 FoldedRows gain_beside(StoredBf16Rows rows, const Gain& gain) {
   const std::optional<std::vector<float>> largest = row_largest_magnitudes(rows);
-  if (!largest) {
-    rows.to_float();  // throws the reader's error: the value that is not finite, or the file
-    throw std::runtime_error("norm gains: stored rows changed while they were read");
-  }
+  if (!largest) rows.throw_read_error("norm gains");
   FoldedRows beside = row_factors(*largest, gain.values, gain);
   beside.stored = std::move(rows);
   return beside;

@@ -54,10 +54,8 @@ ConstRowMapF block_floats(const CoeffBlock& block) {
   thread_local RowMatrixF scratch;
   const StoredBf16Rows& stored = *block.stored;
   scratch.resize(block.cols(), block.rows());
-  if (!stored.rows_to_float(block.source_row, block.cols(), scratch.data())) {
-    stored.to_float();  // throws what is wrong, naming the tensor
-    throw std::runtime_error("contraction: stored coefficients changed while they were read");
-  }
+  if (!stored.rows_to_float(block.source_row, block.cols(), scratch.data()))
+    stored.throw_read_error("contraction");
   return ConstRowMapF(scratch.data(), block.cols(), block.rows());
 }
 

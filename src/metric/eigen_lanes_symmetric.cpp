@@ -88,7 +88,7 @@ class Pass {
     Matrix& at = column_[q][i - k0_ - q];
     if constexpr (kUpdates) {
       const Vec s =
-          fnma(row.pending_w, pending_v_[q], fnma(row.pending_v, pending_w_[q], load(at)));
+          less_pending(load(at), row.pending_v, row.pending_w, pending_v_[q], pending_w_[q]);
       store(at, s);
       return s;
     } else {

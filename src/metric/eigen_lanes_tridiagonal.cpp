@@ -31,11 +31,11 @@ KVRANK_LANES_TARGET Vec make_reflector(const Entry* x, Index m, Entry* v, Vec& b
   return where(none, splat(0), (beta - alpha) / beta);
 }
 
-/// Column `column` (its entries from the diagonal down, `count` of them) less the pending update
-/// (v wᵀ + w vᵀ) at index k of its block.
+/// Entry r of `column` (its entries from the diagonal down, the diagonal at index k of the pending
+/// update's vectors) less that update.
 KVRANK_LANES_TARGET Vec updated(const Entry* column, Index r, Index k, const Reflector& pending) {
-  return fnma(load(pending.w[k + r]), load(pending.v[k]),
-              fnma(load(pending.v[k + r]), load(pending.w[k]), load(column[r])));
+  return less_pending(load(column[r]), load(pending.v[k + r]), load(pending.w[k + r]),
+                      load(pending.v[k]), load(pending.w[k]));
 }
 
 /// For each lane, the first m ≥ l whose e[m] is negligible beside d[m] and d[m + 1] (n − 1 if

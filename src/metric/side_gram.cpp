@@ -118,15 +118,8 @@ namespace {
 std::optional<int> gains_scale_exponent(const FactorSide& side) {
   const std::optional<std::vector<float>> row_largest = basis_row_largest_magnitudes(side);
   if (!row_largest) return std::nullopt;  // an Inf or NaN in stored rows: the copy says which
-  float rows_largest = 0;
-  double scaled_largest = 0;
-  for (std::size_t row = 0; row < row_largest->size(); ++row) {
-    const float largest = (*row_largest)[row];
-    rows_largest = std::max(rows_largest, largest);
-    scaled_largest =
-        std::max(scaled_largest, std::abs(side.row_gains[row]) * static_cast<double>(largest));
-  }
-  if (safe_scale_exponent(rows_largest) != 0 || safe_scale_exponent(scaled_largest) != 0)
+  if (largest_exponent(*row_largest) != 0 ||
+      safe_scale_exponent(largest_scaled_magnitude(*row_largest, side.row_gains)) != 0)
     return std::nullopt;
   return 0;
 }

@@ -48,6 +48,11 @@ struct StoredBf16Rows {
   /// values of to_float's rows; false where a value is NaN or Inf or the file shrank (to_float then
   /// says which). For the latent contraction, which takes coefficient rows a head at a time.
   std::function<bool(Index first, Index count, float* out)> rows_to_float;
+
+  /// For a read of the bytes that failed: throws what to_float() says is wrong (a NaN or Inf
+  /// naming the tensor, a file that shrank), so the error reads as on every other path; where it
+  /// finds nothing, that the rows changed while `reader` read them.
+  [[noreturn]] void throw_read_error(const char* reader) const;
 };
 
 /// One block of a sparse coefficient matrix C_h: rows [basis_row, basis_row + rows) and columns
@@ -168,6 +173,10 @@ std::vector<float> row_largest_magnitudes(const RowMatrixF& rows);
 std::optional<std::vector<float>> row_largest_magnitudes(const StoredBf16Rows& rows);
 /// That of a side's basis as it is held: float32 rows, or stored bf16 ones.
 std::optional<std::vector<float>> basis_row_largest_magnitudes(const FactorSide& side);
+/// The largest magnitude of rows scaled by `factors` (row i by factors[i]), from each row's largest
+/// (row_largest), in double: the product of a float and a factor does not overflow there.
+double largest_scaled_magnitude(const std::vector<float>& row_largest,
+                                const std::vector<double>& factors);
 
 /// Keeps the first `count` rows of `side`'s basis (float32 or stored) and of its row gains.
 void keep_first_basis_rows(FactorSide& side, Index count);
