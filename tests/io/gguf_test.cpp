@@ -85,10 +85,10 @@ class Image {
   std::vector<std::byte> bytes_;
 };
 
-GgufFile parse(const Image& image) { return parse_gguf(image.bytes(), "m.gguf"); }
+GgufFile gguf_of(const Image& image) { return parse_gguf(image.bytes(), "m.gguf"); }
 
 void check_error(const Image& image, const std::string& message) {
-  CHECK_THROWS_WITH(parse(image), message);
+  CHECK_THROWS_WITH(gguf_of(image), message);
 }
 
 // A llama GGUF: one layer, 2 heads of head_dim 2, d_model 4, F32 weights [out, in] = [4, 4]
@@ -132,7 +132,7 @@ TEST_CASE("gguf: header, metadata and tensor views in PyTorch order", "[readers]
   image.tensor("w", {3, 2}, kTypeF16, 0).tensor("q", {32, 1}, kTypeQ8_0, 32).align();
   const std::size_t data_start = image.size();
   image.zeros(32 + 34);
-  const GgufFile file = parse(image);
+  const GgufFile file = gguf_of(image);
   CHECK(file.version == 3);
   CHECK(file.alignment == 32);
   CHECK(file.metadata.at("general.architecture") == "llama");
@@ -166,7 +166,7 @@ TEST_CASE("gguf: general.alignment, version 2, short numeric arrays kept", "[rea
       .put<std::int32_t>(8)
       .put<std::int32_t>(8);
   image.tensor("t", {2}, kTypeF32, 64).align(64).zeros(72);
-  const GgufFile file = parse(image);
+  const GgufFile file = gguf_of(image);
   CHECK(file.version == 2);
   CHECK(file.alignment == 64);
   CHECK(file.metadata.at("llama.attention.head_count") == nlohmann::json{8, 8});
@@ -177,7 +177,7 @@ TEST_CASE("gguf: tensors of types kvrank does not dequantize are listed, not ref
           "[readers][gguf]") {
   Image image;
   image.header(1, 0).tensor("blk.0.ffn_up.weight", {256, 2}, kTypeIQ2_XXS, 0).align().zeros(132);
-  const GgufFile file = parse(image);
+  const GgufFile file = gguf_of(image);
   CHECK(file.tensors.empty());
   REQUIRE(file.unsupported.size() == 1);
   CHECK(file.unsupported[0].name == "blk.0.ffn_up.weight");
@@ -409,7 +409,7 @@ TEST_CASE("gguf: long strings, keys and arrays are quoted as excerpts", "[reader
   CHECK(message.find("... (28001 bytes) are not supported") != std::string::npos);
   Image long_key;
   long_key.header(0, 1).string(std::string(60'000, 'k')).put<std::uint32_t>(99);
-  CHECK(test::error_message([&] { (void)parse(long_key); }) ==
+  CHECK(test::error_message([&] { (void)gguf_of(long_key); }) ==
         "m.gguf: metadata \"" + std::string(60, 'k') +
             "... (60000 bytes)\": unknown value type 99");
 }
@@ -419,16 +419,16 @@ TEST_CASE("gguf: metadata and tensor counts are bounded before any entry is read
   // Millions of 13-byte entries took ~5× the file in memory; the counts are bounded first.
   Image entries;
   entries.header(0, kMaxGgufMetadata + 1).zeros((kMaxGgufMetadata + 1) * 13);
-  CHECK(test::error_message([&] { (void)parse(entries); }) ==
+  CHECK(test::error_message([&] { (void)gguf_of(entries); }) ==
         "m.gguf: metadata count 65537 is more than kvrank reads (65536)");
   Image tensors;
   tensors.header(kMaxGgufTensors + 1, 0).zeros((kMaxGgufTensors + 1) * 24);
-  CHECK(test::error_message([&] { (void)parse(tensors); }) ==
+  CHECK(test::error_message([&] { (void)gguf_of(tensors); }) ==
         "m.gguf: tensor count 262145 is more than kvrank reads (262144)");
   // At the limit the entries are read (here: the first one is malformed).
   Image at_limit;
   at_limit.header(0, kMaxGgufMetadata).zeros(kMaxGgufMetadata * 13);
-  CHECK(test::error_message([&] { (void)parse(at_limit); }).find("count") == std::string::npos);
+  CHECK(test::error_message([&] { (void)gguf_of(at_limit); }).find("count") == std::string::npos);
 }
 
 TEST_CASE("gguf: an attention tensor of a type kvrank cannot dequantize is refused when read",

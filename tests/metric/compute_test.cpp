@@ -20,6 +20,7 @@
 #include "metric/blas.hpp"
 #include "metric/thread_pool.hpp"
 #include "support/catch.hpp"
+#include "support/layer_metrics_check.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -66,14 +67,9 @@ HeadFactors latent_factors(Index heads, Index latent, Index d, Index k, std::mt1
   return factors;
 }
 
-void check_close(double actual, double expected, double rel) {
-  INFO("actual " << actual << " expected " << expected);
-  CHECK(std::abs(actual - expected) <= std::max(1e-12, rel * std::abs(expected)));
-}
-
 void check_same(const LayerMetrics& a, const LayerMetrics& b, double rel) {
-  check_close(a.erank, b.erank, rel);
-  check_close(a.erank_centered, b.erank_centered, rel);
+  test::check_close(a.erank, b.erank, rel, 1e-12);
+  test::check_close(a.erank_centered, b.erank_centered, rel, 1e-12);
   // A mean of cosines (each ≤ 1) that nearly cancel for unrelated heads: its round-off is relative
   // to 1, not to the mean (Debian 13's OpenBLAS threads a 2.4e-4 mean to 1.3e-6 of itself).
   CHECK(std::abs(a.mean_similarity - b.mean_similarity) <= std::max(1e-12, rel));
@@ -88,8 +84,8 @@ void check_same(const LayerMetrics& a, const LayerMetrics& b, double rel) {
   }
   REQUIRE(a.head_erank.size() == b.head_erank.size());
   for (std::size_t h = 0; h < a.head_erank.size(); ++h) {
-    check_close(a.head_erank[h], b.head_erank[h], rel);
-    check_close(a.head_norm[h], b.head_norm[h], rel);
+    test::check_close(a.head_erank[h], b.head_erank[h], rel, 1e-12);
+    test::check_close(a.head_norm[h], b.head_norm[h], rel, 1e-12);
   }
 }
 

@@ -37,7 +37,7 @@ class ThreadsGuard {
 };
 
 /// Random normal rows truncated to bfloat16 (what a bf16 checkpoint's rows hold as float32).
-RowMatrixF bf16_rows(Index rows, Index cols, std::mt19937& rng) {
+RowMatrixF truncated_bf16_rows(Index rows, Index cols, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 0.05f);
   RowMatrixF matrix(rows, cols);
   for (Index i = 0; i < matrix.size(); ++i) {
@@ -73,8 +73,8 @@ bool close(double found, double expected) {
 HeadFactors bf16_layer(std::mt19937& rng) {
   const Index k = 48, d = 160;
   HeadFactors factors;
-  factors.left.basis = bf16_rows(6 * k, d, rng);
-  factors.right.basis = bf16_rows(3 * k, d, rng);
+  factors.left.basis = truncated_bf16_rows(6 * k, d, rng);
+  factors.right.basis = truncated_bf16_rows(3 * k, d, rng);
   factors.left.head_cols = factors.right.head_cols = k;
   for (Index h = 0; h < 6; ++h) {
     factors.left.heads.push_back({CoeffBlock::identity(h * k, k)});
@@ -103,7 +103,7 @@ TEST_CASE("gram backend: names, and the message for a wrong one", "[gram]") {
 
 TEST_CASE("gram backend: bf16-exact means every low half is zero", "[gram]") {
   std::mt19937 rng(1);
-  RowMatrixF rows = bf16_rows(5, 7, rng);
+  RowMatrixF rows = truncated_bf16_rows(5, 7, rng);
   CHECK(is_bf16_exact(rows));
   CHECK(is_bf16_exact(RowMatrixF(0, 3)));
   rows(4, 6) = std::nextafter(rows(4, 6), 1.0f);  // one float32-only value
@@ -150,7 +150,7 @@ TEST_CASE("gram backend: the bf16 Gram equals the f32 Gram of the same bf16 weig
   // Several column tiles with a partial last one, a single tile, one column, one row.
   for (auto [m, d] : {std::pair<Index, Index>{600, 200}, {64, 40}, {300, 1}, {1, 9}}) {
     INFO("basis " << m << " × " << d);
-    const RowMatrixF basis = bf16_rows(m, d, rng);
+    const RowMatrixF basis = truncated_bf16_rows(m, d, rng);
     MatrixF upper(m, m);
     set_gram_backend(GramBackend::bf16);
     REQUIRE(bf16_gram_upper(basis, upper));  // the bf16 kernel really ran
@@ -172,7 +172,7 @@ TEST_CASE("gram backend: the bf16 Gram over a long depth is as accurate as the f
   BackendGuard guard;
   REQUIRE(bf16_gram_supported());
   std::mt19937 rng(5);
-  const RowMatrixF basis = bf16_rows(300, 4096 + 77, rng);  // a partial last slice
+  const RowMatrixF basis = truncated_bf16_rows(300, 4096 + 77, rng);  // a partial last slice
   const MatrixD exact = basis.cast<double>() * basis.cast<double>().transpose();
   const double f32_error = max_scaled_difference(gram_with(GramBackend::f32, basis), exact);
   const double bf16_error = max_scaled_difference(gram_with(GramBackend::bf16, basis), exact);
@@ -208,7 +208,7 @@ TEST_CASE("gram backend: a bf16 Gram formed while its kernels are compiled aside
   set_gram_backend(GramBackend::bf16);
   std::mt19937 rng(7);
   const RowMatrixF basis =
-      bf16_rows(600, 300, rng);  // a depth slice of a longer row: as in a model
+      truncated_bf16_rows(600, 300, rng);  // a depth slice of a longer row: as in a model
   const MatrixD f32 = gram_with(GramBackend::f32, basis);
   set_gram_backend(GramBackend::bf16_onednn);  // kvrank's own bf16 kernel compiles nothing
   std::jthread kernels = compile_gram_kernels_aside(basis.rows(), basis.cols(), true, false);
@@ -272,10 +272,10 @@ TEST_CASE("gram backend: f32 weights, the f32 choice and small auto Grams use th
           "[gram]") {
   BackendGuard guard;
   std::mt19937 rng(4);
-  RowMatrixF inexact = bf16_rows(300, 64, rng);
+  RowMatrixF inexact = truncated_bf16_rows(300, 64, rng);
   inexact(299, 63) = std::nextafter(inexact(299, 63), 1.0f);  // one float32-only value
   REQUIRE_FALSE(is_bf16_exact(inexact));
-  const RowMatrixF exact = bf16_rows(300, 64, rng);
+  const RowMatrixF exact = truncated_bf16_rows(300, 64, rng);
   MatrixF gram(300, 300);
 
   set_gram_backend(GramBackend::f32);
@@ -287,8 +287,8 @@ TEST_CASE("gram backend: f32 weights, the f32 choice and small auto Grams use th
     CHECK(basis_gram(inexact) == f32);            // hence bit-identical to the f32 path
   }
   set_gram_backend(GramBackend::automatic);
-  CHECK_FALSE(bf16_gram_upper(bf16_rows(64, 64, rng), gram));  // too small to pay off
-  CHECK(bf16_gram_upper(bf16_rows(256, 256, rng), gram) == bf16_gram_in_auto());
+  CHECK_FALSE(bf16_gram_upper(truncated_bf16_rows(64, 64, rng), gram));  // too small to pay off
+  CHECK(bf16_gram_upper(truncated_bf16_rows(256, 256, rng), gram) == bf16_gram_in_auto());
 }
 
 // ---- onednn-f32 -------------------------------------------------------------------------------

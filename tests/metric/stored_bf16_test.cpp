@@ -89,7 +89,7 @@ struct StoredCopy {
 };
 
 /// Random normal values rounded to bf16.
-RowMatrixF bf16_rows(Index rows, Index cols, std::mt19937& rng) {
+RowMatrixF rounded_bf16_rows(Index rows, Index cols, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   RowMatrixF out(rows, cols);
   for (Index i = 0; i < out.size(); ++i) out.data()[i] = bf16_to_f32(f32_to_bf16(normal(rng)));
@@ -235,8 +235,8 @@ TEST_CASE("stored bf16: MLA's gains beside their rows give the folded bases' met
 TEST_CASE("stored bf16: NaN, Inf and extreme scales go to the reader's copy", "[stored]") {
   const Bf16Backend bf16_grams;
   std::mt19937 rng(7);
-  const RowMatrixF keys = bf16_rows(32, 48, rng);
-  RowMatrixF queries = bf16_rows(32, 48, rng);
+  const RowMatrixF keys = rounded_bf16_rows(32, 48, rng);
+  RowMatrixF queries = rounded_bf16_rows(32, 48, rng);
   SECTION("a NaN or an Inf: the reader's error") {
     for (float bad :
          {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
@@ -309,7 +309,7 @@ TEST_CASE("stored bf16 kernel: the Gram of stored rows has the float32 basis's b
                              {64, 1024}}) {
     for (std::size_t offset : {0, 1, 2}) {
       INFO(m << " × " << d << " at +" << offset);
-      const RowMatrixF rows = bf16_rows(m, d, rng);
+      const RowMatrixF rows = rounded_bf16_rows(m, d, rng);
       StoredCopy stored(rows, offset);
       MatrixF from_stored = MatrixF::Zero(m, m);
       MatrixF from_float = MatrixF::Zero(m, m);
@@ -330,7 +330,7 @@ TEST_CASE("stored bf16: the magnitude scan finds the largest value, Inf and NaN"
   for (Index count : {1, 31, 32, 33, 1000, 600'000}) {
     for (std::size_t offset : {0, 1}) {
       INFO(count << " values at +" << offset);
-      RowMatrixF values = bf16_rows(1, count, rng);
+      RowMatrixF values = rounded_bf16_rows(1, count, rng);
       values(0, count / 2) = -1024.0f;  // the largest magnitude is negative
       CHECK(row_largest_magnitudes(StoredCopy(values, offset).stored()) ==
             std::vector<float>{1024.0f});
@@ -342,7 +342,7 @@ TEST_CASE("stored bf16: the magnitude scan finds the largest value, Inf and NaN"
     }
   }
   // Many rows, over several guarded reads: each row's own largest, an Inf in the last read found.
-  RowMatrixF values = bf16_rows(3000, 300, rng);
+  RowMatrixF values = rounded_bf16_rows(3000, 300, rng);
   CHECK(row_largest_magnitudes(StoredCopy(values, 1).stored()) == row_largest_magnitudes(values));
   values(2999, 299) = std::numeric_limits<float>::infinity();
   CHECK_FALSE(row_largest_magnitudes(StoredCopy(values, 1).stored()));
@@ -353,7 +353,7 @@ TEST_CASE("stored bf16: each row's largest magnitude, read where the rows lie", 
   for (Index cols : {1, 7, 300}) {
     for (std::size_t offset : {0, 1}) {
       INFO(cols << " columns at +" << offset);
-      RowMatrixF values = bf16_rows(5, cols, rng);
+      RowMatrixF values = rounded_bf16_rows(5, cols, rng);
       values(2, cols - 1) = -4096.0f;  // a row whose largest magnitude is negative
       StoredCopy copy(values, offset);
       const std::optional<std::vector<float>> largest = row_largest_magnitudes(copy.stored());
@@ -371,7 +371,7 @@ TEST_CASE("stored bf16: each row's largest magnitude, read where the rows lie", 
 
 TEST_CASE("stored bf16: a side keeps its first basis rows, stored or copied", "[stored]") {
   std::mt19937 rng(9);
-  const RowMatrixF values = bf16_rows(6, 10, rng);
+  const RowMatrixF values = rounded_bf16_rows(6, 10, rng);
   StoredCopy copy(values, 1);
   FactorSide stored;
   stored.stored = copy.stored();

@@ -106,7 +106,7 @@ std::set<std::string> keys_of(const json& object) {
   return keys;
 }
 
-std::string error_of(const json& document) {
+std::string error_reading_golden(const json& document) {
   return test::error_message([&] { reports_from_json(document, "golden.json"); });
 }
 
@@ -169,60 +169,62 @@ TEST_CASE("JSON round trip through text is exact", "[report]") {
 
 TEST_CASE("reports_from_json names the file and the place of a bad field", "[report]") {
   const json good = to_json(sample_reports(), {.include_similarity = true});
-  CHECK(error_of(good) == "(no error)");
+  CHECK(error_reading_golden(good) == "(no error)");
 
   json missing = good;
   missing["models"][1]["layers"][1].erase("erank");
-  CHECK(error_of(missing) == "golden.json: models[1].layers[1]: missing \"erank\"");
+  CHECK(error_reading_golden(missing) == "golden.json: models[1].layers[1]: missing \"erank\"");
 
   json no_summary_field = good;
   no_summary_field["models"][0]["summary"].erase("erank_pct_mean");
-  CHECK(error_of(no_summary_field) == "golden.json: models[0].summary: missing \"erank_pct_mean\"");
+  CHECK(error_reading_golden(no_summary_field) ==
+        "golden.json: models[0].summary: missing \"erank_pct_mean\"");
 
   json no_label = good;
   no_label["models"][0].erase("label");
-  CHECK(error_of(no_label) == "golden.json: models[0]: missing \"label\"");
+  CHECK(error_reading_golden(no_label) == "golden.json: models[0]: missing \"label\"");
 
   json bad_step = good;
   bad_step["models"][0]["step"] = 1.5;
-  CHECK(error_of(bad_step) ==
+  CHECK(error_reading_golden(bad_step) ==
         "golden.json: models[0].step: expected an integer or null, found 1.5");
 
   json wrong_type = good;
   wrong_type["models"][0]["layers"][2]["erank_centered"] = "6.9";
-  CHECK(error_of(wrong_type) ==
+  CHECK(error_reading_golden(wrong_type) ==
         "golden.json: models[0].layers[2].erank_centered: expected a number, found a string");
 
   json fractional = good;
   fractional["models"][0]["layers"][0]["pcs_90"] = 2.5;
-  CHECK(error_of(fractional) ==
+  CHECK(error_reading_golden(fractional) ==
         "golden.json: models[0].layers[0].pcs_90: expected an integer, found 2.5");
 
   json bad_item = good;
   bad_item["models"][0]["layers"][0]["head_norm"][3] = nullptr;
-  CHECK(error_of(bad_item) ==
+  CHECK(error_reading_golden(bad_item) ==
         "golden.json: models[0].layers[0].head_norm[3]: expected a number, found null");
 
   json bad_rank = good;
   bad_rank["models"][0]["lrkv_rank"] = "16";
-  CHECK(error_of(bad_rank) ==
+  CHECK(error_reading_golden(bad_rank) ==
         "golden.json: models[0].lrkv_rank: expected an integer, found a string");
 
   json ragged = good;
   ragged["models"][0]["layers"][0]["similarity"][1].erase(0);
-  CHECK(error_of(ragged) ==
+  CHECK(error_reading_golden(ragged) ==
         "golden.json: models[0].layers[0].similarity[1]: expected an array of 4 numbers");
 
   json short_matrix = good;
   short_matrix["models"][0]["layers"][0]["similarity"].erase(0);
-  CHECK(error_of(short_matrix) ==
+  CHECK(error_reading_golden(short_matrix) ==
         "golden.json: models[0].layers[0].similarity: expected 4 rows (heads), found 3");
 
   json models_not_array = good;
   models_not_array["models"] = json::object();
-  CHECK(error_of(models_not_array) == "golden.json: models: expected an array, found an object");
+  CHECK(error_reading_golden(models_not_array) ==
+        "golden.json: models: expected an array, found an object");
 
-  CHECK(error_of(json::array()) == "golden.json: expected an object, found an array");
+  CHECK(error_reading_golden(json::array()) == "golden.json: expected an object, found an array");
 }
 
 TEST_CASE("a hybrid's attention layers are written, read back and checked", "[report]") {
@@ -239,17 +241,17 @@ TEST_CASE("a hybrid's attention layers are written, read back and checked", "[re
   CHECK(reports_from_json(null_layers, "r.json")[1].attention_layers.empty());
   json beyond = document;
   beyond["models"][1]["attention_layers"] = {0, 8};
-  CHECK(error_of(beyond) ==
+  CHECK(error_reading_golden(beyond) ==
         "golden.json: models[1].attention_layers: expected increasing layer numbers from 0 to "
         "num_layers − 1 (7), found 8 at [1]");
   json unordered = document;
   unordered["models"][1]["attention_layers"] = {5, 0};
-  CHECK(error_of(unordered) ==
+  CHECK(error_reading_golden(unordered) ==
         "golden.json: models[1].attention_layers: expected increasing layer numbers from 0 to "
         "num_layers − 1 (7), found 0 at [1]");
   json not_numbers = document;
   not_numbers["models"][1]["attention_layers"] = {"5"};
-  CHECK(error_of(not_numbers) ==
+  CHECK(error_reading_golden(not_numbers) ==
         "golden.json: models[1].attention_layers[0]: expected an integer, found a string");
 }
 
@@ -261,18 +263,20 @@ TEST_CASE("reports_from_json checks every similarity row before allocating heads
   layer["kept_heads"] = 100'000;
   layer["similarity"] = json::array();
   for (int i = 0; i < 100'000; ++i) layer["similarity"].push_back(json::array());
-  CHECK(error_of(claimed) ==
+  CHECK(error_reading_golden(claimed) ==
         "golden.json: models[0].layers[0].similarity[0]: expected an array of 100000 numbers");
 }
 
 TEST_CASE("reports_from_json accepts schema_version 1 and 2 only", "[report]") {
   json document = to_json(sample_reports());
   document["schema_version"] = 3;
-  CHECK(error_of(document) == "golden.json: unsupported schema_version 3 (expected 1 to 2)");
+  CHECK(error_reading_golden(document) ==
+        "golden.json: unsupported schema_version 3 (expected 1 to 2)");
   document["schema_version"] = "1";
-  CHECK(error_of(document) == "golden.json: unsupported schema_version \"1\" (expected 1 to 2)");
+  CHECK(error_reading_golden(document) ==
+        "golden.json: unsupported schema_version \"1\" (expected 1 to 2)");
   document.erase("schema_version");
-  CHECK(error_of(document) == "golden.json: missing \"schema_version\"");
+  CHECK(error_reading_golden(document) == "golden.json: missing \"schema_version\"");
 }
 
 TEST_CASE("a version-1 file reads back: no step or provenance, a layer's heads named heads",

@@ -47,7 +47,7 @@ ModelReport sample_model() {
 
 json sample_document() { return to_json({sample_model()}); }
 
-std::string error_of(const json& document) {
+std::string error_reading_part(const json& document) {
   return test::error_message([&] { reports_from_json(document, "part.json"); });
 }
 
@@ -56,7 +56,7 @@ template <typename Change>
 std::string error_after(Change&& change) {
   json document = sample_document();
   change(document);
-  const std::string error = error_of(document);
+  const std::string error = error_reading_part(document);
   CHECK(error.find("part.json") != std::string::npos);
   return error;
 }
@@ -68,7 +68,7 @@ bool contains(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST_CASE("the reader reads what the writer writes, and nothing the schema forbids", "[report]") {
-  CHECK(error_of(sample_document()) == "(no error)");
+  CHECK(error_reading_part(sample_document()) == "(no error)");
 
   SECTION("tool.name must be kvrank, and tool holds name and version only") {
     CHECK(contains(error_after([](json& d) { d["tool"]["name"] = "other"; }),
