@@ -27,6 +27,7 @@
 #include "kvrank/layout/layout.hpp"
 #include "kvrank/metric/diversity.hpp"
 #include "kvrank/metric/gram_backend.hpp"
+#include "layout/family_detail.hpp"
 #include "metric/bf16_gram_kernel.hpp"
 #include "metric/side_gram.hpp"
 #include "support/backend_guard.hpp"
@@ -366,6 +367,35 @@ TEST_CASE("stored bf16: each row's largest magnitude, read where the rows lie", 
         CHECK_FALSE(row_largest_magnitudes(StoredCopy(values, offset).stored()));
       }
     }
+  }
+}
+
+TEST_CASE("stored bf16: a gain beside stored rows gets the factors of their float32 copy",
+          "[stored]") {
+  // The power of two comes from the largest |gain_i| × row i's largest magnitude, so the rows'
+  // magnitudes must be read where they lie: rows near 2^70 under gains near 2^61 need ~2^-132.
+  std::mt19937 rng(9);
+  RowMatrixF values = rounded_bf16_rows(4, 33, rng);
+  values.row(1) *= std::ldexp(1.0f, 70);  // exact: a power of two
+  values.row(3) *= std::ldexp(1.0f, -90);
+  const detail::Gain gain{{0.5f, std::ldexp(3.0f, 60), 7.0f}, "m.safetensors", "q_a_layernorm"};
+  for (std::size_t offset : {0, 1}) {
+    INFO("rows at +" << offset);
+    StoredCopy copy(values, offset);
+    const detail::FoldedRows stored = detail::gain_beside(copy.stored(), gain);
+    const detail::FoldedRows copied = detail::gain_beside(values, gain);
+    CHECK(copy.copies == 0);  // read in place
+    REQUIRE(stored.stored);
+    CHECK(stored.exponent == copied.exponent);
+    CHECK(stored.row_gains == copied.row_gains);
+    // Row 1's largest product, about 2^(70 + 62), sets the power of two.
+    double largest = 0;
+    for (Index i = 0; i < values.rows(); ++i) {
+      const double factor = i < 3 ? static_cast<double>(gain.values[i]) : 1.0;
+      largest = std::max(largest, factor * values.row(i).cwiseAbs().maxCoeff());
+    }
+    CHECK(stored.exponent == std::ilogb(largest));
+    CHECK(stored.exponent > 120);
   }
 }
 
