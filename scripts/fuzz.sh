@@ -31,7 +31,7 @@ ninja -C "$build" -j2 "${targets[@]}"
 
 # One fuzzer is one process on one core: they run nproc at a time, each for SECONDS, with its
 # output kept apart and its summary printed when its batch ends.
-jobs=$(nproc)
+at_once=$(nproc)
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 fuzz_target() {
@@ -42,8 +42,8 @@ fuzz_target() {
     -artifact_prefix="$build/crash-$target-" -print_final_stats=1 >"$logs/$target.log" 2>&1
 }
 failed=()
-for ((first = 0; first < ${#targets[@]}; first += jobs)); do
-  batch=("${targets[@]:first:jobs}")
+for ((first = 0; first < ${#targets[@]}; first += at_once)); do
+  batch=("${targets[@]:first:at_once}")
   pids=()
   for target in "${batch[@]}"; do
     fuzz_target "$target" &
