@@ -24,14 +24,14 @@ struct Reflector {
   Entry* w;
 };
 
-/// t = S v, S the symmetric trailing block of `a` (n × n, lower, by columns) from row and column
-/// `first` on (order m = n − first), v and t of length m. Four running sums a column.
 /// Entry s = S(i, k) less the pending update (v wᵀ + w vᵀ), from the pending vectors at its row
 /// (v_i, w_i) and at its column (v_k, w_k).
 KVRANK_LANES_TARGET inline Vec less_pending(Vec s, Vec v_i, Vec w_i, Vec v_k, Vec w_k) {
   return fnma(w_i, v_k, fnma(v_i, w_k, s));
 }
 
+/// t = S v, S the symmetric trailing block of `a` (n × n, lower, by columns) from row and column
+/// `first` on (order m = n − first), v and t of length m. Four running sums a column.
 KVRANK_LANES_TARGET void symmetric_times(const Entry* a, Index n, Index first, const Entry* v,
                                          Entry* t);
 
