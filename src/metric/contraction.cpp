@@ -25,6 +25,7 @@
 
 #include <Eigen/Cholesky>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -126,41 +127,20 @@ LatentFactor latent_factor(const FactorSide& side, const LayerKernels& kernels,
   return factor_of_gram(ordered_gram(side, kernels, order), side, kernels, order);
 }
 
-/// Both sides' latent factors where `plan` takes two sides in latent coordinates and a second
-/// thread is free: the larger side's Gram over all threads, then its Cholesky factor on one thread
-/// (LAPACK's on the calling thread, for the same bits on any count) while another forms the smaller
-/// side's Gram and factor. A V3 layer's 1536² query factor took 24 ms with the other thread idle;
-/// the keys' Gram and factor take ~14 ms of it. Elsewhere none: SideCoordinates forms its own.
-std::pair<std::optional<LatentFactor>, std::optional<LatentFactor>> latent_factors(
-    const HeadFactors& factors, const ContractionPlan& plan, const LayerKernels& kernels) {
-  const bool both_latent =
-      !factors.symmetric && plan.left == Coordinates::latent && plan.right == Coordinates::latent;
-  if (!both_latent || available_threads() < 2 || !blas_nests_in_openmp()) return {};
-  const FactorSide& left = factors.left;
-  const FactorSide& right = factors.right;
-  const bool left_larger = left.rows() >= right.rows();
-  const FactorSide& larger = left_larger ? left : right;
-  const FactorSide& smaller = left_larger ? right : left;
-  const LatentOrder larger_order(larger), smaller_order(smaller);
-  MatrixD larger_gram = ordered_gram(larger, kernels, larger_order);
-  LatentFactor larger_factor, smaller_factor;
-  side_by_side(
-      [&] {
-        larger_factor = factor_of_gram(std::move(larger_gram), larger, kernels, larger_order);
-      },
-      [&] { smaller_factor = latent_factor(smaller, kernels, smaller_order); });
-  if (left_larger) return {std::move(larger_factor), std::move(smaller_factor)};
-  return {std::move(smaller_factor), std::move(larger_factor)};
-}
-
-/// Every head of one side as k × p row-major coordinates X_hᵀ (see the file comment).
+/// Every head of one side as k × p row-major coordinates X_hᵀ (see the file comment), written by
+/// tasks — a slab of heads one TRMM takes (heads_per_slab), else one head — that any thread takes
+/// as it comes free (write_next).
 class SideCoordinates {
  public:
   /// `storage`: a workspace buffer, used unless the heads are the basis's own rows.
-  /// `prepared`: the latent factor (latent_factors), else formed here.
+  /// `prepared`: the latent factor (latent_sides), else formed here.
   SideCoordinates(const FactorSide& side, Coordinates how, RowMatrixF& storage,
                   const LayerKernels& kernels, std::optional<LatentFactor> prepared = std::nullopt)
-      : k_(side.head_cols), storage_(storage), kernels_(kernels.products) {
+      : side_(side),
+        k_(side.head_cols),
+        storage_(storage),
+        kernels_(kernels.products),
+        order_(side) {
     if (how == Coordinates::raw && !side.row_gains.empty())  // analyze_layer folds them first
       throw std::logic_error("contraction: raw coordinates of a side with its gains beside it");
     const Index heads = static_cast<Index>(side.heads.size());
@@ -175,40 +155,32 @@ class SideCoordinates {
       }
       return;
     }
-    const LatentOrder order(side);
-    const LatentOrder* ordered = how == Coordinates::latent ? &order : nullptr;
-    LatentFactor factor;
-    if (ordered) factor = prepared ? std::move(*prepared) : latent_factor(side, kernels, order);
-    const RowMatrixF& rows = ordered ? factor.f : side.basis;
+    ordered_ = how == Coordinates::latent ? &order_ : nullptr;
+    if (ordered_) factor_ = prepared ? std::move(*prepared) : latent_factor(side, kernels, order_);
     fit_buffer(storage_, heads * k_, dim_);
     base_ = storage_.data();
     ld_ = dim_;
     for (Index h = 0; h < heads; ++h) {
       offsets_.push_back(h * k_ * ld_);
-      runs_.push_back(column_runs(side.heads[h], k_, dim_, factor.lower ? ordered : nullptr));
+      runs_.push_back(column_runs(side.heads[h], k_, dim_, factor_.lower ? ordered_ : nullptr));
     }
-    const Index slab = factor.lower ? heads_per_slab(side, *ordered) : 1;
-    const Index slabs = heads == 0 ? 0 : (heads + slab - 1) / slab;
-    ParallelFailure failure;
-#pragma omp parallel for schedule(dynamic) if (blas_nests_in_openmp())
-    for (Index s = 0; s < slabs; ++s) {
-      failure.run([&] {
-        const Index end = std::min(heads, (s + 1) * slab);
-        if (slab > 1) return write_slab(side, *ordered, rows, s * slab, end);
-        const Index h = s;
-        // Blocks on columns of their own each write their rows whole (MLA's): no pass that zeroes
-        // the rows first and none that adds to them (V3's queries: 150 MB each a layer).
-        const bool assign = disjoint_columns(side.heads[h], k_);
-        if (!assign) storage_.middleRows(h * k_, k_).setZero();  // a head at a time, not 150 MB
-        if (assign) zero_uncovered_rows(side.heads[h], h);
-        for (const CoeffBlock& block : side.heads[h]) {
-          const Index first = ordered ? ordered->position(block.basis_row) : block.basis_row;
-          add_block(block, first, rows, factor.lower, h, assign);
-        }
-      });
-    }
-    failure.rethrow();
+    slab_ = factor_.lower ? heads_per_slab(side, order_) : 1;
+    tasks_ = heads == 0 ? 0 : (heads + slab_ - 1) / slab_;
   }
+
+  /// Writes the next task no thread has taken yet; false once every task is taken. Each task
+  /// writes rows of its own, with the BLAS on the calling thread inside a parallel region: the
+  /// same bits whichever thread takes it.
+  bool write_next() {
+    const Index task = next_task_.fetch_add(1, std::memory_order_relaxed);
+    if (task >= tasks_) return false;
+    write_task(task);
+    return true;
+  }
+
+  /// Frees F once every task is written: the rest of the layer reads the coordinates only (V3's
+  /// query factor: 9 MB).
+  void release_factor() { factor_ = LatentFactor{}; }
 
   Index head_cols() const noexcept { return k_; }
   Index dim() const noexcept { return dim_; }
@@ -219,6 +191,24 @@ class SideCoordinates {
   const std::vector<ColumnRun>& runs(Index h) const { return runs_[h]; }
 
  private:
+  /// Writes task `task`: a slab of heads (write_slab), else one head's blocks.
+  void write_task(Index task) {
+    const RowMatrixF& rows = ordered_ ? factor_.f : side_.basis;
+    const Index heads = static_cast<Index>(side_.heads.size());
+    if (slab_ > 1)
+      return write_slab(side_, order_, rows, task * slab_, std::min(heads, (task + 1) * slab_));
+    const Index h = task;
+    // Blocks on columns of their own each write their rows whole (MLA's): no pass that zeroes
+    // the rows first and none that adds to them (V3's queries: 150 MB each a layer).
+    const bool assign = disjoint_columns(side_.heads[h], k_);
+    if (!assign) storage_.middleRows(h * k_, k_).setZero();  // a head at a time, not 150 MB
+    if (assign) zero_uncovered_rows(side_.heads[h], h);
+    for (const CoeffBlock& block : side_.heads[h]) {
+      const Index first = ordered_ ? ordered_->position(block.basis_row) : block.basis_row;
+      add_block(block, first, rows, factor_.lower, h, assign);
+    }
+  }
+
   /// Whether no two blocks fill the same head column (the coordinate rows of one are then
   /// blockᵀ · rows alone).
   static bool disjoint_columns(const std::vector<CoeffBlock>& blocks, Index head_cols) {
@@ -328,15 +318,82 @@ class SideCoordinates {
     triangle_out.leftCols(count) += triangle;
   }
 
+  const FactorSide& side_;
   Index k_;
   RowMatrixF& storage_;
   FloatKernels kernels_;
+  LatentOrder order_;
+  const LatentOrder* ordered_ = nullptr;  ///< &order_ in latent coordinates
+  LatentFactor factor_;                   ///< F in latent coordinates
   Index dim_ = 0;
   const float* base_ = nullptr;
   Index ld_ = 0;
   std::vector<Index> offsets_;
   std::vector<std::vector<ColumnRun>> runs_;
+  Index slab_ = 1;   ///< heads a task writes
+  Index tasks_ = 0;  ///< none when the heads are the basis's own rows
+  std::atomic<Index> next_task_{0};
 };
+
+/// Both sides' coordinates where `plan` takes two sides in latent coordinates and a second
+/// thread is free: the larger side's Gram over all threads, then its Cholesky factor on one thread
+/// (LAPACK's on the calling thread, for the same bits on any count) while another forms the
+/// smaller side's Gram and factor and then writes the smaller side's heads until the larger factor
+/// is done. A V3 layer's 1536² query factor takes ~35 ms; the keys' Gram and factor ~20 ms of it,
+/// and the other thread was idle for the rest. {larger, smaller}; elsewhere none.
+std::pair<std::shared_ptr<SideCoordinates>, std::shared_ptr<SideCoordinates>> latent_sides(
+    const HeadFactors& factors, const ContractionPlan& plan, ComputeWorkspace& workspace,
+    const LayerKernels& kernels) {
+  const bool both_latent =
+      !factors.symmetric && plan.left == Coordinates::latent && plan.right == Coordinates::latent;
+  if (!both_latent || available_threads() < 2 || !blas_nests_in_openmp()) return {};
+  const bool left_larger = factors.left.rows() >= factors.right.rows();
+  const FactorSide& larger = left_larger ? factors.left : factors.right;
+  const FactorSide& smaller = left_larger ? factors.right : factors.left;
+  RowMatrixF& larger_storage =
+      left_larger ? workspace.left_coordinates : workspace.right_coordinates;
+  RowMatrixF& smaller_storage =
+      left_larger ? workspace.right_coordinates : workspace.left_coordinates;
+  // Sized here, its pages mapped by all threads, not by the one that writes it first.
+  fit_buffer(smaller_storage, static_cast<Index>(smaller.heads.size()) * smaller.head_cols,
+             smaller.rows());
+  const LatentOrder larger_order(larger);
+  MatrixD larger_gram = ordered_gram(larger, kernels, larger_order);
+  LatentFactor larger_factor;
+  std::shared_ptr<SideCoordinates> smaller_side;
+  std::atomic<bool> larger_factored{false};
+  side_by_side(
+      [&] {
+        larger_factor = factor_of_gram(std::move(larger_gram), larger, kernels, larger_order);
+        larger_factored.store(true, std::memory_order_release);
+      },
+      [&] {
+        smaller_side = std::make_shared<SideCoordinates>(smaller, Coordinates::latent,
+                                                         smaller_storage, kernels);
+        while (!larger_factored.load(std::memory_order_acquire) && smaller_side->write_next()) {
+        }
+      });
+  auto larger_side = std::make_shared<SideCoordinates>(larger, Coordinates::latent, larger_storage,
+                                                       kernels, std::move(larger_factor));
+  return {std::move(larger_side), std::move(smaller_side)};
+}
+
+/// Writes the coordinates of `first`, then those of `second` (null: none) over the threads, each
+/// thread taking the next task of either as it comes free: the smaller side's heads, each a small
+/// task, fill in where the larger side's slabs end unevenly (V3: 16 slabs of ~35 ms).
+void write_coordinates(SideCoordinates& first, SideCoordinates* second) {
+  ParallelFailure failure;
+#pragma omp parallel if (blas_nests_in_openmp())
+  failure.run([&] {
+    while (first.write_next()) {
+    }
+    while (second && second->write_next()) {
+    }
+  });
+  first.release_factor();
+  if (second) second->release_factor();
+  failure.rethrow();
+}
 
 namespace {
 
@@ -426,19 +483,24 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
                                const LayerKernels& kernels) {
   const Index heads = factors.num_heads();
   const Index k = factors.left.head_cols;
-  auto [left_factor, right_factor] = latent_factors(factors, plan, kernels);
-  const auto left = std::make_shared<const SideCoordinates>(
-      factors.left, plan.left, workspace.left_coordinates, kernels, std::move(left_factor));
-  ContractedHeads out;
-  if (factors.symmetric) {
-    out.centred =
-        chunked_inner_products(*left, *left, heads, k, workspace.contracted_rows, kernels);
+  std::shared_ptr<SideCoordinates> left, right;
+  if (auto [larger, smaller] = latent_sides(factors, plan, workspace, kernels); larger) {
+    write_coordinates(*larger, smaller.get());
+    const bool left_larger = factors.left.rows() >= factors.right.rows();
+    left = left_larger ? larger : smaller;
+    right = left_larger ? smaller : larger;
   } else {
-    out.right = std::make_shared<const SideCoordinates>(
-        factors.right, plan.right, workspace.right_coordinates, kernels, std::move(right_factor));
-    out.centred =
-        chunked_inner_products(*left, *out.right, heads, k, workspace.contracted_rows, kernels);
+    left = std::make_shared<SideCoordinates>(factors.left, plan.left, workspace.left_coordinates,
+                                             kernels);
+    if (!factors.symmetric)
+      right = std::make_shared<SideCoordinates>(factors.right, plan.right,
+                                                workspace.right_coordinates, kernels);
+    write_coordinates(*left, right.get());
   }
+  ContractedHeads out;
+  out.right = right;
+  out.centred = chunked_inner_products(*left, right ? *right : *left, heads, k,
+                                       workspace.contracted_rows, kernels);
   out.inner = out.centred.inner();
   // The coordinates stay only for the heads' own products (self_product), which a table skips.
   if (head_ranks == HeadRanks::computed) {

@@ -2,8 +2,8 @@
 // raw coordinates against the explicit inner products and heads' own products, the latent path
 // against the pairwise one, where each is chosen, singular latent Grams; the TRMMs a slab of heads
 // at a time (SideCoordinates::heads_per_slab), a head's self product over rows that narrow
-// (self_product_by_runs) and the two sides' factors formed side by side (latent_factors). Against
-// the numpy reference: e2e's latent families (DeepSeek's queries take the slabs).
+// (self_product_by_runs) and the two sides' coordinates written side by side (latent_sides).
+// Against the numpy reference: e2e's latent families (DeepSeek's queries take the slabs).
 #include "metric/contraction.hpp"
 
 #include <random>
@@ -167,29 +167,36 @@ TEST_CASE("a head's self product over rows that narrow has the bits of the whole
     CHECK(widened == detail::syrk_in_double(k, dim, widening.data(), ld));
 }
 
-TEST_CASE("the two sides' latent factors formed side by side give the bits of one after the other",
+TEST_CASE("the two sides' coordinates written side by side give the bits of one after the other",
           "[contraction]") {
-  // Queries of 24 latent rows, keys of 10: on two threads the keys' Gram and factor are formed
-  // while the queries' Cholesky factor runs; on the calling thread alone, one after the other.
-  // (A build without OpenMP has one thread: there both runs take the second way, and only the
-  // explicit products check anything.)
-  std::mt19937 rng(5);
-  HeadFactors factors;
-  factors.symmetric = false;
-  factors.left = whole_block_heads(6, 24, 40, 4, rng);
-  factors.right = whole_block_heads(6, 10, 40, 4, rng);
-  const detail::LayerKernels kernels{false, detail::FloatKernels::blas};
-  ComputeWorkspace threaded_workspace, serial_workspace;
-  const detail::ContractedHeads threaded = detail::contract_heads(
-      factors, kLatentPlan, threaded_workspace, HeadRanks::computed, kernels);
-  const detail::ContractedHeads serial = [&] {
-    const CallingThreadOnly one_thread;
-    return detail::contract_heads(factors, kLatentPlan, serial_workspace, HeadRanks::computed,
-                                  kernels);
-  }();
-  REQUIRE(threaded.right);
-  check_same_contraction(threaded, serial, factors.num_heads());
-  check_contraction(factors, kLatentPlan, kernels);
+  // On two threads the smaller side's Gram and factor are formed while the larger side's Cholesky
+  // factor runs, and its heads (a task each: blocks in halves) written until that factor is done;
+  // the rest of them after the larger side's slabs. On the calling thread alone, one side after
+  // the other.
+  // Each order of sizes, so that each side is the larger once. (A build without OpenMP has one
+  // thread: there both runs take the second way, and only the explicit products check anything.)
+  for (const bool queries_larger : {true, false}) {
+    INFO((queries_larger ? "queries" : "keys") << " larger");
+    std::mt19937 rng(5);
+    HeadFactors factors;
+    factors.symmetric = false;
+    const FactorSide larger = whole_block_heads(256, 300, 320, 4, rng);
+    const FactorSide smaller = halves_of(whole_block_heads(256, 200, 320, 4, rng));
+    factors.left = queries_larger ? larger : smaller;
+    factors.right = queries_larger ? smaller : larger;
+    const detail::LayerKernels kernels{false, detail::FloatKernels::blas};
+    ComputeWorkspace threaded_workspace, serial_workspace;
+    const detail::ContractedHeads threaded = detail::contract_heads(
+        factors, kLatentPlan, threaded_workspace, HeadRanks::computed, kernels);
+    const detail::ContractedHeads serial = [&] {
+      const CallingThreadOnly one_thread;
+      return detail::contract_heads(factors, kLatentPlan, serial_workspace, HeadRanks::computed,
+                                    kernels);
+    }();
+    REQUIRE(threaded.right);
+    check_same_contraction(threaded, serial, factors.num_heads());
+    check_contraction(factors, kLatentPlan, kernels);
+  }
 }
 
 TEST_CASE("latent and raw coordinates contract to the explicit inner products", "[contraction]") {
