@@ -8,6 +8,8 @@
 // "max diff" is max |k_ij − b_ij| / sqrt(b_ii b_jj) over all entries: round-off of double sums.
 // Default shapes: DeepSeek-V3's two per-head products (192 × 1536, 192 × 576), 128 × 4096, and the
 // small ones around the kernel's threshold; --rows R --inner N times one shape.
+// Then the float32 upper triangle of syrk_double's slices (metric/float_syrk_kernel.cpp against
+// OpenBLAS's SSYRK, syrk_upper), on one thread: DeepSeek-V3's 128 × 8 172 and two more.
 //
 //   kvrank_bench_double_syrk --rounds 20
 #include <algorithm>
@@ -22,11 +24,13 @@
 #include "kvrank/base/eigen.hpp"
 #include "metric/blas.hpp"
 #include "metric/double_syrk_kernel.hpp"
+#include "metric/float_syrk_kernel.hpp"
 
 namespace {
 
 using kvrank::Index;
 using kvrank::MatrixD;
+using kvrank::MatrixF;
 using kvrank::RowMatrixF;
 using kvrank::detail::DoubleSyrkPath;
 
@@ -78,6 +82,35 @@ void run_shape(Index rows, Index inner, long rounds) {
       best[1] * 1e6, macs / best[1] * 1e-9, best[1] / best[0], scaled_difference(kernel, blas));
 }
 
+/// The float32 upper triangle of A·Aᵀ on kvrank's float kernel and on the BLAS, one thread.
+void run_float_shape(Index rows, Index inner, long rounds) {
+  const RowMatrixF a = normal_rows(rows, inner);
+  MatrixF kernel(rows, rows), blas(rows, rows);
+  double best[2] = {1e300, 1e300};
+  for (long round = -1; round < rounds; ++round) {  // round -1: untimed
+    auto start = std::chrono::steady_clock::now();
+    kvrank::detail::float_syrk_kernel(rows, inner, a.data(), inner, kernel.data(), rows);
+    const double kernel_s = kvrank_bench::seconds_since(start);
+    start = std::chrono::steady_clock::now();
+    kvrank::detail::syrk_upper(kvrank::detail::FloatKernels::blas, rows, inner, a.data(), inner,
+                               blas.data(), rows);
+    const double blas_s = kvrank_bench::seconds_since(start);
+    if (round < 0) continue;
+    best[0] = std::min(best[0], kernel_s);
+    best[1] = std::min(best[1], blas_s);
+  }
+  const MatrixD kernel_upper = kernel.cast<double>().selfadjointView<Eigen::Upper>();
+  const MatrixD blas_upper = blas.cast<double>().selfadjointView<Eigen::Upper>();
+  const double macs =
+      0.5 * static_cast<double>(rows) * static_cast<double>(rows + 1) * static_cast<double>(inner);
+  std::printf(
+      "%5ld x %-5ld  float  %9.1f us (%5.1f G-MAC/s)  ssyrk %9.1f us (%5.1f G-MAC/s)  "
+      "ssyrk/float %5.2f  max diff %.2e\n",
+      static_cast<long>(rows), static_cast<long>(inner), best[0] * 1e6, macs / best[0] * 1e-9,
+      best[1] * 1e6, macs / best[1] * 1e-9, best[1] / best[0],
+      scaled_difference(kernel_upper, blas_upper));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,5 +134,7 @@ int main(int argc, char** argv) {
   const std::pair<Index, Index> shapes[] = {{192, 1536}, {192, 576}, {128, 4096}, {256, 4096},
                                             {4, 576},    {8, 576},   {16, 576},   {32, 576}};
   for (const auto& [r, n] : shapes) run_shape(r, n, rounds);
+  const std::pair<Index, Index> float_shapes[] = {{128, 8172}, {32, 3456}, {256, 2048}};
+  for (const auto& [r, n] : float_shapes) run_float_shape(r, n, rounds);
   return 0;
 }

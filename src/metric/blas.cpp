@@ -12,6 +12,7 @@
 #include "base/memory_limit_text.hpp"
 #include "kvrank/base/memory_limit.hpp"
 #include "metric/double_syrk_kernel.hpp"
+#include "metric/float_syrk_kernel.hpp"
 #include "metric/thread_pool.hpp"
 
 #ifdef _OPENMP
@@ -350,6 +351,21 @@ Index inner_slices(Index rows, Index inner) {
                            std::min(kMostSlices, inner / rows));
 }
 
+/// Rows of A up to which a slice takes kvrank's own float32 kernel (float_syrk_kernel.hpp): one
+/// tile of syrk_upper_tiled, so on one thread either way.
+constexpr Index kKernelRows = 256;
+
+/// The upper triangle of one slice's A·Aᵀ into C (rows × rows): few rows on kvrank's own kernel
+/// where the CPU has it (1.25× OpenBLAS's SSYRK at V3's 128 × 8 172), else by tiles — on their
+/// own thread inside the slices' region, shared out when there is one slice (which leaves the
+/// region out): neither follows the thread count.
+void slice_syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda,
+                      float* c) {
+  if (rows <= kKernelRows && float_syrk_kernel_supported())
+    return float_syrk_kernel(rows, inner, a, lda, c, rows);
+  syrk_upper_tiled(kernels, rows, inner, a, lda, c, rows);
+}
+
 }  // namespace
 
 MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda) {
@@ -363,9 +379,7 @@ MatrixD syrk_double(FloatKernels kernels, Index rows, Index inner, const float* 
       const Index begin = inner * s / slices;
       const Index end = inner * (s + 1) / slices;
       partial[s] = MatrixF::Zero(rows, rows);
-      // By tiles: on their own thread inside the slices' region, shared out when there is one
-      // slice (which leaves the region out): neither follows the thread count.
-      syrk_upper_tiled(kernels, rows, end - begin, a + begin, lda, partial[s].data(), rows);
+      slice_syrk_upper(kernels, rows, end - begin, a + begin, lda, partial[s].data());
     });
   }
   failure.rethrow();

@@ -27,40 +27,14 @@
 #include "kvrank/metric/compute.hpp"
 #include "metric/blas.hpp"
 #include "support/catch.hpp"
+#include "support/strided_rows.hpp"
 
 using namespace kvrank;
 using detail::DoubleSyrkPath;
+using test::random_rows;
+using test::StridedRows;
 
 namespace {
-
-/// A (rows × inner) row-major with row stride lda; the gap after each row holds NaN.
-struct StridedRows {
-  Index rows = 0;
-  Index inner = 0;
-  Index lda = 0;
-  std::vector<float> values;
-  float at(Index i, Index k) const { return values[static_cast<std::size_t>(i * lda + k)]; }
-};
-
-/// Normal values times `scale(row)`, with a few exact zeros.
-template <typename Scale>
-StridedRows random_rows(Index rows, Index inner, Index lda, std::mt19937& rng, Scale scale) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  StridedRows a{rows, inner, lda,
-                std::vector<float>(static_cast<std::size_t>(rows * lda),
-                                   std::numeric_limits<float>::quiet_NaN())};
-  for (Index i = 0; i < rows; ++i) {
-    for (Index k = 0; k < inner; ++k) {
-      a.values[static_cast<std::size_t>(i * lda + k)] =
-          (i + k) % 11 == 5 ? 0.0f : normal(rng) * scale(i);
-    }
-  }
-  return a;
-}
-
-StridedRows random_rows(Index rows, Index inner, Index lda, std::mt19937& rng) {
-  return random_rows(rows, inner, lda, rng, [](Index) { return 1.0f; });
-}
 
 MatrixD run(DoubleSyrkPath path, const StridedRows& a) {
   return detail::syrk_in_double(path, a.rows, a.inner, a.values.data(), a.lda);
@@ -104,14 +78,9 @@ double worst_bound_ratio(const MatrixD& c, const StridedRows& a) {
   double worst = 0;
   for (Index i = 0; i < a.rows; ++i) {
     for (Index j = 0; j < a.rows; ++j) {
-      long double exact = 0, magnitude = 0;
-      for (Index k = 0; k < a.inner; ++k) {
-        const long double product = static_cast<long double>(a.at(i, k)) * a.at(j, k);
-        exact += product;
-        magnitude += std::fabs(product);
-      }
-      const long double error = std::fabs(static_cast<long double>(c(i, j)) - exact);
-      const long double bound = static_cast<long double>(a.inner - 1) * unit * magnitude;
+      const test::ExactDot exact = test::exact_dot(a, i, j);
+      const long double error = std::fabs(static_cast<long double>(c(i, j)) - exact.sum);
+      const long double bound = static_cast<long double>(a.inner - 1) * unit * exact.magnitude;
       if (error > 0)
         worst = std::max(worst, static_cast<double>(bound > 0 ? error / bound : 1e300));
     }
