@@ -105,11 +105,11 @@ TEST_CASE("float syrk: syrk_double's slices take the kernel, which the BLAS's or
   const StridedRows a = random_rows(16, 16'000, 16'000, rng);
   MatrixD want = kernel_upper(a).cast<double>();
   want.triangularView<Eigen::StrictlyLower>() = want.transpose();
-  const MatrixD got =
-      detail::syrk_double(detail::FloatKernels::blas, a.rows, a.inner, a.values.data(), a.lda);
-  CHECK(got == want);
-  // OpenBLAS's SSYRK sums in another order: other bits, within the same bound. Were they the same
-  // bits, the check above could not tell which ran.
+  // Whatever runs the other float32 products (the BLAS, or oneDNN under onednn-f32).
+  for (const auto kernels : {detail::FloatKernels::blas, detail::FloatKernels::onednn})
+    CHECK(detail::syrk_double(kernels, a.rows, a.inner, a.values.data(), a.lda) == want);
+  // OpenBLAS's SSYRK sums in another order: other bits. Were they the same bits, the checks above
+  // could not tell which ran.
   MatrixF blas = MatrixF::Constant(a.rows, a.rows, 42.0f);
   detail::syrk_upper(detail::FloatKernels::blas, a.rows, a.inner, a.values.data(), a.lda,
                      blas.data(), a.rows);
