@@ -55,60 +55,69 @@ double scaled_difference(const MatrixD& kernel, const MatrixD& blas) {
   return worst;
 }
 
-/// Seconds of one call on `path`, and its result.
-double timed(DoubleSyrkPath path, const RowMatrixF& a, MatrixD& out) {
+/// Seconds of one call of `work`.
+template <typename Work>
+double seconds_of(Work&& work) {
   const auto start = std::chrono::steady_clock::now();
-  out = kvrank::detail::syrk_in_double(path, a.rows(), a.cols(), a.data(), a.cols());
+  work();
   return kvrank_bench::seconds_since(start);
+}
+
+/// The fastest of `rounds` calls of `ours` and of `theirs`, interleaved call by call, after one
+/// untimed call of each.
+template <typename Ours, typename Theirs>
+std::pair<double, double> fastest(long rounds, Ours&& ours, Theirs&& theirs) {
+  std::pair<double, double> best{1e300, 1e300};
+  for (long round = -1; round < rounds; ++round) {  // round -1: untimed
+    const double ours_s = seconds_of(ours);
+    const double theirs_s = seconds_of(theirs);
+    if (round < 0) continue;
+    best = {std::min(best.first, ours_s), std::min(best.second, theirs_s)};
+  }
+  return best;
+}
+
+/// One line: the shape, both times and rates (the triangle's multiply-adds), their ratio and the
+/// largest difference of the two results.
+void print_line(Index rows, Index inner, const char* ours, const char* theirs,
+                std::pair<double, double> best, double difference) {
+  const double macs =
+      0.5 * static_cast<double>(rows) * static_cast<double>(rows + 1) * static_cast<double>(inner);
+  std::printf(
+      "%5ld x %-5ld  %-6s %9.1f us (%5.1f G-MAC/s)  %-5s %9.1f us (%5.1f G-MAC/s)  "
+      "%s/%s %5.2f  max diff %.2e\n",
+      static_cast<long>(rows), static_cast<long>(inner), ours, best.first * 1e6,
+      macs / best.first * 1e-9, theirs, best.second * 1e6, macs / best.second * 1e-9, theirs, ours,
+      best.second / best.first, difference);
 }
 
 void run_shape(Index rows, Index inner, long rounds) {
   const RowMatrixF a = normal_rows(rows, inner);
   MatrixD kernel, blas;
-  double best[2] = {1e300, 1e300};
-  for (long round = -1; round < rounds; ++round) {  // round -1: untimed
-    const double kernel_s = timed(DoubleSyrkPath::kernel, a, kernel);
-    const double blas_s = timed(DoubleSyrkPath::blas, a, blas);
-    if (round < 0) continue;
-    best[0] = std::min(best[0], kernel_s);
-    best[1] = std::min(best[1], blas_s);
-  }
-  const double macs =
-      0.5 * static_cast<double>(rows) * static_cast<double>(rows + 1) * static_cast<double>(inner);
-  std::printf(
-      "%5ld x %-5ld  kernel %9.1f us (%5.1f G-MAC/s)  blas %9.1f us (%5.1f G-MAC/s)  "
-      "blas/kernel %5.2f  max diff %.2e\n",
-      static_cast<long>(rows), static_cast<long>(inner), best[0] * 1e6, macs / best[0] * 1e-9,
-      best[1] * 1e6, macs / best[1] * 1e-9, best[1] / best[0], scaled_difference(kernel, blas));
+  const auto on = [&](DoubleSyrkPath path, MatrixD& out) {
+    return [&a, path, &out] {
+      out = kvrank::detail::syrk_in_double(path, a.rows(), a.cols(), a.data(), a.cols());
+    };
+  };
+  const auto best =
+      fastest(rounds, on(DoubleSyrkPath::kernel, kernel), on(DoubleSyrkPath::blas, blas));
+  print_line(rows, inner, "kernel", "blas", best, scaled_difference(kernel, blas));
 }
 
 /// The float32 upper triangle of A·Aᵀ on kvrank's float kernel and on the BLAS, one thread.
 void run_float_shape(Index rows, Index inner, long rounds) {
   const RowMatrixF a = normal_rows(rows, inner);
   MatrixF kernel(rows, rows), blas(rows, rows);
-  double best[2] = {1e300, 1e300};
-  for (long round = -1; round < rounds; ++round) {  // round -1: untimed
-    auto start = std::chrono::steady_clock::now();
-    kvrank::detail::float_syrk_kernel(rows, inner, a.data(), inner, kernel.data(), rows);
-    const double kernel_s = kvrank_bench::seconds_since(start);
-    start = std::chrono::steady_clock::now();
-    kvrank::detail::syrk_upper(kvrank::detail::FloatKernels::blas, rows, inner, a.data(), inner,
-                               blas.data(), rows);
-    const double blas_s = kvrank_bench::seconds_since(start);
-    if (round < 0) continue;
-    best[0] = std::min(best[0], kernel_s);
-    best[1] = std::min(best[1], blas_s);
-  }
+  const auto best = fastest(
+      rounds,
+      [&] { kvrank::detail::float_syrk_kernel(rows, inner, a.data(), inner, kernel.data(), rows); },
+      [&] {
+        kvrank::detail::syrk_upper(kvrank::detail::FloatKernels::blas, rows, inner, a.data(), inner,
+                                   blas.data(), rows);
+      });
   const MatrixD kernel_upper = kernel.cast<double>().selfadjointView<Eigen::Upper>();
   const MatrixD blas_upper = blas.cast<double>().selfadjointView<Eigen::Upper>();
-  const double macs =
-      0.5 * static_cast<double>(rows) * static_cast<double>(rows + 1) * static_cast<double>(inner);
-  std::printf(
-      "%5ld x %-5ld  float  %9.1f us (%5.1f G-MAC/s)  ssyrk %9.1f us (%5.1f G-MAC/s)  "
-      "ssyrk/float %5.2f  max diff %.2e\n",
-      static_cast<long>(rows), static_cast<long>(inner), best[0] * 1e6, macs / best[0] * 1e-9,
-      best[1] * 1e6, macs / best[1] * 1e-9, best[1] / best[0],
-      scaled_difference(kernel_upper, blas_upper));
+  print_line(rows, inner, "float", "ssyrk", best, scaled_difference(kernel_upper, blas_upper));
 }
 
 }  // namespace
