@@ -180,8 +180,8 @@ TEST_CASE("the two sides' coordinates written side by side give the bits of one 
     std::mt19937 rng(5);
     HeadFactors factors;
     factors.symmetric = false;
-    const FactorSide larger = whole_block_heads(256, 300, 320, 4, rng);
-    const FactorSide smaller = halves_of(whole_block_heads(256, 200, 320, 4, rng));
+    const FactorSide larger = whole_block_heads(64, 400, 420, 8, rng);
+    const FactorSide smaller = halves_of(whole_block_heads(64, 200, 420, 8, rng));
     factors.left = queries_larger ? larger : smaller;
     factors.right = queries_larger ? smaller : larger;
     const detail::LayerKernels kernels{false, detail::FloatKernels::blas};
