@@ -356,7 +356,7 @@ Index inner_slices(Index rows, Index inner) {
 constexpr Index kKernelRows = 256;
 
 /// The upper triangle of one slice's A·Aᵀ into C (rows × rows): few rows on kvrank's own kernel
-/// where the CPU has it (1.25× OpenBLAS's SSYRK at V3's 128 × 8 172), else by tiles — on their
+/// where the CPU has it (1.3× OpenBLAS's SSYRK at V3's 128 × 8172), else by tiles — on their
 /// own thread inside the slices' region, shared out when there is one slice (which leaves the
 /// region out): neither follows the thread count.
 void slice_syrk_upper(FloatKernels kernels, Index rows, Index inner, const float* a, Index lda,

@@ -136,11 +136,7 @@ class SideCoordinates {
   /// `prepared`: the latent factor (latent_sides), else formed here.
   SideCoordinates(const FactorSide& side, Coordinates how, RowMatrixF& storage,
                   const LayerKernels& kernels, std::optional<LatentFactor> prepared = std::nullopt)
-      : side_(side),
-        k_(side.head_cols),
-        storage_(storage),
-        kernels_(kernels.products),
-        order_(side) {
+      : side_(side), k_(side.head_cols), storage_(storage), kernels_(kernels.products) {
     if (how == Coordinates::raw && !side.row_gains.empty())  // analyze_layer folds them first
       throw std::logic_error("contraction: raw coordinates of a side with its gains beside it");
     const Index heads = static_cast<Index>(side.heads.size());
@@ -155,17 +151,26 @@ class SideCoordinates {
       }
       return;
     }
-    ordered_ = how == Coordinates::latent ? &order_ : nullptr;
-    if (ordered_) factor_ = prepared ? std::move(*prepared) : latent_factor(side, kernels, order_);
-    fit_buffer(storage_, heads * k_, dim_);
+    if (how == Coordinates::latent) {
+      ordered_ = &order_.emplace(side);
+      factor_ = prepared ? std::move(*prepared) : latent_factor(side, kernels, *ordered_);
+    }
+    fit_storage(side, how, storage_);
     base_ = storage_.data();
     ld_ = dim_;
     for (Index h = 0; h < heads; ++h) {
       offsets_.push_back(h * k_ * ld_);
       runs_.push_back(column_runs(side.heads[h], k_, dim_, factor_.lower ? ordered_ : nullptr));
     }
-    slab_ = factor_.lower ? heads_per_slab(side, order_) : 1;
+    slab_ = factor_.lower ? heads_per_slab(side, *ordered_) : 1;
     tasks_ = heads == 0 ? 0 : (heads + slab_ - 1) / slab_;
+  }
+
+  /// Sizes `storage` for `side`'s coordinates in `how` (fit_buffer: pages mapped at once, over the
+  /// threads where called outside a parallel region).
+  static void fit_storage(const FactorSide& side, Coordinates how, RowMatrixF& storage) {
+    fit_buffer(storage, static_cast<Index>(side.heads.size()) * side.head_cols,
+               coordinate_dimension(side, how));
   }
 
   /// Writes the next task no thread has taken yet; false once every task is taken. Each task
@@ -196,7 +201,7 @@ class SideCoordinates {
     const RowMatrixF& rows = ordered_ ? factor_.f : side_.basis;
     const Index heads = static_cast<Index>(side_.heads.size());
     if (slab_ > 1)
-      return write_slab(side_, order_, rows, task * slab_, std::min(heads, (task + 1) * slab_));
+      return write_slab(side_, *ordered_, rows, task * slab_, std::min(heads, (task + 1) * slab_));
     const Index h = task;
     // Blocks on columns of their own each write their rows whole (MLA's): no pass that zeroes
     // the rows first and none that adds to them (V3's queries: 150 MB each a layer).
@@ -322,8 +327,8 @@ class SideCoordinates {
   Index k_;
   RowMatrixF& storage_;
   FloatKernels kernels_;
-  LatentOrder order_;
-  const LatentOrder* ordered_ = nullptr;  ///< &order_ in latent coordinates
+  std::optional<LatentOrder> order_;      ///< in latent coordinates only
+  const LatentOrder* ordered_ = nullptr;  ///< &*order_, or null
   LatentFactor factor_;                   ///< F in latent coordinates
   Index dim_ = 0;
   const float* base_ = nullptr;
@@ -340,7 +345,7 @@ class SideCoordinates {
 /// (LAPACK's on the calling thread, for the same bits on any count) while another forms the
 /// smaller side's Gram and factor and then writes the smaller side's heads until the larger factor
 /// is done. A V3 layer's 1536² query factor takes ~35 ms; the keys' Gram and factor ~20 ms of it,
-/// and the other thread was idle for the rest. {larger, smaller}; elsewhere none.
+/// and the other thread was idle for the rest. {left, right}; elsewhere none.
 std::pair<std::shared_ptr<SideCoordinates>, std::shared_ptr<SideCoordinates>> latent_sides(
     const HeadFactors& factors, const ContractionPlan& plan, ComputeWorkspace& workspace,
     const LayerKernels& kernels) {
@@ -355,8 +360,7 @@ std::pair<std::shared_ptr<SideCoordinates>, std::shared_ptr<SideCoordinates>> la
   RowMatrixF& smaller_storage =
       left_larger ? workspace.right_coordinates : workspace.left_coordinates;
   // Sized here, its pages mapped by all threads, not by the one that writes it first.
-  fit_buffer(smaller_storage, static_cast<Index>(smaller.heads.size()) * smaller.head_cols,
-             smaller.rows());
+  SideCoordinates::fit_storage(smaller, Coordinates::latent, smaller_storage);
   const LatentOrder larger_order(larger);
   MatrixD larger_gram = ordered_gram(larger, kernels, larger_order);
   LatentFactor larger_factor;
@@ -375,13 +379,17 @@ std::pair<std::shared_ptr<SideCoordinates>, std::shared_ptr<SideCoordinates>> la
       });
   auto larger_side = std::make_shared<SideCoordinates>(larger, Coordinates::latent, larger_storage,
                                                        kernels, std::move(larger_factor));
-  return {std::move(larger_side), std::move(smaller_side)};
+  if (left_larger) return {std::move(larger_side), std::move(smaller_side)};
+  return {std::move(smaller_side), std::move(larger_side)};
 }
 
-/// Writes the coordinates of `first`, then those of `second` (null: none) over the threads, each
-/// thread taking the next task of either as it comes free: the smaller side's heads, each a small
-/// task, fill in where the larger side's slabs end unevenly (V3: 16 slabs of ~35 ms).
-void write_coordinates(SideCoordinates& first, SideCoordinates* second) {
+/// Writes the coordinates of `left` and `right` (null: none) over the threads, the wider side's
+/// first, each thread taking the next task of either as it comes free: the narrower side's heads,
+/// each a small task, fill in where the wider side's slabs end unevenly (V3: 16 slabs of ~35 ms).
+void write_coordinates(SideCoordinates& left, SideCoordinates* right) {
+  const bool right_first = right && right->dim() > left.dim();
+  SideCoordinates& first = right_first ? *right : left;
+  SideCoordinates* second = right_first ? &left : right;
   ParallelFailure failure;
 #pragma omp parallel if (blas_nests_in_openmp())
   failure.run([&] {
@@ -483,20 +491,15 @@ ContractedHeads contract_heads(const HeadFactors& factors, const ContractionPlan
                                const LayerKernels& kernels) {
   const Index heads = factors.num_heads();
   const Index k = factors.left.head_cols;
-  std::shared_ptr<SideCoordinates> left, right;
-  if (auto [larger, smaller] = latent_sides(factors, plan, workspace, kernels); larger) {
-    write_coordinates(*larger, smaller.get());
-    const bool left_larger = factors.left.rows() >= factors.right.rows();
-    left = left_larger ? larger : smaller;
-    right = left_larger ? smaller : larger;
-  } else {
+  auto [left, right] = latent_sides(factors, plan, workspace, kernels);
+  if (!left) {
     left = std::make_shared<SideCoordinates>(factors.left, plan.left, workspace.left_coordinates,
                                              kernels);
     if (!factors.symmetric)
       right = std::make_shared<SideCoordinates>(factors.right, plan.right,
                                                 workspace.right_coordinates, kernels);
-    write_coordinates(*left, right.get());
   }
+  write_coordinates(*left, right.get());
   ContractedHeads out;
   out.right = right;
   out.centred = chunked_inner_products(*left, right ? *right : *left, heads, k,
